@@ -1,0 +1,1 @@
+"""Compute-side clients of a flight-select storage server."""
