@@ -1,0 +1,85 @@
+"""Errors raised by the storage side, each carrying an S3 error code.
+
+    StorageError (code, message, status)
+    ├── ObjectNotFoundError        NoSuchKey / NoSuchBucket        -> not found
+    ├── AccessDeniedError          AccessDenied                    -> permission denied
+    ├── InvalidRequestError        InvalidRequest, InvalidScanRange… -> invalid argument
+    ├── InputFormatError           CSVParsingError, JSONParsingError, InvalidTextEncoding,
+    │                              OverMaxRecordSize, InvalidCompressionFormat, … -> invalid argument
+    ├── QueryExecutionError        CastFailed, ProcessingTimeError, …  -> invalid argument
+    └── ResourceLimitError         query too long, too many queries, memory, timeout -> resource exhausted
+
+The server converts these at one boundary into Flight errors whose ``extra_info`` is the
+JSON of :meth:`StorageError.to_dict`; anything else is an internal error with an incident id.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class StorageError(Exception):
+    """Base class: a user-facing error with an S3 error code."""
+
+    code: str = "InternalError"
+    status: str = "invalid_argument"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        line: int | None = None,
+        column: int | None = None,
+        offset: int | None = None,
+        row: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+        self.line = line
+        self.column = column
+        self.offset = offset
+        self.row = row
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-able description sent to clients (never a traceback)."""
+        out: dict[str, Any] = {"code": self.code, "message": self.message}
+        for name in ("line", "column", "offset", "row"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        return out
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+
+class ObjectNotFoundError(StorageError):
+    code = "NoSuchKey"
+    status = "not_found"
+
+
+class AccessDeniedError(StorageError):
+    code = "AccessDenied"
+    status = "permission_denied"
+
+
+class InvalidRequestError(StorageError):
+    code = "InvalidRequest"
+
+
+class InputFormatError(StorageError):
+    """The object's bytes do not match its declared InputSerialization."""
+
+    code = "InvalidInput"
+
+
+class QueryExecutionError(StorageError):
+    code = "ProcessingTimeError"
+
+
+class ResourceLimitError(StorageError):
+    code = "ResourceLimitExceeded"
+    status = "resource_exhausted"
