@@ -1,0 +1,146 @@
+"""The one place where server-side exceptions become what a Flight client receives.
+
+pyarrow.flight sends a Python traceback with any exception that is not a ``FlightError``, and
+``FlightError`` subclasses can only express seven gRPC statuses (no INVALID_ARGUMENT,
+NOT_FOUND or RESOURCE_EXHAUSTED). So:
+
+* errors whose status pyarrow cannot express as a ``FlightError`` are raised as Arrow
+  exceptions of the right Arrow code (``ArrowInvalid`` -> INVALID_ARGUMENT, ``KeyError`` ->
+  NOT_FOUND), with the traceback suppressed (see :class:`_NoTraceback`), and the JSON error
+  document as their message;
+* the others (unauthenticated, permission denied, unavailable, internal) are ``FlightError``s
+  carrying the same JSON document both as message and as ``extra_info``.
+
+The JSON document is ``{"code": <S3 error code>, "message": ..., "line": .., "column": ..}``.
+Anything unexpected is logged with an incident id and answered as an internal error naming
+only that id.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+from flight_storage.errors import StorageError
+from flight_storage.protocol import ProtocolError, TicketError, UnknownCommandError
+from select_dialect.errors import SelectDialectError
+
+log = logging.getLogger("flight_storage.server")
+
+
+class _NoTraceback:
+    """Mixin that keeps pyarrow from sending a traceback with the error.
+
+    pyarrow formats the exception with ``traceback.format_exception`` for the status detail and
+    falls back to the bare type name when that fails; reading ``__notes__`` is the first thing
+    that formatting does that an exception class controls. ``tests/flight_storage/
+    test_boundary.py`` pins that no traceback reaches a client.
+    """
+
+    @property
+    def __notes__(self) -> Any:
+        raise RuntimeError("client-facing error: no traceback")
+
+
+class InvalidArgument(_NoTraceback, pa.ArrowInvalid):
+    """Sent as gRPC INVALID_ARGUMENT."""
+
+
+class NotFound(_NoTraceback, KeyError):
+    """Sent as gRPC NOT_FOUND."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class Unimplemented(_NoTraceback, NotImplementedError):
+    """Sent as gRPC UNIMPLEMENTED."""
+
+
+def error_document(exc: StorageError | SelectDialectError) -> dict[str, Any]:
+    """The JSON error document for a user-facing error."""
+    if isinstance(exc, StorageError):
+        return exc.to_dict()
+    doc: dict[str, Any] = {"code": exc.code, "message": exc.message}
+    for name in ("line", "column", "text"):
+        value = getattr(exc, name, None)
+        if value is not None:
+            doc[name] = value
+    return doc
+
+
+def _flight_error(cls: type[flight.FlightError], doc: dict[str, Any]) -> flight.FlightError:
+    text = json.dumps(doc, ensure_ascii=False)
+    return cls(text, extra_info=text.encode())
+
+
+_BY_STATUS: dict[str, Callable[[dict[str, Any]], BaseException]] = {
+    "invalid_argument": lambda doc: InvalidArgument(json.dumps(doc, ensure_ascii=False)),
+    "not_found": lambda doc: NotFound(json.dumps(doc, ensure_ascii=False)),
+    "unimplemented": lambda doc: Unimplemented(json.dumps(doc, ensure_ascii=False)),
+    "permission_denied": lambda doc: _flight_error(flight.FlightUnauthorizedError, doc),
+    "unauthenticated": lambda doc: _flight_error(flight.FlightUnauthenticatedError, doc),
+    "resource_exhausted": lambda doc: _flight_error(flight.FlightUnavailableError, doc),
+    "cancelled": lambda doc: _flight_error(flight.FlightCancelledError, doc),
+    "timed_out": lambda doc: _flight_error(flight.FlightTimedOutError, doc),
+}
+
+
+def client_error(exc: BaseException) -> BaseException:
+    """Map any exception to the one sent to the client (never with a traceback)."""
+    if isinstance(exc, (flight.FlightError, InvalidArgument, NotFound, Unimplemented)):
+        return exc
+    if isinstance(exc, StorageError):
+        return _BY_STATUS.get(exc.status, _BY_STATUS["invalid_argument"])(error_document(exc))
+    if isinstance(exc, SelectDialectError):
+        return _BY_STATUS["invalid_argument"](error_document(exc))
+    if isinstance(exc, UnknownCommandError):
+        return _BY_STATUS["unimplemented"](
+            {"code": "NotImplemented", "message": f"unsupported command: {exc.name}"}
+        )
+    if isinstance(exc, TicketError):
+        return _BY_STATUS["permission_denied"]({"code": "InvalidTicket", "message": str(exc)})
+    if isinstance(exc, ProtocolError):
+        return _BY_STATUS["invalid_argument"]({"code": "InvalidRequest", "message": str(exc)})
+    incident = uuid.uuid4().hex[:12]
+    log.error("internal error incident=%s", incident, exc_info=exc)
+    return _flight_error(
+        flight.FlightInternalError, {"code": "InternalError", "message": f"internal error, id={incident}"}
+    )
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def rpc_boundary(method: F) -> F:
+    """Decorate an RPC method so every exception leaves as :func:`client_error`."""
+
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except BaseException as exc:  # the boundary: nothing may escape unconverted
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            raise client_error(exc) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def guarded(items: Iterator[Any]) -> Iterator[Any]:
+    """Wrap a stream's generator so errors raised while it is consumed are converted too."""
+    try:
+        yield from items
+    except GeneratorExit:
+        raise
+    except BaseException as exc:  # the boundary for streamed results
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise
+        raise client_error(exc) from None

@@ -1,0 +1,149 @@
+"""Buckets and objects under a data root; names never leave the root.
+
+A bucket is a top-level folder of the data directory; an object is a regular file below it,
+named by its ``/``-separated key. Format and compression come from the key's suffixes
+(``orders.csv.gz`` is GZIP-compressed CSV) unless a request says otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from flight_storage.errors import AccessDeniedError, InvalidRequestError, ObjectNotFoundError
+
+_COMPRESSION_SUFFIXES = {".gz": "GZIP", ".gzip": "GZIP", ".bz2": "BZIP2", ".zst": "ZSTD"}
+_FORMAT_SUFFIXES = {
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".txt": "csv",
+    ".json": "json",
+    ".ndjson": "json",
+    ".jsonl": "json",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
+_JSON_LINES_SUFFIXES = {".ndjson", ".jsonl"}
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """One object: where it lives and how it is encoded."""
+
+    bucket: str
+    key: str
+    path: Path
+    size: int
+    mtime_ns: int
+    format: str | None
+    compression: str
+    json_lines: bool
+
+    @property
+    def table_name(self) -> str:
+        """The object's name in SQL: ``"bucket"."key"``."""
+        return f'"{self.bucket}"."{self.key}"'
+
+
+def describe_key(key: str) -> tuple[str | None, str, bool]:
+    """Return ``(format, compression, json_lines)`` guessed from a key's suffixes."""
+    name = key.rsplit("/", 1)[-1].lower()
+    stem, dot, last = name.rpartition(".")
+    compression = "NONE"
+    if dot and f".{last}" in _COMPRESSION_SUFFIXES:
+        compression = _COMPRESSION_SUFFIXES[f".{last}"]
+        name = stem
+    suffix = "." + name.rpartition(".")[2] if "." in name else ""
+    return _FORMAT_SUFFIXES.get(suffix), compression, suffix in _JSON_LINES_SUFFIXES
+
+
+def _check_name(kind: str, name: str) -> None:
+    if not name or "\x00" in name or name.startswith("/") or "\\" in name:
+        raise AccessDeniedError(f"invalid {kind} name {name!r}")
+    parts = name.split("/")
+    if any(part in ("", ".", "..") for part in parts):
+        raise AccessDeniedError(f"invalid {kind} name {name!r}")
+
+
+class Catalog:
+    """Read-only view of a data directory as buckets of objects.
+
+    Args:
+        root: the data directory; every path handed out is inside it.
+
+    Example:
+        >>> Catalog(Path("data/samples")).object("sales", "orders/2024-01.csv").format
+        'csv'
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve(strict=True)
+
+    def buckets(self) -> list[str]:
+        """Bucket names, sorted."""
+        return sorted(
+            entry.name
+            for entry in os.scandir(self.root)
+            if entry.is_dir(follow_symlinks=False) and not entry.name.startswith(".")
+        )
+
+    def bucket_path(self, bucket: str) -> Path:
+        """The folder of ``bucket``; refuses names that could leave the root."""
+        _check_name("bucket", bucket)
+        if "/" in bucket:
+            raise AccessDeniedError(f"invalid bucket name {bucket!r}")
+        path = self.root / bucket
+        if not path.is_dir() or path.is_symlink():
+            raise ObjectNotFoundError(f"no such bucket: {bucket}", code="NoSuchBucket")
+        return path
+
+    def object(self, bucket: str, key: str) -> ObjectInfo:
+        """Resolve one object, refusing ``..``, absolute paths, NUL bytes and symlinks out."""
+        base = self.bucket_path(bucket)
+        _check_name("key", key)
+        path = base.joinpath(*key.split("/"))
+        try:
+            resolved = path.resolve(strict=True)
+        except (FileNotFoundError, NotADirectoryError):
+            raise ObjectNotFoundError(f"no such key: {bucket}/{key}") from None
+        if not resolved.is_relative_to(base.resolve()):
+            raise AccessDeniedError(f"object {bucket}/{key} points outside its bucket")
+        st = resolved.stat()
+        if not stat.S_ISREG(st.st_mode):
+            raise ObjectNotFoundError(f"no such key: {bucket}/{key}")
+        fmt, compression, json_lines = describe_key(key)
+        return ObjectInfo(bucket, key, resolved, st.st_size, st.st_mtime_ns, fmt, compression,
+                          json_lines)
+
+    def objects(self, bucket: str, prefix: str = "") -> Iterator[ObjectInfo]:
+        """Objects of ``bucket`` whose key starts with ``prefix``, in key order."""
+        base = self.bucket_path(bucket)
+        if prefix:
+            if "\x00" in prefix or prefix.startswith("/") or ".." in prefix.split("/"):
+                raise AccessDeniedError(f"invalid prefix {prefix!r}")
+        keys: list[str] = []
+        for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            rel = Path(dirpath).relative_to(base).as_posix()
+            for name in filenames:
+                if name.startswith("."):
+                    continue
+                key = name if rel == "." else f"{rel}/{name}"
+                if key.startswith(prefix):
+                    keys.append(key)
+        for key in sorted(keys):
+            try:
+                yield self.object(bucket, key)
+            except (ObjectNotFoundError, AccessDeniedError):
+                continue  # vanished between listing and stat, or a link out: not listed
+
+
+def split_object_path(name: str) -> tuple[str, str]:
+    """Split ``bucket/key`` into its parts."""
+    bucket, sep, key = name.partition("/")
+    if not sep or not key:
+        raise InvalidRequestError(f"object name must be bucket/key, got {name!r}")
+    return bucket, key

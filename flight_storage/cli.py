@@ -1,0 +1,178 @@
+"""``flight-select``: run the storage server, or one S3 Select query on a local object.
+
+    flight-select serve --data DIR [--host 127.0.0.1] [--port 0]
+    flight-select query FILE --expression SQL [--input-serialization JSON]
+                        [--output-serialization JSON] [--scan-range START:END] [--flavor ceph|aws]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from flight_storage.errors import StorageError
+
+
+def _json_arg(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("expected a JSON object")
+    return value
+
+
+def _scan_range_arg(text: str) -> tuple[int, int]:
+    start, sep, end = text.partition(":")
+    try:
+        lo = int(start) if start else 0
+        hi = int(end) if end else (1 << 62)
+    except ValueError:
+        raise argparse.ArgumentTypeError("expected START:END in bytes") from None
+    if not sep or lo < 0 or hi < lo:
+        raise argparse.ArgumentTypeError("expected START:END with 0 <= START <= END")
+    return lo, hi
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="flight-select", description="S3 Select next to the data, over Arrow Flight SQL."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="run the Flight SQL storage server")
+    serve.add_argument("--data", required=True, type=Path, help="data directory (buckets)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
+    serve.add_argument("--port", type=int, default=8815, help="port; 0 picks a free one")
+    serve.add_argument(
+        "--ticket-secret-file",
+        type=Path,
+        help="file holding the key that signs tickets (share it between replicas); "
+        "default: $FLIGHT_SELECT_TICKET_SECRET or a random key per process",
+    )
+    serve.add_argument("--partition-mb", type=int, default=64,
+                       help="split CSV/NDJSON objects into byte ranges of this size")
+    serve.add_argument("--memory-limit-mb", type=int, default=1024,
+                       help="DataFusion memory pool per query")
+    serve.add_argument("--max-concurrent-queries", type=int, default=16)
+    serve.add_argument("--query-timeout", type=float, default=600.0, help="seconds")
+    serve.add_argument("--log-level", default="INFO")
+
+    query = commands.add_parser("query", help="run one S3 Select query on a local object")
+    query.add_argument("file", help="object file, or - for standard input")
+    query.add_argument("--expression", "-e", required=True, help="s3-select SQL")
+    query.add_argument("--input-serialization", type=_json_arg,
+                       help='AWS InputSerialization, e.g. \'{"CSV": {"FileHeaderInfo": "USE"}}\'')
+    query.add_argument("--output-serialization", type=_json_arg,
+                       help='AWS OutputSerialization, e.g. \'{"JSON": {}}\'')
+    query.add_argument("--scan-range", type=_scan_range_arg, help="START:END bytes (End inclusive)")
+    query.add_argument("--flavor", choices=("ceph", "aws"), default="ceph")
+    return parser
+
+
+def _ticket_secret(path: Path | None) -> bytes:
+    if path is not None:
+        return path.read_bytes().strip()
+    return os.environ.get("FLIGHT_SELECT_TICKET_SECRET", "").encode()
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from flight_storage.config import ServerConfig
+    from flight_storage.engine import EngineConfig
+    from flight_storage.server import StorageServer
+
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s",
+                        stream=sys.stderr)
+    config = ServerConfig(
+        data_dir=args.data,
+        host=args.host,
+        port=args.port,
+        ticket_secret=_ticket_secret(args.ticket_secret_file),
+        max_concurrent_queries=args.max_concurrent_queries,
+        query_timeout_s=args.query_timeout,
+        engine=EngineConfig(
+            partition_bytes=args.partition_mb << 20,
+            memory_limit_bytes=args.memory_limit_mb << 20,
+        ),
+    )
+    if not config.ticket_secret:
+        logging.getLogger("flight_storage").warning(
+            "no ticket secret configured: tickets are valid only for this process"
+        )
+    server = StorageServer(config)
+    stopping = threading.Event()
+
+    def _stop(signum: int, frame: Any) -> None:
+        if not stopping.is_set():
+            stopping.set()
+            threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGTERM, _stop)
+    print(f"listening on {server.location}", flush=True)
+    server.wait()
+    return 0
+
+
+def _query(args: argparse.Namespace) -> int:
+    from flight_storage.engine import InputSpec, SelectEngine
+    from flight_storage.select_local import serialized_records
+    from flight_storage.sources import BytesSource, FileSource
+    from select_dialect.errors import SelectDialectError
+
+    try:
+        if args.file == "-":
+            source: Any = BytesSource(sys.stdin.buffer.read(), "<stdin>")
+            guessed: tuple[str | None, str, bool] = ("csv", "NONE", True)
+        else:
+            from flight_storage.catalog import describe_key
+
+            path = Path(args.file)
+            source = FileSource(path, str(path), path.stat().st_size)
+            guessed = describe_key(path.name)
+        fmt, compression, json_lines = guessed
+        spec = InputSpec.from_request(
+            args.input_serialization,
+            default_format=fmt or "csv",
+            default_compression=compression,
+            json_lines=json_lines,
+        )
+        engine = SelectEngine()
+        plan = engine.plan(args.expression, source, spec, flavor=args.flavor,
+                           scan_range=args.scan_range)
+        out = sys.stdout.buffer
+        for chunk in serialized_records(engine, plan, args.output_serialization):
+            out.write(chunk)
+        out.flush()
+    except (StorageError, SelectDialectError) as exc:
+        detail = ""
+        if getattr(exc, "line", None) is not None:
+            detail = f" (line {exc.line}, column {exc.column})"
+        print(f"{exc.code}: {exc.message}{detail}", file=sys.stderr)
+        return 2
+    except FileNotFoundError as exc:
+        print(f"NoSuchKey: {exc.filename}: no such file", file=sys.stderr)
+        return 2
+    return 0
+
+
+_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"serve": _serve, "query": _query}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``flight-select`` console script."""
+    args = _build_parser().parse_args(argv)
+    return _COMMANDS[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""Bind Flight SQL statement parameters (``?``) into s3-select text as literals.
+
+The ADBC driver sends parameters as a one-row Arrow batch through ``DoPut``. The dialect has no
+parameter markers, so each ``?`` outside quotes and comments is replaced by the SQL literal of its
+value before translation; values are rendered, never spliced as text, so a string parameter can
+only ever be a string literal.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pyarrow as pa
+from sqlglot.errors import TokenError
+from sqlglot.tokens import Tokenizer, TokenType
+
+from flight_storage.errors import InvalidRequestError
+
+
+def _string(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _timestamp(value: dt.datetime) -> str:
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.timezone.utc)
+    text = value.isoformat().replace("+00:00", "Z")
+    return f"to_timestamp({_string(text)})"
+
+
+_LITERALS: tuple[tuple[type, Callable[[Any], str]], ...] = (
+    (bool, lambda v: "true" if v else "false"),
+    (int, str),
+    (float, repr),
+    (decimal.Decimal, str),
+    (str, _string),
+    (dt.datetime, _timestamp),
+    (dt.date, lambda v: f"to_timestamp({_string(v.isoformat() + 'T')})"),
+)
+
+
+def sql_literal(value: Any) -> str:
+    """Render one Python value as an s3-select literal."""
+    if value is None:
+        return "null"
+    for kind, render in _LITERALS:
+        if isinstance(value, kind):
+            return render(value)
+    raise InvalidRequestError(f"unsupported parameter type {type(value).__name__}")
+
+
+def placeholder_offsets(sql: str) -> list[int]:
+    """Character offsets of the ``?`` markers outside strings, identifiers and comments."""
+    try:
+        tokens = Tokenizer().tokenize(sql)
+    except TokenError as exc:
+        raise InvalidRequestError(f"cannot find parameters: {exc}") from None
+    return [t.start for t in tokens if t.token_type == TokenType.PLACEHOLDER and t.text == "?"]
+
+
+def bind(sql: str, batch: pa.RecordBatch | None) -> str:
+    """Replace each ``?`` with the matching column of ``batch``'s single row.
+
+    Raises:
+        InvalidRequestError: the numbers of markers and values differ, or the batch has more than
+            one row (one statement runs once).
+    """
+    offsets = placeholder_offsets(sql)
+    values: Sequence[Any] = ()
+    if batch is not None and batch.num_columns:
+        if batch.num_rows != 1:
+            raise InvalidRequestError(
+                f"a query binds exactly one row of parameters, got {batch.num_rows}"
+            )
+        values = [column[0].as_py() for column in batch.columns]
+    if len(values) != len(offsets):
+        raise InvalidRequestError(
+            f"statement has {len(offsets)} parameter marker(s) but {len(values)} value(s) bound"
+        )
+    out = sql
+    for offset, value in sorted(zip(offsets, values), reverse=True):
+        out = out[:offset] + sql_literal(value) + out[offset + 1 :]
+    return out
