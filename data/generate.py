@@ -482,8 +482,21 @@ def sample_files(seed: int = SAMPLE_SEED) -> dict[str, bytes]:
         files[f"sales/compressed/orders-{_ORDER_MONTHS[0]}.csv.{suffix}"] = _compressed(
             january, suffix
         )
+    files["sales/.flight-select.json"] = _bucket_config()
     files["tpch/.keep"] = b""
     return files
+
+
+def _bucket_config() -> bytes:
+    """The sales bucket's table configuration (see flight_storage.catalog)."""
+    header = {"CSV": {"FileHeaderInfo": "USE"}}
+    config = {
+        "tables": [
+            {"prefix": "orders/", "InputSerialization": header},
+            {"prefix": "compressed/", "InputSerialization": header},
+        ]
+    }
+    return (json.dumps(config, indent=2) + "\n").encode()
 
 
 def write_samples(out: Path, seed: int = SAMPLE_SEED) -> list[Path]:

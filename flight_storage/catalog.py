@@ -7,11 +7,13 @@ named by its ``/``-separated key. Format and compression come from the key's suf
 
 from __future__ import annotations
 
+import json
 import os
 import stat
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from flight_storage.errors import AccessDeniedError, InvalidRequestError, ObjectNotFoundError
 
@@ -46,6 +48,47 @@ class ObjectInfo:
     def table_name(self) -> str:
         """The object's name in SQL: ``"bucket"."key"``."""
         return f'"{self.bucket}"."{self.key}"'
+
+
+BUCKET_CONFIG = ".flight-select.json"
+
+
+@dataclass(frozen=True)
+class TableConfig:
+    """Settings for the objects under one key prefix of a bucket.
+
+    ``input_serialization`` is an AWS ``InputSerialization`` dict; keys it leaves out keep their
+    defaults (the format and compression still come from the key's suffixes).
+    """
+
+    prefix: str
+    input_serialization: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BucketConfig:
+    """A bucket's ``.flight-select.json``: ``{"tables": [{"prefix": ..., "InputSerialization":
+    {...}}, ...]}``."""
+
+    tables: tuple[TableConfig, ...] = ()
+
+    def for_key(self, key: str) -> TableConfig | None:
+        """The configuration of the longest prefix that ``key`` starts with."""
+        matches = [t for t in self.tables if key.startswith(t.prefix)]
+        return max(matches, key=lambda t: len(t.prefix)) if matches else None
+
+    @classmethod
+    def parse(cls, text: str, where: str) -> BucketConfig:
+        """Read the JSON text of a bucket configuration file."""
+        try:
+            document = json.loads(text)
+            tables = tuple(
+                TableConfig(str(t["prefix"]), dict(t.get("InputSerialization", {})))
+                for t in document.get("tables", [])
+            )
+        except (json.JSONDecodeError, AttributeError, KeyError, TypeError) as exc:
+            raise InvalidRequestError(f"{where}: invalid bucket configuration ({exc})") from None
+        return cls(tables)
 
 
 def describe_key(key: str) -> tuple[str | None, str, bool]:
@@ -99,6 +142,13 @@ class Catalog:
         if not path.is_dir() or path.is_symlink():
             raise ObjectNotFoundError(f"no such bucket: {bucket}", code="NoSuchBucket")
         return path
+
+    def bucket_config(self, bucket: str) -> BucketConfig:
+        """The bucket's table configuration (empty when it has none)."""
+        path = self.bucket_path(bucket) / BUCKET_CONFIG
+        if not path.is_file() or path.is_symlink():
+            return BucketConfig()
+        return BucketConfig.parse(path.read_text(encoding="utf-8"), f"{bucket}/{BUCKET_CONFIG}")
 
     def object(self, bucket: str, key: str) -> ObjectInfo:
         """Resolve one object, refusing ``..``, absolute paths, NUL bytes and symlinks out."""

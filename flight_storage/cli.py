@@ -108,18 +108,18 @@ def _serve(args: argparse.Namespace) -> int:
         logging.getLogger("flight_storage").warning(
             "no ticket secret configured: tickets are valid only for this process"
         )
-    server = StorageServer(config)
     stopping = threading.Event()
-
-    def _stop(signum: int, frame: Any) -> None:
-        if not stopping.is_set():
-            stopping.set()
-            threading.Thread(target=server.shutdown, daemon=True).start()
-
-    signal.signal(signal.SIGINT, _stop)
-    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, lambda signum, frame: stopping.set())
+    signal.signal(signal.SIGTERM, lambda signum, frame: stopping.set())
+    server = StorageServer(config)  # serving from here on
     print(f"listening on {server.location}", flush=True)
+    while not stopping.wait(0.5):
+        pass
+    log = logging.getLogger("flight_storage")
+    log.info("shutting down: finishing running streams")
+    server.shutdown()
     server.wait()
+    log.info("stopped")
     return 0
 
 

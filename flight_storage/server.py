@@ -36,6 +36,7 @@ from flight_storage.parameters import bind
 from flight_storage.protocol import Partition, PartitionTicket, PreparedHandle, SqlInfo, pb
 from flight_storage.sources import FileSource
 from flight_storage.statement import split_table_reference
+from select_dialect import translate
 
 log = logging.getLogger("flight_storage.server")
 
@@ -107,7 +108,8 @@ class StorageServer(flight.FlightServerBase):
             middleware={"call": _CallInfoFactory()},
             **kwargs,
         )
-        self.location = f"{scheme}://{config.host}:{self.port}"
+        public_scheme = "grpc" if scheme == "grpc+tcp" else scheme
+        self.location = f"{public_scheme}://{config.host}:{self.port}"
 
     # ------------------------------------------------------------------ call context
     def _call_context(self, context: flight.ServerCallContext) -> CallContext:
@@ -205,6 +207,7 @@ class StorageServer(flight.FlightServerBase):
     ) -> tuple[ObjectInfo, SelectPlan]:
         reference, sql = split_table_reference(query)
         if reference is None:
+            translate(query, input_format="csv", flavor=flavor)  # report syntax errors first
             raise InvalidRequestError(
                 'name the object in FROM as "bucket"."key", e.g. '
                 'SELECT * FROM "sales"."orders/2024-01.csv"',
@@ -224,8 +227,9 @@ class StorageServer(flight.FlightServerBase):
                 f"cannot tell the format of {obj.bucket}/{obj.key} from its name",
                 code="UnsupportedFormat",
             )
+        table = self.catalog.bucket_config(obj.bucket).for_key(obj.key)
         return InputSpec.from_request(
-            None,
+            table.input_serialization if table is not None else None,
             default_format=obj.format,
             default_compression=obj.compression,
             json_lines=obj.json_lines,
@@ -257,9 +261,7 @@ class StorageServer(flight.FlightServerBase):
     def _serve_partition(
         self, context: flight.ServerCallContext, call: CallContext, handle: bytes
     ) -> flight.FlightDataStream:
-        ticket = protocol.ticket_from_flight(
-            handle, self.secret, max_age=self.config.ticket_max_age_s
-        )
+        ticket = protocol.decode_ticket(handle, self.secret, max_age=self.config.ticket_max_age_s)
         if ticket.user != call.user:
             raise AccessDeniedError("ticket was issued to another user")
         if not self._running.acquire(blocking=False):
@@ -315,6 +317,7 @@ class StorageServer(flight.FlightServerBase):
                 query_id=query_id,
                 object=f"{ticket.bucket}/{ticket.key}",
                 partition=ticket.partition.to_dict(),
+                bytes_scanned=_partition_bytes(ticket.partition, plan),
                 user=ticket.user,
                 rows=rows,
                 bytes=nbytes,
@@ -536,6 +539,15 @@ def _expiry(max_age_s: int) -> Any:
         dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=max_age_s),
         type=pa.timestamp("ns", tz="UTC"),
     )
+
+
+def _partition_bytes(partition: Partition, plan: SelectPlan) -> int:
+    if partition.kind == "byte_range" and partition.start is not None and partition.end is not None:
+        return partition.end - partition.start
+    for planned in plan.partitions:
+        if planned.partition == partition and planned.bytes is not None:
+            return planned.bytes
+    return plan.source.size
 
 
 def _filters_rows(plan: SelectPlan) -> bool:

@@ -1,0 +1,174 @@
+"""A small Flight SQL client for the storage server: execute -> endpoints, read(endpoint).
+
+It speaks the same Flight SQL messages as any client (``CommandStatementQuery`` then one
+``DoGet`` per endpoint) through ``pyarrow.flight`` and maps server errors to
+:class:`~compute_client.errors.RemoteQueryError`. Endpoints are plain data
+(:class:`Endpoint`), so they can be shipped to other processes (Spark executors) and read there.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+from compute_client.errors import ClientError, RemoteQueryError, ServerUnavailableError
+from flight_storage import protocol
+
+FLAVOR_HEADER = "x-flight-select-flavor"
+
+
+@dataclass(frozen=True)
+class ConnectionOptions:
+    """How to reach a storage server.
+
+    Attributes:
+        location: ``grpc://host:port`` or ``grpc+tls://host:port``.
+        flavor: s3-select flavour (``ceph`` or ``aws``).
+        username, password: Basic credentials exchanged for a bearer token at connect time.
+        tls_root_certs: PEM bytes of the CA to trust for ``grpc+tls``.
+        cert_chain, private_key: PEM client certificate and key (mutual TLS).
+        timeout_s: per-call timeout.
+    """
+
+    location: str
+    flavor: str = "ceph"
+    username: str | None = None
+    password: str | None = None
+    tls_root_certs: bytes | None = None
+    cert_chain: bytes | None = None
+    private_key: bytes | None = None
+    timeout_s: float | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One partition of a result: a ticket and where to redeem it (picklable)."""
+
+    ticket: bytes
+    locations: tuple[str, ...]
+
+    def to_json(self) -> dict[str, object]:
+        """Plain data (for Spark partitions and logs)."""
+        return {"ticket": base64.b64encode(self.ticket).decode(), "locations": list(self.locations)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> Endpoint:
+        """Inverse of :meth:`to_json`."""
+        locations = data.get("locations", [])
+        assert isinstance(locations, list)
+        return cls(base64.b64decode(str(data["ticket"])), tuple(str(x) for x in locations))
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    """The server's answer to a statement: the result schema and its endpoints."""
+
+    schema: pa.Schema
+    endpoints: tuple[Endpoint, ...]
+    total_records: int
+    total_bytes: int
+
+
+def _to_client_error(exc: BaseException) -> ClientError:
+    if isinstance(exc, flight.FlightUnavailableError) and "{" not in str(exc):
+        return ServerUnavailableError(str(exc))
+    extra = getattr(exc, "extra_info", None)
+    text = extra.decode("utf-8", "replace") if extra else str(exc)
+    return RemoteQueryError.from_text(text.split(". Detail:")[0])
+
+
+class FlightSelectClient:
+    """Run s3-select statements on a storage server and read their partitions.
+
+    Example:
+        >>> client = FlightSelectClient(ConnectionOptions("grpc://127.0.0.1:8815"))
+        >>> plan = client.execute('SELECT _1 FROM "sales"."orders/2024-01.csv"')  # doctest: +SKIP
+        >>> batches = [b for e in plan.endpoints for b in client.read(e)]  # doctest: +SKIP
+    """
+
+    def __init__(self, options: ConnectionOptions) -> None:
+        self.options = options
+        self._clients: dict[str, flight.FlightClient] = {}
+        self._headers: list[tuple[bytes, bytes]] = [
+            (FLAVOR_HEADER.encode(), options.flavor.encode())
+        ] + [(k.lower().encode(), v.encode()) for k, v in options.headers.items()]
+        self._client(options.location)
+
+    def _client(self, location: str) -> flight.FlightClient:
+        client = self._clients.get(location)
+        if client is None:
+            kwargs: dict[str, object] = {}
+            if self.options.tls_root_certs is not None:
+                kwargs["tls_root_certs"] = self.options.tls_root_certs
+            if self.options.cert_chain is not None:
+                kwargs["cert_chain"] = self.options.cert_chain
+                kwargs["private_key"] = self.options.private_key
+            try:
+                client = flight.FlightClient(location, **kwargs)
+                if self.options.username is not None:
+                    token = client.authenticate_basic_token(
+                        self.options.username, self.options.password or ""
+                    )
+                    self._headers = [h for h in self._headers if h[0] != b"authorization"]
+                    self._headers.append(token)
+            except flight.FlightError as exc:
+                raise _to_client_error(exc) from None
+            self._clients[location] = client
+        return client
+
+    def _call_options(self) -> flight.FlightCallOptions:
+        return flight.FlightCallOptions(headers=self._headers, timeout=self.options.timeout_s)
+
+    def execute(self, query: str) -> QueryPlan:
+        """Plan ``query`` on the server; nothing is read until :meth:`read`."""
+        command = protocol.pack_any(protocol.pb.CommandStatementQuery(query=query))
+        descriptor = flight.FlightDescriptor.for_command(command)
+        try:
+            info = self._client(self.options.location).get_flight_info(
+                descriptor, self._call_options()
+            )
+        except (flight.FlightError, pa.ArrowException) as exc:
+            raise _to_client_error(exc) from None
+        endpoints = tuple(
+            Endpoint(e.ticket.ticket, tuple(str(loc.uri.decode()) for loc in e.locations))
+            for e in info.endpoints
+        )
+        return QueryPlan(info.schema, endpoints, info.total_records, info.total_bytes)
+
+    def read(self, endpoint: Endpoint) -> Iterator[pa.RecordBatch]:
+        """Stream one endpoint's batches, from the server it names (or the default one)."""
+        location = endpoint.locations[0] if endpoint.locations else self.options.location
+        if location.startswith("arrow-flight-reuse-connection"):
+            location = self.options.location
+        try:
+            reader = self._client(location).do_get(
+                flight.Ticket(endpoint.ticket), self._call_options()
+            )
+            for chunk in reader:
+                if chunk.data is not None:
+                    yield chunk.data
+        except (flight.FlightError, pa.ArrowException) as exc:
+            raise _to_client_error(exc) from None
+
+    def read_all(self, query: str) -> pa.Table:
+        """Execute ``query`` and read every endpoint into one table."""
+        plan = self.execute(query)
+        batches = [batch for endpoint in plan.endpoints for batch in self.read(endpoint)]
+        return pa.Table.from_batches(batches, schema=plan.schema)
+
+    def close(self) -> None:
+        """Close every connection."""
+        for client in self._clients.values():
+            client.close()
+        self._clients.clear()
+
+    def __enter__(self) -> FlightSelectClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

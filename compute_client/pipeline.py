@@ -1,0 +1,161 @@
+"""The main job: a PySpark pipeline that reads the sample orders through the storage server.
+
+    flight-select-pipeline [--location grpc://HOST:PORT] [--data DIR] [--out DIR]
+
+Without ``--location`` it starts a storage server itself on the embedded sample data (a
+subprocess on a free loopback port) and stops it at the end. The job reads the monthly order
+objects through the server with a filter pushed down (only delivered orders leave the server),
+computes revenue per region and month in Spark, writes Parquet, and prints a summary: rows read,
+bytes the server scanned and bytes it sent to Spark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "data" / "samples"
+ORDER_TABLES = ("sales/orders/2024-01.csv", "sales/orders/2024-02.csv", "sales/orders/2024-03.csv")
+
+log = logging.getLogger("compute_client.pipeline")
+
+
+@dataclass
+class ServerHandle:
+    """A storage server the pipeline talks to, and the query log lines it printed."""
+
+    location: str
+    process: subprocess.Popen[str] | None = None
+    events: list[dict[str, object]] = field(default_factory=list)
+
+
+@contextmanager
+def storage_server(location: str | None, data_dir: Path) -> Iterator[ServerHandle]:
+    """Use the server at ``location``, or start one on ``data_dir`` for the job's duration."""
+    if location is not None:
+        yield ServerHandle(location)
+        return
+    process = subprocess.Popen(
+        [sys.executable, "-m", "flight_storage", "serve", "--data", str(data_dir), "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert process.stdout is not None and process.stderr is not None
+    line = process.stdout.readline()
+    if "listening on " not in line:
+        process.kill()
+        raise RuntimeError(f"storage server did not start: {process.stderr.read()}")
+    handle = ServerHandle(line.split("listening on ", 1)[1].strip(), process)
+
+    def collect(stream: object) -> None:
+        for text in iter(process.stderr.readline, ""):  # type: ignore[union-attr]
+            start = text.find('{"')
+            if start >= 0:
+                try:
+                    event = json.loads(text[start:])
+                except json.JSONDecodeError:
+                    continue
+                if event.get("event") == "query":
+                    handle.events.append(event)
+
+    reader = threading.Thread(target=collect, args=(process.stderr,), daemon=True)
+    reader.start()
+    print(f"started storage server at {handle.location} on {data_dir}", flush=True)
+    try:
+        yield handle
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        reader.join(timeout=5)
+
+
+def run(location: str, out: Path, tables: Sequence[str] = ORDER_TABLES) -> dict[str, object]:
+    """Run the Spark job against ``location``; return what it read and wrote."""
+    from pyspark.sql import SparkSession, functions as F
+
+    from compute_client.spark_source import register
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("flight-select-pipeline")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.ui.enabled", "false")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    frames = [
+        spark.read.format("flight-select")
+        .option("location", location)
+        .option("table", table)
+        .load()
+        .where(F.col("status") == "delivered")
+        for table in tables
+    ]
+    orders = frames[0]
+    for frame in frames[1:]:
+        orders = orders.unionByName(frame)
+    orders = orders.cache()
+    rows_read = orders.count()
+    revenue = (
+        orders.withColumn("quantity", F.col("quantity").cast("int"))
+        .withColumn("unit_price", F.col("unit_price").cast("decimal(12,2)"))
+        .withColumn("month", F.substring("order_ts", 1, 7))
+        .withColumn("revenue", F.col("quantity") * F.col("unit_price"))
+        .groupBy("region", "month")
+        .agg(F.count("*").alias("orders"), F.sum("revenue").alias("revenue"))
+        .orderBy("month", F.desc("revenue"))
+    )
+    result = revenue.collect()
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / "revenue_by_region_month"
+    revenue.write.mode("overwrite").parquet(str(target))
+    spark.stop()
+    return {"rows_read": rows_read, "result": result, "output": target}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``flight-select-pipeline``."""
+    parser = argparse.ArgumentParser(prog="flight-select-pipeline", description=__doc__.split("\n")[0])
+    parser.add_argument("--location", help="an existing server (default: start one)")
+    parser.add_argument("--data", type=Path, default=SAMPLES, help="data dir for the started server")
+    parser.add_argument("--out", type=Path, default=ROOT / "out" / "pipeline")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    started = time.perf_counter()
+    with storage_server(args.location, args.data) as server:
+        summary = run(server.location, args.out)
+        time.sleep(0.2)  # let the server flush its last query log lines
+    print("\nrevenue of delivered orders by region and month:")
+    print(f"  {'month':8} {'region':12} {'orders':>7} {'revenue':>12}")
+    for row in summary["result"]:  # type: ignore[union-attr]
+        print(f"  {row['month']:8} {str(row['region']):12} {row['orders']:>7} {row['revenue']:>12}")
+    print(f"\nrows read by Spark:           {summary['rows_read']}")
+    if server.events:
+        scanned = sum(int(e.get("bytes_scanned", 0)) for e in server.events)  # type: ignore[call-overload]
+        sent = sum(int(e.get("bytes", 0)) for e in server.events)  # type: ignore[call-overload]
+        queries = len(server.events)
+        print(f"bytes scanned by the server:  {scanned} ({queries} partition reads)")
+        print(f"bytes sent to Spark (Arrow):  {sent}")
+        if sent:
+            print(f"reduction:                    {scanned / sent:.1f}x")
+    else:
+        print("bytes scanned/sent: see the server's query log (external server)")
+    print(f"output written to {summary['output']}")
+    print(f"done in {time.perf_counter() - started:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
