@@ -82,19 +82,11 @@ def storage_server(location: str | None, data_dir: Path) -> Iterator[ServerHandl
 
 def run(location: str, out: Path, tables: Sequence[str] = ORDER_TABLES) -> dict[str, object]:
     """Run the Spark job against ``location``; return what it read and wrote."""
-    from pyspark.sql import SparkSession, functions as F
+    from pyspark.sql import functions as F
 
-    from compute_client.spark_source import register
+    from compute_client.spark_source import local_session
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("flight-select-pipeline")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.ui.enabled", "false")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
+    spark = local_session("flight-select-pipeline")
     frames = [
         spark.read.format("flight-select")
         .option("location", location)

@@ -15,6 +15,8 @@ statement, aggregates included), ``columns`` (comma-separated projection), ``fla
 from __future__ import annotations
 
 import json
+import os
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -59,6 +61,26 @@ _MATCHES: dict[type, str] = {
     StringEndsWith: "ends",
     StringContains: "contains",
 }
+
+
+def local_session(app_name: str, cores: int = 2) -> SparkSession:
+    """A local Spark session whose Python workers run this interpreter, bound to loopback,
+    with the source registered."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    spark = (
+        SparkSession.builder.master(f"local[{cores}]")
+        .appName(app_name)
+        .config("spark.sql.shuffle.partitions", str(2 * cores))
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark
 
 
 def register(spark: SparkSession) -> None:

@@ -1,0 +1,813 @@
+"""Flight SQL wire messages, stateless partition tickets and prepared-statement handles.
+
+This is the only server module the compute client imports, so it depends on the standard
+library, protobuf, pyarrow and the generated ``_flight_sql_pb2`` module only.
+
+Commands. Flight SQL puts protobuf messages packed in ``google.protobuf.Any`` (type URL
+``type.googleapis.com/arrow.flight.protocol.sql.<Name>``) into ``FlightDescriptor.command``,
+``Ticket.ticket``, ``Action.body`` and ``Result.body``. :func:`pack_any` and
+:func:`unpack_any` convert; :func:`decode_action` also handles the two core Flight actions
+(``CancelFlightInfo``, ``CloseSession``) whose bodies are plain serialized messages.
+
+Tickets. A :class:`PartitionTicket` carries everything needed to compute one partition of a
+query (query text, flavor, object, partition, serializations, user, issue time), so any
+server sharing the secret can serve the ``DoGet`` without remembering the ``GetFlightInfo``.
+Wire format (:func:`encode_ticket`)::
+
+    b"FST" | version (1 byte) | flags (1 byte) | payload | HMAC-SHA256 (32 bytes)
+
+``payload`` is compact JSON (zlib-compressed when flag bit 0 is set, which happens when that
+is shorter). Tickets are signed, not encrypted: a client can read what it was given (its own
+query, the object, the partition) but cannot change it or mint another ticket. The MAC covers everything before it, including the magic, so a ticket can never
+be accepted as a handle or the other way round. Verification happens before any
+decompression or JSON parsing. The bytes travel inside
+``TicketStatementQuery.statement_handle`` (:func:`ticket_to_flight`).
+
+Prepared statements. A :class:`PreparedHandle` is the same idea for
+``ActionCreatePreparedStatementResult.prepared_statement_handle`` (magic ``b"FSH"``): it
+holds the query text, the flavor, the user, the issue time and, after a ``DoPut`` of
+parameters, the bound parameter batch as Arrow IPC. The server keeps no per-statement state:
+``CreatePreparedStatement`` returns a signed handle; ``DoPut(CommandPreparedStatementQuery)``
+answers ``DoPutPreparedStatementResult`` with a new handle carrying the parameters
+(:func:`bind_parameters`); ``GetFlightInfo(CommandPreparedStatementQuery)`` decodes the handle
+and plans; ``ClosePreparedStatement`` only has to verify the signature.
+
+Errors::
+
+    ProtocolError                garbled input, or a message of the wrong kind
+    ├── UnknownCommandError      a well-formed message this module does not know (.name)
+    └── TicketError              bad magic/version/signature/payload, or expired
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import enum
+import hashlib
+import hmac
+import json
+import time
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import pyarrow as pa
+from google.protobuf import any_pb2
+from google.protobuf.message import DecodeError, Message
+
+from flight_storage import _flight_sql_pb2 as pb
+
+__all__ = [
+    "CATALOGS_SCHEMA",
+    "DB_SCHEMAS_SCHEMA",
+    "FLIGHT_ACTIONS",
+    "SQL_INFO_SCHEMA",
+    "TABLES_SCHEMA",
+    "TABLES_SCHEMA_WITH_SCHEMA",
+    "TABLE_TYPES_SCHEMA",
+    "TICKET_VERSION",
+    "HANDLE_VERSION",
+    "TYPE_URL_PREFIX",
+    "Partition",
+    "PartitionTicket",
+    "PreparedHandle",
+    "ProtocolError",
+    "SqlInfo",
+    "TicketError",
+    "UnknownCommandError",
+    "bind_parameters",
+    "build_sql_info",
+    "decode_action",
+    "decode_handle",
+    "decode_ticket",
+    "encode_handle",
+    "encode_ticket",
+    "handle_parameters",
+    "pack_any",
+    "pb",
+    "ticket_from_flight",
+    "ticket_to_flight",
+    "unpack_any",
+]
+
+# ----------------------------------------------------------------------------- errors
+
+
+class ProtocolError(Exception):
+    """A Flight SQL message could not be decoded or is not the kind expected."""
+
+
+class UnknownCommandError(ProtocolError):
+    """A well-formed message whose type this module does not know.
+
+    Attributes:
+        name: the message or action name as sent (the last part of the type URL, or the
+            full type URL when it is not a Flight SQL one), for an UNIMPLEMENTED answer.
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"unsupported Flight SQL command: {name}")
+        self.name = name
+
+
+class TicketError(ProtocolError):
+    """A ticket or prepared-statement handle was forged, altered, expired or malformed."""
+
+
+# ----------------------------------------------------------------------------- Any packing
+
+TYPE_URL_PREFIX: Final = "type.googleapis.com/arrow.flight.protocol.sql."
+
+# Every Flight SQL message the server may receive inside an Any, by name. The server decides
+# which ones it serves; the others are decoded only so it can refuse them by name.
+_ANY_MESSAGES: Final[Mapping[str, type[Message]]] = {
+    cls.DESCRIPTOR.name: cls
+    for cls in (
+        pb.CommandGetSqlInfo,
+        pb.CommandGetXdbcTypeInfo,
+        pb.CommandGetCatalogs,
+        pb.CommandGetDbSchemas,
+        pb.CommandGetTables,
+        pb.CommandGetTableTypes,
+        pb.CommandGetPrimaryKeys,
+        pb.CommandGetExportedKeys,
+        pb.CommandGetImportedKeys,
+        pb.CommandGetCrossReference,
+        pb.ActionCreatePreparedStatementRequest,
+        pb.ActionCreatePreparedStatementResult,
+        pb.ActionClosePreparedStatementRequest,
+        pb.CommandStatementQuery,
+        pb.CommandStatementSubstraitPlan,
+        pb.TicketStatementQuery,
+        pb.CommandPreparedStatementQuery,
+        pb.CommandStatementUpdate,
+        pb.CommandPreparedStatementUpdate,
+        pb.CommandStatementIngest,
+        pb.DoPutUpdateResult,
+        pb.DoPutPreparedStatementResult,
+        pb.ActionCancelQueryRequest,
+        pb.ActionCancelQueryResult,
+    )
+}
+
+# Flight action type -> (request message, whether the body is wrapped in Any). Flight SQL
+# actions wrap their body; the core Flight actions send the message itself.
+FLIGHT_ACTIONS: Final[Mapping[str, tuple[type[Message], bool]]] = {
+    "CreatePreparedStatement": (pb.ActionCreatePreparedStatementRequest, True),
+    "ClosePreparedStatement": (pb.ActionClosePreparedStatementRequest, True),
+    "CancelQuery": (pb.ActionCancelQueryRequest, True),
+    "CancelFlightInfo": (pb.CancelFlightInfoRequest, False),
+    "CloseSession": (pb.CloseSessionRequest, False),
+}
+
+
+def pack_any(message: Message) -> bytes:
+    """Serialize a Flight SQL message wrapped in ``google.protobuf.Any``.
+
+    Args:
+        message: an instance of one of the Flight SQL classes in ``protocol.pb``.
+
+    Returns:
+        The serialized ``Any`` (type URL ``type.googleapis.com/arrow.flight.protocol.sql.<Name>``),
+        ready for ``FlightDescriptor.for_command``, ``Ticket`` or a ``Result`` body.
+
+    Raises:
+        ProtocolError: the message is not a Flight SQL message this module knows.
+
+    Example:
+        >>> unpack_any(pack_any(pb.CommandStatementQuery(query="SELECT 1")))[0]
+        'CommandStatementQuery'
+    """
+    name = message.DESCRIPTOR.name
+    if _ANY_MESSAGES.get(name) is not type(message):
+        raise ProtocolError(f"not a Flight SQL message: {message.DESCRIPTOR.full_name}")
+    wrapped = any_pb2.Any(type_url=TYPE_URL_PREFIX + name, value=message.SerializeToString())
+    return wrapped.SerializeToString()
+
+
+def unpack_any(data: bytes) -> tuple[str, Message]:
+    """Decode a serialized ``google.protobuf.Any`` holding a Flight SQL message.
+
+    Args:
+        data: the bytes of a descriptor command, ticket, action body or result body.
+
+    Returns:
+        ``(name, message)``, e.g. ``("CommandStatementQuery", <message>)``.
+
+    Raises:
+        UnknownCommandError: well-formed, but not a Flight SQL message known here; ``.name``
+            names it.
+        ProtocolError: the bytes are not a serialized ``Any`` or its value does not parse.
+    """
+    wrapped = any_pb2.Any()
+    try:
+        wrapped.ParseFromString(bytes(data))
+    except (DecodeError, ValueError) as exc:
+        raise ProtocolError("command is not a serialized google.protobuf.Any") from exc
+    if not wrapped.type_url:
+        raise ProtocolError("command is not a serialized google.protobuf.Any (no type URL)")
+    if not wrapped.type_url.startswith(TYPE_URL_PREFIX):
+        raise UnknownCommandError(wrapped.type_url)
+    name = wrapped.type_url[len(TYPE_URL_PREFIX) :]
+    cls = _ANY_MESSAGES.get(name)
+    if cls is None:
+        raise UnknownCommandError(name)
+    return name, _parse(cls, wrapped.value, name)
+
+
+def decode_action(action_type: str, body: bytes) -> Message:
+    """Decode the body of a Flight SQL or core Flight action.
+
+    Args:
+        action_type: ``Action.type`` (e.g. ``"CreatePreparedStatement"``, ``"CloseSession"``).
+        body: ``Action.body`` bytes.
+
+    Returns:
+        The request message; for ``CancelFlightInfo`` its ``info`` field holds a serialized
+        FlightInfo (``pyarrow.flight.FlightInfo.deserialize``).
+
+    Raises:
+        UnknownCommandError: the action type is not one listed in :data:`FLIGHT_ACTIONS`.
+        ProtocolError: the body does not decode as that action's request.
+    """
+    entry = FLIGHT_ACTIONS.get(action_type)
+    if entry is None:
+        raise UnknownCommandError(action_type)
+    cls, wrapped = entry
+    if not wrapped:
+        return _parse(cls, bytes(body), action_type)
+    name, message = unpack_any(body)
+    if type(message) is not cls:
+        raise ProtocolError(f"action {action_type} carries {name}, expected {cls.DESCRIPTOR.name}")
+    return message
+
+
+def _parse(cls: type[Message], data: bytes, what: str) -> Message:
+    message = cls()
+    try:
+        message.ParseFromString(data)
+    except (DecodeError, ValueError) as exc:
+        raise ProtocolError(f"garbled {what} message") from exc
+    return message
+
+
+# ----------------------------------------------------------------------------- result schemas
+
+
+class SqlInfo(enum.IntEnum):
+    """The ``CommandGetSqlInfo`` ids this project answers (Flight SQL numbering)."""
+
+    FLIGHT_SQL_SERVER_NAME = 0
+    FLIGHT_SQL_SERVER_VERSION = 1
+    FLIGHT_SQL_SERVER_ARROW_VERSION = 2
+    FLIGHT_SQL_SERVER_READ_ONLY = 3
+    FLIGHT_SQL_SERVER_SQL = 4
+    FLIGHT_SQL_SERVER_SUBSTRAIT = 5
+    FLIGHT_SQL_SERVER_TRANSACTION = 8
+    FLIGHT_SQL_SERVER_CANCEL = 9
+    FLIGHT_SQL_SERVER_STATEMENT_TIMEOUT = 100
+    FLIGHT_SQL_SERVER_TRANSACTION_TIMEOUT = 101
+    SQL_DDL_CATALOG = 500
+    SQL_DDL_SCHEMA = 501
+    SQL_DDL_TABLE = 502
+    SQL_IDENTIFIER_CASE = 503
+    SQL_IDENTIFIER_QUOTE_CHAR = 504
+    SQL_QUOTED_IDENTIFIER_CASE = 505
+
+
+_SQL_INFO_UNION: Final = pa.dense_union(
+    [
+        pa.field("string_value", pa.utf8(), nullable=False),
+        pa.field("bool_value", pa.bool_(), nullable=False),
+        pa.field("bigint_value", pa.int64(), nullable=False),
+        pa.field("int32_bitmask", pa.int32(), nullable=False),
+        pa.field("string_list", pa.list_(pa.utf8()), nullable=False),
+        pa.field(
+            "int32_to_int32_list_map",
+            pa.map_(pa.int32(), pa.list_(pa.int32())),
+            nullable=False,
+        ),
+    ],
+    type_codes=[0, 1, 2, 3, 4, 5],
+)
+
+SQL_INFO_SCHEMA: Final = pa.schema(
+    [
+        pa.field("info_name", pa.uint32(), nullable=False),
+        pa.field("value", _SQL_INFO_UNION, nullable=False),
+    ]
+)
+"""Result of ``CommandGetSqlInfo``: one row per requested info id."""
+
+CATALOGS_SCHEMA: Final = pa.schema([pa.field("catalog_name", pa.utf8(), nullable=False)])
+"""Result of ``CommandGetCatalogs``."""
+
+DB_SCHEMAS_SCHEMA: Final = pa.schema(
+    [
+        pa.field("catalog_name", pa.utf8()),
+        pa.field("db_schema_name", pa.utf8(), nullable=False),
+    ]
+)
+"""Result of ``CommandGetDbSchemas``."""
+
+TABLES_SCHEMA: Final = pa.schema(
+    [
+        pa.field("catalog_name", pa.utf8()),
+        pa.field("db_schema_name", pa.utf8()),
+        pa.field("table_name", pa.utf8(), nullable=False),
+        pa.field("table_type", pa.utf8(), nullable=False),
+    ]
+)
+"""Result of ``CommandGetTables`` without ``include_schema``."""
+
+TABLES_SCHEMA_WITH_SCHEMA: Final = TABLES_SCHEMA.append(
+    pa.field("table_schema", pa.binary(), nullable=False)
+)
+"""Result of ``CommandGetTables`` with ``include_schema`` (IPC-serialized table schemas)."""
+
+TABLE_TYPES_SCHEMA: Final = pa.schema([pa.field("table_type", pa.utf8(), nullable=False)])
+"""Result of ``CommandGetTableTypes``."""
+
+# Info ids whose integer value the protocol defines as int32 (the other integers are int64).
+_INT32_INFOS: Final = frozenset(
+    {
+        SqlInfo.FLIGHT_SQL_SERVER_TRANSACTION,
+        SqlInfo.FLIGHT_SQL_SERVER_STATEMENT_TIMEOUT,
+        SqlInfo.FLIGHT_SQL_SERVER_TRANSACTION_TIMEOUT,
+        SqlInfo.SQL_IDENTIFIER_CASE,
+        SqlInfo.SQL_QUOTED_IDENTIFIER_CASE,
+    }
+)
+
+SqlInfoValue = str | bool | int | Sequence[str] | Mapping[int, Sequence[int]]
+
+
+def _sql_info_code(info: int, value: SqlInfoValue) -> int:
+    if isinstance(value, bool):
+        return 1
+    if isinstance(value, int):
+        return 3 if info in _INT32_INFOS else 2
+    if isinstance(value, str):
+        return 0
+    if isinstance(value, Mapping):
+        return 5
+    return 4
+
+
+def build_sql_info(values: Mapping[int, SqlInfoValue]) -> pa.RecordBatch:
+    """Build a ``CommandGetSqlInfo`` result batch with :data:`SQL_INFO_SCHEMA`.
+
+    Args:
+        values: info id -> value. ``str`` goes to ``string_value``, ``bool`` to
+            ``bool_value``, ``int`` to ``int32_bitmask`` for the ids the protocol types as
+            int32 and to ``bigint_value`` otherwise, a sequence of ``str`` to
+            ``string_list``, a mapping to ``int32_to_int32_list_map``.
+
+    Returns:
+        One row per entry, in the order given.
+
+    Example:
+        >>> build_sql_info({SqlInfo.FLIGHT_SQL_SERVER_NAME: "flight-select"}).num_rows
+        1
+    """
+    children: list[list[Any]] = [[] for _ in range(6)]
+    type_ids: list[int] = []
+    offsets: list[int] = []
+    for info, value in values.items():
+        code = _sql_info_code(int(info), value)
+        type_ids.append(code)
+        offsets.append(len(children[code]))
+        children[code].append(list(value.items()) if isinstance(value, Mapping) else value)
+    arrays = [
+        pa.array(items, type=_SQL_INFO_UNION.field(code).type)
+        for code, items in enumerate(children)
+    ]
+    # Built from buffers because UnionArray.from_dense makes its children nullable, which
+    # would not match SQL_INFO_SCHEMA.
+    union = pa.Array.from_buffers(
+        _SQL_INFO_UNION,
+        len(type_ids),
+        [
+            None,
+            pa.array(type_ids, type=pa.int8()).buffers()[1],
+            pa.array(offsets, type=pa.int32()).buffers()[1],
+        ],
+        children=arrays,
+    )
+    names = pa.array([int(k) for k in values], type=pa.uint32())
+    return pa.RecordBatch.from_arrays([names, union], schema=SQL_INFO_SCHEMA)
+
+
+# ----------------------------------------------------------------------------- signed tokens
+
+TICKET_VERSION: Final = 1
+HANDLE_VERSION: Final = 1
+
+_TICKET_MAGIC: Final = b"FST"
+_HANDLE_MAGIC: Final = b"FSH"
+_MAC_SIZE: Final = 32
+_FLAG_ZLIB: Final = 0x01
+_MIN_SECRET: Final = 16
+# A token issued up to this many seconds "in the future" (clock skew between servers that
+# share a secret) is accepted.
+_CLOCK_SKEW: Final = 60.0
+
+Secret = bytes | Sequence[bytes]
+
+
+def _secrets(secret: Secret) -> list[bytes]:
+    keys = [secret] if isinstance(secret, bytes | bytearray) else list(secret)
+    if not keys or any(len(k) < _MIN_SECRET for k in keys):
+        raise ValueError(f"signing secrets must be at least {_MIN_SECRET} bytes")
+    return [bytes(k) for k in keys]
+
+
+def _mac(key: bytes, signed: bytes) -> bytes:
+    return hmac.new(key, signed, hashlib.sha256).digest()
+
+
+def _seal(magic: bytes, version: int, payload: Mapping[str, Any], secret: Secret) -> bytes:
+    key = _secrets(secret)[0]
+    body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+    packed = zlib.compress(body, 6)
+    flags = 0
+    if len(packed) < len(body):
+        body, flags = packed, _FLAG_ZLIB
+    signed = magic + bytes((version, flags)) + body
+    return signed + _mac(key, signed)
+
+
+def _open(data: bytes, magic: bytes, version: int, secret: Secret, what: str) -> dict[str, Any]:
+    data = bytes(data)
+    header = len(magic) + 2
+    if len(data) < header + _MAC_SIZE or not data.startswith(magic):
+        raise TicketError(f"not a {what}")
+    signed, mac = data[:-_MAC_SIZE], data[-_MAC_SIZE:]
+    # Check every key (no early exit) so timing does not reveal which one matched.
+    valid = [hmac.compare_digest(_mac(k, signed), mac) for k in _secrets(secret)]
+    if not any(valid):
+        raise TicketError(f"{what} signature does not match (forged or altered)")
+    if signed[len(magic)] != version:
+        raise TicketError(f"unsupported {what} version {signed[len(magic)]}")
+    flags, body = signed[len(magic) + 1], signed[header:]
+    try:
+        if flags & _FLAG_ZLIB:
+            body = zlib.decompress(body)
+        payload = json.loads(body)
+    except (zlib.error, ValueError) as exc:
+        raise TicketError(f"malformed {what} payload") from exc
+    if not isinstance(payload, dict):
+        raise TicketError(f"malformed {what} payload")
+    return payload
+
+
+def _check_age(issued_at: float, max_age: float | None, now: float | None, what: str) -> None:
+    current = time.time() if now is None else now
+    if issued_at > current + _CLOCK_SKEW:
+        raise TicketError(f"{what} issued in the future")
+    if max_age is not None and current - issued_at > max_age:
+        raise TicketError(f"{what} expired ({current - issued_at:.0f}s old, max {max_age:.0f}s)")
+
+
+# ----------------------------------------------------------------------------- partition tickets
+
+# Partition kind -> (fields that must be set, fields that must be empty).
+_PARTITION_KINDS: Final[Mapping[str, tuple[frozenset[str], frozenset[str]]]] = {
+    "object": (frozenset(), frozenset({"start", "end", "row_groups", "keys"})),
+    "byte_range": (frozenset({"start", "end"}), frozenset({"row_groups", "keys"})),
+    "row_groups": (frozenset({"row_groups"}), frozenset({"start", "end", "keys"})),
+    "objects": (frozenset({"keys"}), frozenset({"start", "end", "row_groups"})),
+}
+
+
+@dataclass(frozen=True)
+class Partition:
+    """The slice of the data one ticket computes.
+
+    Attributes:
+        kind: ``"object"`` (the whole object), ``"byte_range"`` (``start``..``end``, end
+            exclusive, with S3 Select ScanRange record rules), ``"row_groups"`` (Parquet row
+            group indexes) or ``"objects"`` (several whole objects, e.g. a prefix table).
+        start: first byte (byte_range).
+        end: one past the last byte (byte_range).
+        row_groups: Parquet row group indexes (row_groups).
+        keys: object keys (objects).
+    """
+
+    kind: str
+    start: int | None = None
+    end: int | None = None
+    row_groups: tuple[int, ...] = ()
+    keys: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        rule = _PARTITION_KINDS.get(self.kind)
+        if rule is None:
+            raise ValueError(f"unknown partition kind {self.kind!r}")
+        required, forbidden = rule
+        present = {name for name in ("start", "end", "row_groups", "keys") if self._set(name)}
+        if missing := required - present:
+            raise ValueError(f"{self.kind} partition needs {sorted(missing)}")
+        if extra := forbidden & present:
+            raise ValueError(f"{self.kind} partition takes no {sorted(extra)}")
+        if self.start is not None and self.end is not None and not 0 <= self.start <= self.end:
+            raise ValueError(f"bad byte range {self.start}..{self.end}")
+
+    def _set(self, name: str) -> bool:
+        value = getattr(self, name)
+        return value is not None and value != ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form, leaving out unset fields."""
+        out: dict[str, Any] = {"kind": self.kind}
+        for name in ("start", "end", "row_groups", "keys"):
+            if self._set(name):
+                value = getattr(self, name)
+                out[name] = list(value) if isinstance(value, tuple) else value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Partition:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            kind=data["kind"],
+            start=data.get("start"),
+            end=data.get("end"),
+            row_groups=tuple(int(g) for g in data.get("row_groups", ())),
+            keys=tuple(str(k) for k in data.get("keys", ())),
+        )
+
+
+@dataclass(frozen=True)
+class PartitionTicket:
+    """Everything a server needs to compute one partition of a query, with no shared state.
+
+    Attributes:
+        query: the s3-select SQL text as the client wrote it.
+        flavor: dialect flavor (``"ceph"`` or ``"aws"``).
+        bucket: bucket name.
+        key: object key (for an ``"objects"`` partition, the table's prefix).
+        partition: which slice to compute.
+        input_serialization: S3 ``InputSerialization`` dict.
+        output_serialization: S3 ``OutputSerialization`` dict, or None for Arrow output.
+        user: authenticated user the ticket was issued to, if any.
+        parameters: bound statement parameters as an Arrow IPC stream, if any.
+        issued_at: issue time, seconds since the epoch.
+        version: ticket format version.
+    """
+
+    query: str
+    flavor: str
+    bucket: str
+    key: str
+    partition: Partition
+    input_serialization: dict[str, Any] = field(default_factory=dict, hash=False)
+    output_serialization: dict[str, Any] | None = field(default=None, hash=False)
+    user: str | None = None
+    parameters: bytes | None = None
+    issued_at: float = field(default_factory=time.time)
+    version: int = TICKET_VERSION
+
+
+# Short JSON keys keep tickets small: they are sent once per endpoint.
+_TICKET_KEYS: Final = {
+    "query": "q",
+    "flavor": "f",
+    "bucket": "b",
+    "key": "k",
+    "partition": "p",
+    "input_serialization": "i",
+    "output_serialization": "o",
+    "user": "u",
+    "parameters": "a",
+    "issued_at": "t",
+}
+
+
+def encode_ticket(ticket: PartitionTicket, secret: Secret) -> bytes:
+    """Serialize and sign a partition ticket.
+
+    Args:
+        ticket: the ticket; its ``version`` must be :data:`TICKET_VERSION`.
+        secret: the signing key (at least 16 bytes), or a sequence of keys whose first one
+            signs (key rotation).
+
+    Returns:
+        Opaque bytes; see the module docstring for the layout.
+    """
+    if ticket.version != TICKET_VERSION:
+        raise ValueError(f"cannot encode ticket version {ticket.version}")
+    values: dict[str, Any] = {
+        "query": ticket.query,
+        "flavor": ticket.flavor,
+        "bucket": ticket.bucket,
+        "key": ticket.key,
+        "partition": ticket.partition.to_dict(),
+        "input_serialization": ticket.input_serialization,
+        "output_serialization": ticket.output_serialization,
+        "user": ticket.user,
+        "parameters": _b64(ticket.parameters),
+        "issued_at": ticket.issued_at,
+    }
+    payload = {_TICKET_KEYS[k]: v for k, v in values.items() if v is not None}
+    return _seal(_TICKET_MAGIC, TICKET_VERSION, payload, secret)
+
+
+def decode_ticket(
+    data: bytes,
+    secret: Secret,
+    *,
+    max_age: float | None = None,
+    now: float | None = None,
+) -> PartitionTicket:
+    """Verify and decode a ticket made by :func:`encode_ticket`.
+
+    Args:
+        data: the ticket bytes.
+        secret: the key, or a sequence of keys any of which may have signed.
+        max_age: refuse tickets issued more than this many seconds ago (None: no limit).
+        now: the current time (for tests); defaults to ``time.time()``.
+
+    Raises:
+        TicketError: not a ticket, bad signature, unknown version, malformed or expired.
+    """
+    payload = _open(data, _TICKET_MAGIC, TICKET_VERSION, secret, "ticket")
+    try:
+        ticket = PartitionTicket(
+            query=_str(payload["q"]),
+            flavor=_str(payload["f"]),
+            bucket=_str(payload["b"]),
+            key=_str(payload["k"]),
+            partition=Partition.from_dict(payload["p"]),
+            input_serialization=dict(payload.get("i", {})),
+            output_serialization=None if "o" not in payload else dict(payload["o"]),
+            user=None if "u" not in payload else _str(payload["u"]),
+            parameters=_unb64(payload.get("a")),
+            issued_at=float(payload["t"]),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise TicketError("malformed ticket payload") from exc
+    _check_age(ticket.issued_at, max_age, now, "ticket")
+    return ticket
+
+
+def ticket_to_flight(ticket: PartitionTicket, secret: Secret) -> bytes:
+    """Encode a ticket as the bytes of a Flight ``Ticket``.
+
+    Returns:
+        A packed ``TicketStatementQuery`` whose ``statement_handle`` is
+        :func:`encode_ticket`'s output, as Flight SQL clients expect.
+    """
+    handle = encode_ticket(ticket, secret)
+    return pack_any(pb.TicketStatementQuery(statement_handle=handle))
+
+
+def ticket_from_flight(
+    data: bytes,
+    secret: Secret,
+    *,
+    max_age: float | None = None,
+    now: float | None = None,
+) -> PartitionTicket:
+    """Inverse of :func:`ticket_to_flight` (verifies the signature and the age).
+
+    Raises:
+        TicketError: the bytes are not a ``TicketStatementQuery`` holding a valid ticket.
+    """
+    try:
+        name, message = unpack_any(data)
+    except ProtocolError as exc:
+        raise TicketError(f"not a Flight SQL ticket: {exc}") from exc
+    if not isinstance(message, pb.TicketStatementQuery):
+        raise TicketError(f"expected TicketStatementQuery, got {name}")
+    return decode_ticket(message.statement_handle, secret, max_age=max_age, now=now)
+
+
+# ----------------------------------------------------------------------------- prepared handles
+
+
+@dataclass(frozen=True)
+class PreparedHandle:
+    """A prepared statement, carried by the client instead of stored on the server.
+
+    Attributes:
+        query: the SQL text given to ``CreatePreparedStatement``.
+        flavor: dialect flavor in force when it was prepared.
+        user: authenticated user it was prepared for, if any (the server should refuse it
+            from anyone else).
+        parameters: bound parameters (Arrow IPC stream of one batch), set by a ``DoPut``.
+        issued_at: issue time, seconds since the epoch.
+        version: handle format version.
+    """
+
+    query: str
+    flavor: str
+    user: str | None = None
+    parameters: bytes | None = None
+    issued_at: float = field(default_factory=time.time)
+    version: int = HANDLE_VERSION
+
+
+def encode_handle(handle: PreparedHandle, secret: Secret) -> bytes:
+    """Serialize and sign a prepared-statement handle.
+
+    Args:
+        handle: the handle; its ``version`` must be :data:`HANDLE_VERSION`.
+        secret: signing key(s), as for :func:`encode_ticket`.
+
+    Returns:
+        Bytes for ``prepared_statement_handle``.
+    """
+    if handle.version != HANDLE_VERSION:
+        raise ValueError(f"cannot encode handle version {handle.version}")
+    payload = {
+        "q": handle.query,
+        "f": handle.flavor,
+        "u": handle.user,
+        "a": _b64(handle.parameters),
+        "t": handle.issued_at,
+    }
+    compact = {k: v for k, v in payload.items() if v is not None}
+    return _seal(_HANDLE_MAGIC, HANDLE_VERSION, compact, secret)
+
+
+def decode_handle(
+    data: bytes,
+    secret: Secret,
+    *,
+    max_age: float | None = None,
+    now: float | None = None,
+) -> PreparedHandle:
+    """Verify and decode a handle made by :func:`encode_handle`.
+
+    Raises:
+        TicketError: not a handle (a ticket is refused too), bad signature, unknown
+            version, malformed or expired.
+    """
+    payload = _open(data, _HANDLE_MAGIC, HANDLE_VERSION, secret, "prepared statement handle")
+    try:
+        handle = PreparedHandle(
+            query=_str(payload["q"]),
+            flavor=_str(payload["f"]),
+            user=None if "u" not in payload else _str(payload["u"]),
+            parameters=_unb64(payload.get("a")),
+            issued_at=float(payload["t"]),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise TicketError("malformed prepared statement handle payload") from exc
+    _check_age(handle.issued_at, max_age, now, "prepared statement handle")
+    return handle
+
+
+def bind_parameters(handle: PreparedHandle, batch: pa.RecordBatch | None) -> PreparedHandle:
+    """Return a copy of ``handle`` carrying ``batch`` as its bound parameters.
+
+    Args:
+        handle: the handle the client sent with ``DoPut``.
+        batch: the parameter batch (columns ``"0"``, ``"1"``, …), or None to unbind.
+    """
+    if batch is None:
+        return dataclasses.replace(handle, parameters=None)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    return dataclasses.replace(handle, parameters=sink.getvalue().to_pybytes())
+
+
+def handle_parameters(parameters: bytes | None) -> pa.RecordBatch | None:
+    """Decode bound parameters (from a handle or a ticket) into one batch.
+
+    Raises:
+        ProtocolError: the bytes are not an Arrow IPC stream.
+    """
+    if parameters is None:
+        return None
+    try:
+        reader = pa.ipc.open_stream(parameters)
+        batches = list(reader)
+    except pa.ArrowInvalid as exc:
+        raise ProtocolError("bound parameters are not an Arrow IPC stream") from exc
+    if not batches:
+        return pa.RecordBatch.from_pylist([], schema=reader.schema)
+    return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError("expected a string")
+    return value
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode("ascii")
+
+
+def _unb64(text: Any) -> bytes | None:
+    if text is None:
+        return None
+    return base64.b64decode(_str(text), validate=True)

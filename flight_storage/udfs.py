@@ -1,0 +1,590 @@
+"""Vectorised kernels for the UDFs named in :mod:`select_dialect.udf_names`.
+
+Every kernel works on whole ``pyarrow`` arrays with ``pyarrow.compute`` (calendar arithmetic included); the only Python loops are over the *distinct* values of an argument that
+is a pattern (``to_string`` formats, dynamic ``LIKE`` patterns, date parts) and, in
+``s3_json_to_string``, a per-row ``json.loads`` for string values that contain a backslash
+escape (rare). A kernel that meets a processing error raises :func:`processing_error`; the
+engine turns DataFusion's error text back into ``(code, message)`` with
+:func:`parse_processing_error`.
+
+Example:
+    >>> import datafusion
+    >>> ctx = datafusion.SessionContext()
+    >>> register_udfs(ctx)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+import datafusion
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from flight_storage.values import S3_TIMESTAMP, ZONE_NONE, ZONE_OFFSET, ZONE_Z
+from select_dialect import udf_names as U
+from select_dialect.transforms import like_to_regex
+
+Kernel = Callable[..., pa.Array]
+
+_ERROR_RE = re.compile(r"S3SELECT_ERROR<([A-Za-z]+)\|([0-9a-f]*)>")
+
+_ARROW_TYPES: dict[str, pa.DataType] = {
+    "utf8": pa.utf8(),
+    "int64": pa.int64(),
+    "float64": pa.float64(),
+    "bool": pa.bool_(),
+    "timestamp_ns_utc": pa.timestamp("ns", tz="UTC"),
+    "timestamp_ns": pa.timestamp("ns"),
+    "s3_timestamp": S3_TIMESTAMP,
+}
+
+_INT_TEXT = r"^[+-]?[0-9]+$"
+_FLOAT_TEXT = r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$"
+_NUMBER_PREFIX = re.compile(r"^\s*[+-]?(\d|\.\d)")
+_TIMESTAMP_TEXT = (
+    r"^(?P<y>[0-9]{4})(?:-(?P<mo>[0-9]{2})(?:-(?P<d>[0-9]{2}))?)?T"
+    r"(?:(?P<h>[0-9]{2}):(?P<mi>[0-9]{2})(?::(?P<s>[0-9]{2})(?:\.(?P<f>[0-9]{1,9}))?)?"
+    r"(?P<z>Z|[+-][0-9]{2}:[0-9]{2})?)?$"
+)
+
+_NS = {"second": 10**9, "minute": 60 * 10**9, "hour": 3600 * 10**9, "day": 86400 * 10**9}
+_PART_PRECISION = {"hour": 3, "minute": 3, "second": 4}
+# Longest run of one pattern letter read as one field (``ddd`` is ``dd`` then ``d``).
+_MAX_RUN = {"d": 2, "H": 2, "h": 2, "m": 2, "s": 2, "a": 1, "n": 1, "M": 5, "X": 5, "x": 5}
+_MONTHS = [
+    "January", "February", "March", "April", "May", "June",
+    "July", "August", "September", "October", "November", "December",
+]  # fmt: skip
+
+
+class UdfProcessingError(ValueError):
+    """Raised inside a kernel; its text carries the S3 code and message through DataFusion."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"S3SELECT_ERROR<{code}|{message.encode('utf-8').hex()}>")
+        self.code = code
+        self.message = message
+
+
+def processing_error(code: str, message: str) -> UdfProcessingError:
+    """The exception a kernel raises for a processing error (``raise processing_error(...)``).
+
+    Example:
+        >>> parse_processing_error(str(processing_error("CastFailed", "bad")))
+        ('CastFailed', 'bad')
+    """
+    return UdfProcessingError(code, message)
+
+
+def parse_processing_error(text: str) -> tuple[str, str] | None:
+    """Recover ``(code, message)`` from a DataFusion error text, or None if there is none."""
+    match = _ERROR_RE.search(text)
+    if match is None:
+        return None
+    return match.group(1), bytes.fromhex(match.group(2)).decode("utf-8", errors="replace")
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def _first_invalid(values: pa.Array, bad: pa.Array) -> str:
+    index = pc.index(bad, True).as_py()
+    return str(values[index].as_py())
+
+
+def _any(mask: pa.Array) -> bool:
+    return bool(pc.any(pc.fill_null(mask, False)).as_py())
+
+
+def _conversion_error(text: str) -> UdfProcessingError:
+    if _NUMBER_PREFIX.match(text):
+        return processing_error("CastFailed", "extra characters after the number")
+    return processing_error("CastFailed", "text cannot be converted to a number")
+
+
+def _range_error() -> UdfProcessingError:
+    return processing_error(
+        "CastFailed", "converted value would fall out of the range of the result type!"
+    )
+
+
+def _const(values: pa.Array) -> str | None:
+    """The single value of a literal argument (None if it varies or is null)."""
+    distinct = pc.unique(values)
+    if len(distinct) != 1:
+        return None
+    value = distinct[0].as_py()
+    return None if value is None else str(value)
+
+
+# ---------------------------------------------------------------------------- casts
+
+
+def cast_int(values: pa.Array) -> pa.Array:
+    """``s3_cast_int``: trim spaces, accept ``[+-]digits``, else CastFailed (Ceph wording)."""
+    text = pc.utf8_trim_whitespace(values)
+    good = pc.match_substring_regex(text, _INT_TEXT)
+    bad = pc.and_(values.is_valid(), pc.invert(pc.fill_null(good, False)))
+    if _any(bad):
+        raise _conversion_error(_first_invalid(values, bad))
+    try:
+        return pc.cast(text, pa.int64())
+    except (pa.ArrowInvalid, OverflowError):
+        raise _range_error() from None
+
+
+def cast_float(values: pa.Array) -> pa.Array:
+    """``s3_cast_float``: decimal/scientific text to float64, CastFailed otherwise."""
+    text = pc.utf8_trim_whitespace(values)
+    good = pc.match_substring_regex(text, _FLOAT_TEXT)
+    bad = pc.and_(values.is_valid(), pc.invert(pc.fill_null(good, False)))
+    if _any(bad):
+        raise _conversion_error(_first_invalid(values, bad))
+    try:
+        out = pc.cast(text, pa.float64())
+    except pa.ArrowInvalid:
+        raise _range_error() from None
+    if _any(pc.is_inf(out)):
+        raise _range_error()
+    return out
+
+
+def string_to_bool(values: pa.Array) -> pa.Array:
+    """``s3_string_to_bool``: 'true'/'false' (any case), a number is true when non-zero,
+    any other text is false; NULL stays NULL."""
+    text = pc.utf8_lower(pc.utf8_trim_whitespace(values))
+    numeric = pc.fill_null(pc.match_substring_regex(text, _FLOAT_TEXT), False)
+    number = pc.cast(pc.if_else(numeric, text, "0"), pa.float64())
+    out = pc.if_else(
+        pc.equal(text, "true"),
+        True,
+        pc.if_else(numeric, pc.not_equal(number, 0.0), False),
+    )
+    return pc.if_else(values.is_valid(), out, pa.scalar(None, pa.bool_()))
+
+
+# ---------------------------------------------------------------------------- JSON values
+
+
+def _is_json_string(values: pa.Array) -> pa.Array:
+    return pc.fill_null(pc.starts_with(values, '"'), False)
+
+
+def json_to_string(values: pa.Array) -> pa.Array:
+    """``s3_json_to_string``: a JSON string's text (unescaped), JSON ``null`` -> NULL, any
+    other value its JSON text. Strings with backslash escapes are decoded per row."""
+    is_string = _is_json_string(values)
+    inner = pc.utf8_slice_codeunits(values, 1, -1)
+    out = pc.if_else(is_string, inner, values)
+    out = pc.if_else(pc.fill_null(pc.equal(values, "null"), False), pa.scalar(None, pa.utf8()), out)
+    escaped = pc.and_(is_string, pc.fill_null(pc.match_substring(inner, "\\"), False))
+    if _any(escaped):
+        rows = pc.indices_nonzero(escaped).to_pylist()
+        decoded = out.to_pylist()
+        for row in rows:
+            decoded[row] = json.loads(values[row].as_py())
+        out = pa.array(decoded, pa.utf8())
+    return out
+
+
+def json_to_double(values: pa.Array) -> pa.Array:
+    """``s3_json_to_double``: a JSON number (or a string holding one) as float64, true/false
+    as 1/0, anything else NULL."""
+    text = pc.if_else(_is_json_string(values), pc.utf8_slice_codeunits(values, 1, -1), values)
+    text = pc.utf8_trim_whitespace(text)
+    numeric = pc.fill_null(pc.match_substring_regex(text, _FLOAT_TEXT), False)
+    number = pc.cast(pc.if_else(numeric, text, "0"), pa.float64())
+    out = pc.if_else(numeric, number, pa.scalar(None, pa.float64()))
+    out = pc.if_else(pc.fill_null(pc.equal(values, "true"), False), 1.0, out)
+    return pc.if_else(pc.fill_null(pc.equal(values, "false"), False), 0.0, out)
+
+
+# ---------------------------------------------------------------------------- timestamps
+
+
+def _struct(
+    utc_ns: pa.Array, offset: pa.Array, zone: pa.Array, precision: pa.Array, digits: pa.Array,
+    valid: pa.Array,
+) -> pa.Array:
+    arrays = [
+        pc.cast(utc_ns, pa.int64()).cast(pa.timestamp("ns", tz="UTC")),
+        pc.cast(offset, pa.int16()),
+        pc.cast(zone, pa.int8()),
+        pc.cast(precision, pa.int8()),
+        pc.cast(digits, pa.int8()),
+    ]
+    mask = pc.invert(pc.fill_null(valid, False))
+    return pa.StructArray.from_arrays(arrays, fields=list(S3_TIMESTAMP), mask=mask)
+
+
+def to_timestamp(values: pa.Array) -> pa.Array:
+    """``s3_to_timestamp``: parse ``YYYY[-MM[-DD]]T[HH:MM[:SS[.f…]][Z|±HH:MM]]``."""
+    text = pc.utf8_upper(pc.utf8_trim_whitespace(values))
+    matched = pc.fill_null(pc.match_substring_regex(text, _TIMESTAMP_TEXT), False)
+    bad = pc.and_(values.is_valid(), pc.invert(matched))
+    if _any(bad):
+        raise processing_error(
+            "CastFailed", f"cannot convert {_first_invalid(values, bad)!r} to a timestamp"
+        )
+    safe = pc.if_else(matched, text, "1970T")
+    parts = pc.extract_regex(safe, _TIMESTAMP_TEXT)
+    field = {name: pc.struct_field(parts, name) for name in ("y", "mo", "d", "h", "mi", "s", "f", "z")}
+
+    def default(name: str, value: str) -> pa.Array:
+        return pc.if_else(pc.equal(field[name], ""), value, field[name])
+
+    iso = pc.binary_join_element_wise(
+        field["y"], "-", default("mo", "01"), "-", default("d", "01"), "T",
+        default("h", "00"), ":", default("mi", "00"), ":", default("s", "00"), "",
+    )  # fmt: skip
+    try:
+        local = pc.strptime(iso, format="%Y-%m-%dT%H:%M:%S", unit="ns")
+    except pa.ArrowInvalid:
+        raise processing_error("CastFailed", "invalid date or time in timestamp") from None
+    fraction = pc.cast(pc.utf8_rpad(field["f"], 9, "0"), pa.int64())
+    zone_text = field["z"]
+    has_offset = pc.greater(pc.utf8_length(zone_text), 1)
+    hours = pc.cast(pc.if_else(has_offset, pc.utf8_slice_codeunits(zone_text, 1, 3), "0"), pa.int64())
+    minutes = pc.cast(pc.if_else(has_offset, pc.utf8_slice_codeunits(zone_text, 4, 6), "0"), pa.int64())
+    sign = pc.if_else(pc.starts_with(zone_text, "-"), -1, 1)
+    offset = pc.multiply(sign, pc.add(pc.multiply(hours, 60), minutes))
+    local_ns = pc.add(pc.cast(local, pa.int64()), fraction)
+    utc_ns = pc.subtract(local_ns, pc.multiply(offset, 60 * 10**9))
+    zone = pc.if_else(pc.equal(zone_text, ""), ZONE_NONE, pc.if_else(pc.equal(zone_text, "Z"), ZONE_Z, ZONE_OFFSET))
+    precision = pc.if_else(
+        pc.equal(field["mo"], ""), 0,
+        pc.if_else(pc.equal(field["d"], ""), 1,
+        pc.if_else(pc.equal(field["h"], ""), 2,
+        pc.if_else(pc.equal(field["s"], ""), 3,
+        pc.if_else(pc.equal(field["f"], ""), 4, 5)))),
+    )  # fmt: skip
+    return _struct(utc_ns, offset, zone, precision, pc.utf8_length(field["f"]), values.is_valid())
+
+
+def timestamp_from_utc(instants: pa.Array, precision: pa.Array) -> pa.Array:
+    """``s3_timestamp_from_utc``: an Arrow instant as an s3 timestamp without zone."""
+    ns = pc.cast(pc.cast(instants, pa.timestamp("ns", tz="UTC")), pa.int64())
+    zeros = pa.array([0] * len(instants), pa.int64())
+    return _struct(ns, zeros, zeros, pc.fill_null(precision, 4), zeros, instants.is_valid())
+
+
+def _fields(ts: pa.Array) -> dict[str, pa.Array]:
+    """The struct fields as int64 arrays (nulls filled with 0) plus the validity mask."""
+    flat = {f.name: ts.field(f.name) for f in S3_TIMESTAMP}
+    names = {"utc": "utc", "offset": "offset_minutes", "zone": "zone", "precision": "precision", "digits": "fraction_digits"}
+    out = {key: pc.fill_null(pc.cast(flat[name], pa.int64()), 0) for key, name in names.items()}
+    out["valid"] = pc.and_(ts.is_valid(), flat["utc"].is_valid())
+    return out
+
+
+def _local_ns(f: dict[str, pa.Array]) -> pa.Array:
+    return pc.add(f["utc"], pc.multiply(f["offset"], 60 * 10**9))
+
+
+def _as_time(ns: pa.Array) -> pa.Array:
+    return pc.cast(ns, pa.int64()).cast(pa.timestamp("ns"))
+
+
+def local_time(ts: pa.Array) -> pa.Array:
+    """``s3_local_time``: the wall-clock time at the timestamp's own offset (naive)."""
+    f = _fields(ts)
+    return pc.if_else(f["valid"], _as_time(_local_ns(f)), pa.scalar(None, pa.timestamp("ns")))
+
+
+def _month_index_and_rest(ns: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """Months since year 0 and the nanoseconds since the start of that month."""
+    stamps = _as_time(ns)
+    index = pc.add(pc.multiply(pc.cast(pc.year(stamps), pa.int64()), 12), pc.subtract(pc.cast(pc.month(stamps), pa.int64()), 1))
+    start = pc.cast(pc.floor_temporal(stamps, unit="month"), pa.int64())
+    return index, pc.subtract(pc.cast(stamps, pa.int64()), start)
+
+
+def _add_months(local: pa.Array, months: pa.Array) -> pa.Array:
+    index, rest = _month_index_and_rest(local)
+    moved = pc.add(index, months)
+    year = pc.divide(moved, 12)
+    month = pc.add(pc.subtract(moved, pc.multiply(year, 12)), 1)
+    text = pc.binary_join_element_wise(_pad(year, 4), "-", _pad(month, 2), "-01", "")
+    start = pc.cast(pc.strptime(text, format="%Y-%m-%d", unit="ns"), pa.int64())
+    return pc.add(start, rest)
+
+
+def date_add(parts: pa.Array, amounts: pa.Array, ts: pa.Array) -> pa.Array:
+    """``s3_date_add``: calendar arithmetic on the local time (year/month) or exact durations
+    (day/hour/minute/second); the zone and written precision are kept."""
+    part = _const(parts)
+    if part is None:  # a NULL part (or an empty batch): every result is NULL
+        return pa.nulls(len(ts), S3_TIMESTAMP)
+    if part not in _NS and part not in ("year", "month"):
+        raise processing_error("InvalidArgument", f"date_add: unsupported date part {part}")
+    f = _fields(ts)
+    n = pc.fill_null(pc.cast(amounts, pa.int64()), 0)
+    local = _local_ns(f)
+    if part in ("year", "month"):
+        moved = _add_months(local, pc.multiply(n, 12 if part == "year" else 1))
+    else:
+        moved = pc.add(local, pc.multiply(n, _NS[part]))
+    utc = pc.subtract(moved, pc.multiply(f["offset"], 60 * 10**9))
+    precision = pc.max_element_wise(f["precision"], _PART_PRECISION.get(part, 0))
+    valid = pc.and_(f["valid"], amounts.is_valid())
+    return _struct(utc, f["offset"], f["zone"], precision, f["digits"], valid)
+
+
+def _truncated(delta: pa.Array, unit: int) -> pa.Array:
+    """``delta / unit`` truncated toward zero (Arrow integer division truncates)."""
+    return pc.divide(delta, unit)
+
+
+def date_diff(parts: pa.Array, first: pa.Array, second: pa.Array) -> pa.Array:
+    """``s3_date_diff``: ``second - first`` in whole units, truncated toward zero, on UTC."""
+    part = _const(parts)
+    if part is None:  # a NULL part (or an empty batch): every result is NULL
+        return pa.nulls(len(first), pa.int64())
+    a = _fields(first)
+    b = _fields(second)
+    valid = pc.and_(a["valid"], b["valid"])
+    if part in _NS:
+        out = _truncated(pc.subtract(b["utc"], a["utc"]), _NS[part])
+    elif part in ("year", "month"):
+        month_a, rest_a = _month_index_and_rest(a["utc"])
+        month_b, rest_b = _month_index_and_rest(b["utc"])
+        months = pc.subtract(month_b, month_a)
+        down = pc.and_(pc.greater(months, 0), pc.less(rest_b, rest_a))
+        up = pc.and_(pc.less(months, 0), pc.greater(rest_b, rest_a))
+        months = pc.add(pc.subtract(months, pc.cast(down, pa.int64())), pc.cast(up, pa.int64()))
+        out = months if part == "month" else _truncated(months, 12)
+    else:
+        raise processing_error("InvalidArgument", f"date_diff: unsupported date part {part}")
+    return pc.if_else(valid, pc.cast(out, pa.int64()), pa.scalar(None, pa.int64()))
+
+
+def _pad(values: pa.Array, width: int) -> pa.Array:
+    return pc.utf8_lpad(pc.cast(values, pa.utf8()), width, "0")
+
+
+def _offset_text(offset: pa.Array, colon: bool, hours_only_when_whole: bool) -> pa.Array:
+    sign = pc.if_else(pc.less(offset, 0), "-", "+")
+    magnitude = pc.abs(offset)
+    hours = _pad(pc.divide(magnitude, 60), 2)
+    minutes = _pad(pc.subtract(magnitude, pc.multiply(pc.divide(magnitude, 60), 60)), 2)
+    full = pc.binary_join_element_wise(sign, hours, ":" if colon else "", minutes, "")
+    if hours_only_when_whole:
+        short = pc.binary_join_element_wise(sign, hours, "")
+        return pc.if_else(pc.equal(pc.subtract(magnitude, pc.multiply(pc.divide(magnitude, 60), 60)), 0), short, full)
+    return full
+
+
+class _Parts:
+    """Components of a batch of timestamps at their own offsets, computed lazily."""
+
+    def __init__(self, ts: pa.Array) -> None:
+        f = _fields(ts)
+        self.local = _as_time(_local_ns(f))
+        self.offset = f["offset"]
+        second = pc.cast(pc.floor_temporal(self.local, unit="second"), pa.int64())
+        self.nanos = pc.subtract(pc.cast(self.local, pa.int64()), second)
+
+    def year(self) -> pa.Array:
+        return pc.year(self.local)
+
+    def month(self) -> pa.Array:
+        return pc.month(self.local)
+
+
+def _format_token(parts: _Parts, letter: str, count: int) -> pa.Array | str:
+    table: dict[str, Callable[[], pa.Array | str]] = {
+        "y": lambda: _pad(pc.subtract(parts.year(), pc.multiply(pc.divide(parts.year(), 100), 100)), 2)
+        if count == 2
+        else _pad(parts.year(), count),
+        "M": lambda: _month_text(parts, count),
+        "d": lambda: _pad(pc.day(parts.local), count),
+        "H": lambda: _pad(pc.hour(parts.local), count),
+        "h": lambda: _pad(_hour12(parts), count),
+        "a": lambda: pc.if_else(pc.less(pc.hour(parts.local), 12), "AM", "PM"),
+        "m": lambda: _pad(pc.minute(parts.local), count),
+        "s": lambda: _pad(pc.second(parts.local), count),
+        "S": lambda: _fraction(parts, count),
+        "n": lambda: pc.cast(parts.nanos, pa.utf8()),
+        "X": lambda: pc.if_else(pc.equal(parts.offset, 0), "Z", _zone_text(parts, count)),
+        "x": lambda: _zone_text(parts, count),
+    }
+    builder = table.get(letter)
+    if builder is None:
+        return letter * count
+    return builder()
+
+
+def _month_text(parts: _Parts, count: int) -> pa.Array:
+    month = parts.month()
+    if count <= 2:
+        return _pad(month, count)
+    names = pc.take(pa.array(_MONTHS), pc.subtract(month, 1))
+    if count == 3:
+        return pc.utf8_slice_codeunits(names, 0, 3)
+    if count == 4:
+        return names
+    return pc.utf8_slice_codeunits(names, 0, 1)
+
+
+def _hour12(parts: _Parts) -> pa.Array:
+    hour = pc.hour(parts.local)
+    twelve = pc.subtract(hour, pc.multiply(pc.divide(hour, 12), 12))
+    return pc.if_else(pc.equal(twelve, 0), 12, twelve)
+
+
+def _fraction(parts: _Parts, count: int) -> pa.Array:
+    digits = _pad(parts.nanos, 9)
+    if count <= 9:
+        return pc.utf8_slice_codeunits(digits, 0, count)
+    return pc.utf8_rpad(digits, count, "0")
+
+
+def _zone_text(parts: _Parts, count: int) -> pa.Array:
+    if count == 1:
+        return _offset_text(parts.offset, colon=False, hours_only_when_whole=True)
+    return _offset_text(parts.offset, colon=count in (3, 5), hours_only_when_whole=False)
+
+
+def _tokenize_format(pattern: str) -> list[tuple[str, int] | str]:
+    """Split a to_string pattern into (letter, count) runs and literal text."""
+    tokens: list[tuple[str, int] | str] = []
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "'":
+            end = pattern.find("'", i + 1)
+            if end == i + 1:
+                tokens.append("'")
+                i += 2
+                continue
+            end = len(pattern) if end < 0 else end
+            tokens.append(pattern[i + 1 : end])
+            i = end + 1
+        elif ch.isascii() and ch.isalpha():
+            j = i
+            limit = i + _MAX_RUN.get(ch, len(pattern))
+            while j < len(pattern) and j < limit and pattern[j] == ch:
+                j += 1
+            tokens.append((ch, j - i))
+            i = j
+        else:
+            tokens.append(ch)
+            i += 1
+    return tokens
+
+
+def _format_with(parts: _Parts, pattern: str, length: int) -> pa.Array:
+    pieces: list[pa.Array | str] = []
+    for token in _tokenize_format(pattern):
+        pieces.append(_format_token(parts, *token) if isinstance(token, tuple) else token)
+    arrays = [p if isinstance(p, pa.Array) else pa.array([p] * length, pa.utf8()) for p in pieces]
+    if not arrays:
+        return pa.array([""] * length, pa.utf8())
+    return pc.binary_join_element_wise(*arrays, "")
+
+
+def to_string(ts: pa.Array, patterns: pa.Array) -> pa.Array:
+    """``s3_to_string``: format with the Java-like pattern table; one pass per distinct
+    pattern in the batch."""
+    parts = _Parts(ts)
+    valid = pc.and_(ts.is_valid(), patterns.is_valid())
+    distinct = [p for p in pc.unique(patterns).to_pylist() if p is not None]
+    out: pa.Array = pa.nulls(len(ts), pa.utf8())
+    for pattern in distinct:
+        formatted = _format_with(parts, pattern, len(ts))
+        out = pc.if_else(pc.fill_null(pc.equal(patterns, pattern), False), formatted, out)
+    return pc.if_else(valid, out, pa.scalar(None, pa.utf8()))
+
+
+def timestamp_to_string(ts: pa.Array) -> pa.Array:
+    """``s3_timestamp_to_string``: ``YYYY-MM-DDTHH:MM:SS[.ffffff|.fffffffff]`` + zone as
+    written (``Z``, ``±HH:MM``; ``+00:00`` when none was written)."""
+    f = _fields(ts)
+    parts = _Parts(ts)
+    base = pc.strftime(parts.local, format="%Y-%m-%dT%H:%M:%S")
+    base = pc.utf8_slice_codeunits(base, 0, 19)
+    digits = f["digits"]
+    six = pc.utf8_slice_codeunits(_pad(parts.nanos, 9), 0, 6)
+    nine = _pad(parts.nanos, 9)
+    fraction = pc.if_else(
+        pc.equal(digits, 0), "", pc.binary_join_element_wise(".", pc.if_else(pc.greater(digits, 6), nine, six), "")
+    )
+    zone = pc.if_else(pc.equal(f["zone"], ZONE_Z), "Z", _offset_text(parts.offset, True, False))
+    out = pc.binary_join_element_wise(base, fraction, zone, "")
+    return pc.if_else(f["valid"], out, pa.scalar(None, pa.utf8()))
+
+
+# ---------------------------------------------------------------------------- LIKE
+
+
+def like(values: pa.Array, patterns: pa.Array, escapes: pa.Array) -> pa.Array:
+    """``s3_like``: LIKE with a pattern/escape per row; one regex pass per distinct pair."""
+    keys = pc.binary_join_element_wise(pc.fill_null(escapes, ""), pc.fill_null(patterns, ""), "\x00")
+    out: pa.Array = pa.nulls(len(values), pa.bool_())
+    for key in pc.unique(keys).to_pylist():
+        escape, pattern = key.split("\x00", 1)
+        if len(escape) > 1:
+            raise processing_error("InvalidArgument", "the ESCAPE argument must be a single character")
+        regex = like_to_regex(pattern, escape or None)
+        matched = pc.match_substring_regex(values, regex)
+        out = pc.if_else(pc.fill_null(pc.equal(keys, key), False), matched, out)
+    valid = pc.and_(pc.and_(values.is_valid(), patterns.is_valid()), escapes.is_valid())
+    return pc.if_else(valid, out, pa.scalar(None, pa.bool_()))
+
+
+# ---------------------------------------------------------------------------- registration
+
+KERNELS: dict[str, Kernel] = {
+    U.CAST_INT: cast_int,
+    U.CAST_FLOAT: cast_float,
+    U.STRING_TO_BOOL: string_to_bool,
+    U.JSON_TO_DOUBLE: json_to_double,
+    U.JSON_TO_STRING: json_to_string,
+    U.TO_TIMESTAMP: to_timestamp,
+    U.TIMESTAMP_FROM_UTC: timestamp_from_utc,
+    U.TIMESTAMP_TO_STRING: timestamp_to_string,
+    U.LOCAL_TIME: local_time,
+    U.DATE_ADD: date_add,
+    U.DATE_DIFF: date_diff,
+    U.TO_STRING: to_string,
+    U.LIKE: like,
+}
+
+
+def _typed(kernel: Kernel, returns: pa.DataType) -> Kernel:
+    def run(*args: Any) -> pa.Array:
+        arrays = [a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in args]
+        result = kernel(*arrays)
+        if isinstance(result, pa.ChunkedArray):
+            result = result.combine_chunks()
+        return result if result.type == returns else result.cast(returns)
+
+    run.__name__ = kernel.__name__
+    return run
+
+
+def build_udfs() -> list[datafusion.ScalarUDF]:
+    """One DataFusion scalar UDF per signature in :data:`select_dialect.udf_names.UDFS`."""
+    out = []
+    for signature in U.UDFS:
+        returns = _ARROW_TYPES[signature.returns]
+        out.append(
+            datafusion.udf(
+                _typed(KERNELS[signature.name], returns),
+                [_ARROW_TYPES[a] for a in signature.args],
+                returns,
+                "immutable",
+                name=signature.name,
+            )
+        )
+    return out
+
+
+def register_udfs(ctx: datafusion.SessionContext) -> None:
+    """Register every s3-select UDF on ``ctx``."""
+    for function in build_udfs():
+        ctx.register_udf(function)

@@ -1,0 +1,1026 @@
+"""Pure AST rewrites from the parsed s3-select statement to a typed DataFusion AST.
+
+s3-select is dynamically typed (a CSV field is text that becomes a number next to a number,
+``1 + '2'`` is an error, ``5 = 'hello'`` is simply false); DataFusion is statically typed. The
+:class:`Lowering` walks the sqlglot tree once, infers a static *kind* for every expression and
+rewrites it into nodes whose DataFusion meaning is exact:
+
+* references: positional ``_N``, header names, Parquet columns, table-alias prefixes and JSON
+  paths become quoted column references (JSON paths are registered as extra input columns);
+* aliases are expanded where used (each alias is lowered once and the lowered tree reused),
+  cyclic references are rejected;
+* operators get the flavour's coercions (CSV text vs numbers, JSON text, timestamps);
+* functions map onto DataFusion builtins when their semantics are exact, else onto the UDFs of
+  :mod:`select_dialect.udf_names`.
+
+Anything not in the dispatch tables is rejected with :class:`UnsupportedFeatureError`; the
+output tree is built only from nodes created here, never from user text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlglot import exp
+
+from select_dialect import udf_names as U
+from select_dialect.errors import QuerySemanticError, UnsupportedFeatureError
+from select_dialect.s3select import Missing
+
+# Static kinds of lowered expressions.
+INT = "int"
+FLOAT = "float"
+STRING = "string"  # text that is a string (literal, string function result, Parquet string)
+FIELD = "field"  # CSV field text: compares with numbers as a number
+BOOL = "bool"
+TS = "ts"  # the S3_TIMESTAMP struct
+NATIVE_TS = "native_ts"  # an Arrow timestamp/date column (Parquet)
+NULL = "null"
+JSON = "json"  # compact JSON text of a JSON value
+
+NUMERIC = frozenset({INT, FLOAT})
+TEXTUAL = frozenset({STRING, FIELD})
+
+FLAVORS = ("ceph", "aws")
+
+# Parquet/Arrow column type names (Column.type) -> kind.
+COLUMN_KINDS: dict[str, str] = {
+    "string": STRING,
+    "int64": INT,
+    "float64": FLOAT,
+    "bool": BOOL,
+    "timestamp": NATIVE_TS,
+    "date": NATIVE_TS,
+}
+
+_INT_RE = re.compile(r"^\d+$")
+_NUMBER_TEXT_RE = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+_POSITIONAL_RE = re.compile(r"^_(\d+)$")
+_INT64_MAX = 2**63 - 1
+
+# Characters escaped when a LIKE pattern becomes a regular expression (valid in Rust regex,
+# RE2 and Python re alike).
+_REGEX_META = frozenset("\\.+*?()|[]{}^$#&-~")
+
+_DATE_PART_PRECISION: dict[str, int] = {
+    "year": 0,
+    "month": 1,
+    "day": 2,
+    "hour": 3,
+    "minute": 3,
+    "second": 4,
+}
+
+_EXTRACT_LOCAL_PARTS = frozenset({"year", "month", "day", "hour", "minute", "second", "week"})
+
+_CYCLE_MESSAGE = "number of calls exceed maximum size, probably a cyclic reference to alias"
+
+
+Typed = tuple[exp.Expression, str]
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column of a typed input (Parquet): ``name`` and a type name (see ``COLUMN_KINDS``)."""
+
+    name: str
+    type: str = "string"
+
+
+@dataclass
+class LoweringState:
+    """Per-statement facts collected while lowering (read by :mod:`select_dialect.translate`)."""
+
+    json_paths: dict[str, tuple[tuple[Any, ...], ...]] = field(default_factory=dict)
+    max_positional: int = 0
+
+
+def like_to_regex(pattern: str, escape: str | None) -> str:
+    """Translate an s3-select LIKE pattern into an anchored regular expression.
+
+    ``%`` is any run, ``_`` one character, ``[a-c]``/``[^a-c]`` character classes, and the
+    escape character (any single character) makes the next character literal.
+
+    Args:
+        pattern: the LIKE pattern.
+        escape: the escape character, or ``None``.
+
+    Returns:
+        A regex matching the whole string (``.`` matches newlines).
+
+    Example:
+        >>> like_to_regex("a%[b-c]_", None)
+        '^(?s:a.*[b-c].)$'
+    """
+    out: list[str] = []
+    i = 0
+    n = len(pattern)
+    while i < n:
+        ch = pattern[i]
+        if escape and ch == escape and i + 1 < n:
+            out.append(_regex_literal(pattern[i + 1]))
+            i += 2
+            continue
+        if ch == "%":
+            out.append(".*")
+        elif ch == "_":
+            out.append(".")
+        elif ch == "[" and (close := _class_end(pattern, i)) > 0:
+            body = pattern[i + 1 : close]
+            negate = body.startswith("^")
+            if negate:
+                body = body[1:]
+            escaped = "".join("\\" + c if c in "\\[]^" else c for c in body)
+            out.append("[" + ("^" if negate else "") + escaped + "]")
+            i = close + 1
+            continue
+        else:
+            out.append(_regex_literal(ch))
+        i += 1
+    return "^(?s:" + "".join(out) + ")$"
+
+
+def _class_end(pattern: str, start: int) -> int:
+    close = pattern.find("]", start + 2 if pattern[start + 1 : start + 2] == "^" else start + 1)
+    return close if close > start + 1 else -1
+
+
+def _regex_literal(ch: str) -> str:
+    return "\\" + ch if ch in _REGEX_META else ch
+
+
+def fn(name: str, *args: exp.Expression) -> exp.Expression:
+    """A call of an allow-listed builtin or UDF (lower-case name, emitted verbatim)."""
+    if name not in U.BUILTIN_FUNCTIONS and name not in U.UDF_NAMES:
+        raise UnsupportedFeatureError(f"function {name} is not allowed")
+    return exp.Anonymous(this=name, expressions=list(args))
+
+
+def col(name: str) -> exp.Column:
+    """A quoted reference to an input column."""
+    return exp.Column(this=exp.Identifier(this=name, quoted=True))
+
+
+def lit_str(value: str) -> exp.Literal:
+    return exp.Literal.string(value)
+
+
+def lit_int(value: int) -> exp.Expression:
+    return exp.Literal.number(value) if value >= 0 else exp.Neg(this=exp.Literal.number(-value))
+
+
+def cast(node: exp.Expression, to: str) -> exp.Cast:
+    return exp.Cast(this=node, to=exp.DataType.build(to))
+
+
+def typed_null(kind: str) -> exp.Expression:
+    """A NULL of the DataFusion type of ``kind``."""
+    table = {
+        INT: "BIGINT",
+        FLOAT: "DOUBLE",
+        STRING: "VARCHAR",
+        FIELD: "VARCHAR",
+        JSON: "VARCHAR",
+        BOOL: "BOOLEAN",
+    }
+    if kind == TS:
+        return fn(U.TO_TIMESTAMP, cast(exp.Null(), "VARCHAR"))
+    return cast(exp.Null(), table.get(kind, "VARCHAR"))
+
+
+def paren(node: exp.Expression) -> exp.Expression:
+    return node if isinstance(node, (exp.Paren, exp.Column, exp.Literal, exp.Anonymous)) else exp.Paren(this=node)
+
+
+def balanced(nodes: Sequence[exp.Expression], klass: type[exp.Expression]) -> exp.Expression:
+    """Combine ``nodes`` with a binary connective as a balanced tree (bounded depth)."""
+    if len(nodes) == 1:
+        return nodes[0]
+    mid = len(nodes) // 2
+    return klass(this=paren(balanced(nodes[:mid], klass)), expression=paren(balanced(nodes[mid:], klass)))
+
+
+def is_aggregate(node: exp.Expression) -> bool:
+    """True when ``node`` contains an aggregate call."""
+    return any(isinstance(n, exp.AggFunc) for n in node.walk())
+
+
+class Lowering:
+    """Typed lowering of one statement (state lives only as long as one translation).
+
+    Args:
+        input_format: ``csv``, ``json`` or ``parquet``.
+        flavor: ``ceph`` or ``aws``.
+        columns: Parquet columns (name, type) in file order.
+        header: CSV header names (``FileHeaderInfo USE``), in file order.
+        table_names: names that may prefix a column (``s3object``, the FROM alias, ...).
+        aliases: projection aliases (lower-case name -> parsed expression).
+    """
+
+    def __init__(
+        self,
+        *,
+        input_format: str,
+        flavor: str,
+        columns: Sequence[Column] | None,
+        header: Sequence[str] | None,
+        table_names: Iterable[str],
+        aliases: dict[str, exp.Expression],
+    ) -> None:
+        self.input_format = input_format
+        self.flavor = flavor
+        self.columns = list(columns or [])
+        self.header = list(header or [])
+        self.table_names = {name.lower() for name in table_names}
+        self.aliases = aliases
+        self.state = LoweringState()
+        self._alias_done: dict[str, Typed] = {}
+        self._alias_stack: list[str] = []
+        self._json_by_steps: dict[tuple[tuple[Any, ...], ...], str] = {}
+        self._dispatch: dict[type[exp.Expression], Callable[[Any], Typed]] = {
+            exp.Literal: self._literal,
+            exp.Boolean: lambda node: (exp.Boolean(this=bool(node.this)), BOOL),
+            exp.Null: lambda node: (exp.Null(), NULL),
+            Missing: lambda node: (exp.Null(), NULL),
+            exp.Column: self._reference,
+            exp.Dot: self._reference,
+            exp.Bracket: self._reference,
+            exp.Paren: self._paren,
+            exp.Neg: self._neg,
+            exp.Add: self._arithmetic,
+            exp.Sub: self._arithmetic,
+            exp.Mul: self._arithmetic,
+            exp.Div: self._arithmetic,
+            exp.Mod: self._arithmetic,
+            exp.Pow: self._arithmetic,
+            exp.EQ: self._comparison,
+            exp.NEQ: self._comparison,
+            exp.GT: self._comparison,
+            exp.GTE: self._comparison,
+            exp.LT: self._comparison,
+            exp.LTE: self._comparison,
+            exp.And: self._connective,
+            exp.Or: self._connective,
+            exp.Not: self._not,
+            exp.Is: self._is,
+            exp.Between: self._between,
+            exp.In: self._in,
+            exp.Like: self._like,
+            exp.Escape: self._like,
+            exp.Case: self._case,
+            exp.If: self._case,
+            exp.Cast: self._cast_node,
+            exp.TryCast: self._cast_node,
+            exp.Substring: self._substring,
+            exp.Trim: self._trim,
+            exp.Extract: self._extract,
+            exp.Count: self._count,
+            exp.Sum: self._sum_avg,
+            exp.Avg: self._sum_avg,
+            exp.Min: self._min_max,
+            exp.Max: self._min_max,
+            exp.Anonymous: self._anonymous,
+            exp.Lower: self._case_fold,
+            exp.Upper: self._case_fold,
+            exp.Length: self._char_length,
+            exp.Coalesce: self._coalesce_node,
+            exp.Nullif: self._nullif_node,
+        }
+        self._functions: dict[str, Callable[[list[exp.Expression]], Typed]] = {
+            "INT": lambda args: self._cast(self._one(args, "int"), "int"),
+            "FLOAT": lambda args: self._cast(self._one(args, "float"), "float"),
+            "TO_TIMESTAMP": lambda args: (self.as_ts(self._one(args, "to_timestamp")), TS),
+            "TIMESTAMP": lambda args: (self.as_ts(self._one(args, "timestamp")), TS),
+            "LOWER": lambda args: (fn("lower", self.as_string(self._one(args, "lower"))), STRING),
+            "UPPER": lambda args: (fn("upper", self.as_string(self._one(args, "upper"))), STRING),
+            "CHAR_LENGTH": lambda args: self._length(self._one(args, "char_length")),
+            "CHARACTER_LENGTH": lambda args: self._length(self._one(args, "character_length")),
+            "COALESCE": self._coalesce,
+            "NULLIF": self._nullif,
+            "DATE_ADD": self._date_add,
+            "DATE_DIFF": self._date_diff,
+            "UTCNOW": self._utcnow,
+            "TO_STRING": self._to_string,
+        }
+
+    # ------------------------------------------------------------------ entry points
+
+    def lower(self, node: exp.Expression) -> Typed:
+        """Lower one expression; returns the DataFusion node and its kind."""
+        handler = self._dispatch.get(type(node))
+        if handler is None:
+            raise UnsupportedFeatureError(f"unsupported expression: {_describe(node)}")
+        return handler(node)
+
+    def lower_condition(self, node: exp.Expression) -> exp.Expression:
+        """Lower a WHERE condition to a boolean expression."""
+        return self.as_bool(self.lower(node))
+
+    def output_name(self, node: exp.Expression) -> str | None:
+        """Display name of a bare reference (last path step / column name), else None."""
+        if isinstance(node, exp.Paren):
+            return None
+        steps = self._steps(node)
+        if steps is None:
+            return None
+        if self.flavor == "ceph" and len(steps) == 1 and isinstance(steps[0], _Quoted):
+            return None  # a Ceph string literal
+        names = [s for s in steps if isinstance(s, str) and s is not _ANY_INDEX]
+        if not names:
+            return None
+        last = names[-1]
+        if self.input_format == "json" and len(names) == 1 and names[0].lower() in self.table_names | {"_1"}:
+            return None
+        return last
+
+    # ------------------------------------------------------------------ coercions
+
+    def as_number(self, typed: Typed) -> exp.Expression:
+        node, kind = typed
+        if kind in NUMERIC:
+            return node
+        if kind == NULL:
+            return typed_null(FLOAT)
+        if kind == FIELD:
+            return exp.TryCast(this=fn("btrim", node), to=exp.DataType.build("DOUBLE"))
+        if kind == JSON:
+            return fn(U.JSON_TO_DOUBLE, node)
+        if kind == BOOL:
+            return cast(paren(node), "BIGINT")
+        if kind == STRING:
+            if isinstance(node, exp.Literal):
+                raise QuerySemanticError("illegal binary operation with string")
+            return exp.TryCast(this=fn("btrim", node), to=exp.DataType.build("DOUBLE"))
+        raise QuerySemanticError(f"a {kind} value cannot be used as a number")
+
+    def as_string(self, typed: Typed) -> exp.Expression:
+        node, kind = typed
+        if kind in TEXTUAL:
+            return node
+        if kind == JSON:
+            return fn(U.JSON_TO_STRING, node)
+        if kind == TS:
+            return fn(U.TIMESTAMP_TO_STRING, node)
+        if kind == NATIVE_TS:
+            return fn(U.TIMESTAMP_TO_STRING, self.as_ts(typed))
+        if kind == NULL:
+            return typed_null(STRING)
+        return cast(node, "VARCHAR")
+
+    def as_bool(self, typed: Typed) -> exp.Expression:
+        node, kind = typed
+        if kind == BOOL:
+            return node
+        if kind == NULL:
+            return typed_null(BOOL)
+        if kind in NUMERIC:
+            return exp.NEQ(this=paren(node), expression=exp.Literal.number(0))
+        if kind in TEXTUAL:
+            return fn(U.STRING_TO_BOOL, node)
+        if kind == JSON:
+            return fn(U.STRING_TO_BOOL, fn(U.JSON_TO_STRING, node))
+        raise QuerySemanticError(f"a {kind} value cannot be used as a boolean")
+
+    def as_logical(self, typed: Typed) -> exp.Expression:
+        """An operand of AND/OR/NOT: a non-boolean string counts as true (Ceph:
+        ``not 'any_string'`` is false) unless it spells a boolean or a number."""
+        node, kind = typed
+        if kind == STRING and isinstance(node, exp.Literal):
+            lowered = node.this.strip().lower()
+            if lowered not in ("true", "false") and not _NUMBER_TEXT_RE.match(lowered):
+                return exp.Boolean(this=True)
+        return self.as_bool(typed)
+
+    def as_ts(self, typed: Typed) -> exp.Expression:
+        node, kind = typed
+        if kind == TS:
+            return node
+        if kind == NATIVE_TS:
+            return fn(
+                U.TIMESTAMP_FROM_UTC,
+                cast(node, "TIMESTAMP"),
+                exp.Literal.number(4),
+            )
+        if kind == NULL:
+            return typed_null(TS)
+        if kind in TEXTUAL:
+            return fn(U.TO_TIMESTAMP, node)
+        if kind == JSON:
+            return fn(U.TO_TIMESTAMP, fn(U.JSON_TO_STRING, node))
+        raise QuerySemanticError(f"a {kind} value cannot be used as a timestamp")
+
+    def _cast(self, typed: Typed, target: str) -> Typed:
+        node, kind = typed
+        if target == "int":
+            if kind == INT:
+                return node, INT
+            if kind in (FLOAT, BOOL):
+                return cast(paren(node), "BIGINT"), INT
+            if kind == NULL:
+                return typed_null(INT), INT
+            if kind in TEXTUAL or kind == JSON:
+                return fn(U.CAST_INT, self.as_string(typed)), INT
+        elif target == "float":
+            if kind == FLOAT:
+                return node, FLOAT
+            if kind in (INT, BOOL):
+                return cast(paren(node), "DOUBLE"), FLOAT
+            if kind == NULL:
+                return typed_null(FLOAT), FLOAT
+            if kind in TEXTUAL or kind == JSON:
+                return fn(U.CAST_FLOAT, self.as_string(typed)), FLOAT
+        elif target == "string":
+            return self.as_string(typed), STRING
+        elif target == "bool":
+            return self.as_bool(typed), BOOL
+        elif target == "timestamp":
+            return self.as_ts(typed), TS
+        raise QuerySemanticError(f"cannot cast a {kind} value to {target}")
+
+    # ------------------------------------------------------------------ leaves
+
+    def _literal(self, node: exp.Literal) -> Typed:
+        text = node.this
+        if node.is_string:
+            return lit_str(text), STRING
+        if _INT_RE.match(text) and int(text) <= _INT64_MAX:
+            return exp.Literal.number(int(text)), INT
+        try:
+            value = float(text)
+        except ValueError as exc:
+            raise QuerySemanticError(f"invalid number {text}") from exc
+        if value != value or value in (float("inf"), float("-inf")):
+            raise QuerySemanticError(f"invalid number {text}")
+        return exp.Literal.number(text), FLOAT
+
+    def _paren(self, node: exp.Paren) -> Typed:
+        inner, kind = self.lower(node.this)
+        return exp.Paren(this=inner), kind
+
+    def _neg(self, node: exp.Neg) -> Typed:
+        inner = node.this
+        if isinstance(inner, exp.Literal) and not inner.is_string and _INT_RE.match(inner.this):
+            value = int(inner.this)
+            if value == _INT64_MAX + 1:
+                return exp.Paren(this=exp.Sub(this=exp.Neg(this=exp.Literal.number(_INT64_MAX)), expression=exp.Literal.number(1))), INT
+        typed = self.lower(inner)
+        if typed[1] == NULL:
+            return typed
+        number = self.as_number(typed)
+        return exp.Neg(this=paren(number)), (FLOAT if typed[1] not in (INT,) else INT)
+
+    # ------------------------------------------------------------------ references
+
+    def _steps(self, node: exp.Expression) -> list[Any] | None:
+        """Flatten a column / dot / bracket chain into steps (str key, int index, '*')."""
+        if isinstance(node, exp.Column):
+            parts = [p for p in node.parts]
+            return [p.this if not p.quoted else _Quoted(p.this) for p in parts] if all(
+                isinstance(p, exp.Identifier) for p in parts
+            ) else None
+        if isinstance(node, exp.Dot):
+            left = self._steps(node.this)
+            right = node.expression
+            if left is None or not isinstance(right, exp.Identifier):
+                return None
+            return left + [right.this if not right.quoted else _Quoted(right.this)]
+        if isinstance(node, exp.Bracket):
+            left = self._steps(node.this)
+            if left is None or len(node.expressions) != 1:
+                return None
+            key = node.expressions[0]
+            if isinstance(key, exp.Star):
+                return left + [_ANY_INDEX]
+            if isinstance(key, exp.Literal) and key.is_string:
+                return left + [_Quoted(key.this)]
+            if isinstance(key, exp.Literal) and _INT_RE.match(key.this):
+                return left + [int(key.this)]
+            return None
+        return None
+
+    def _reference(self, node: exp.Expression) -> Typed:
+        steps = self._steps(node)
+        if steps is None:
+            raise UnsupportedFeatureError(f"unsupported reference: {_describe(node)}")
+        first = steps[0]
+        # Ceph: a bare double-quoted name is a string literal.
+        if self.flavor == "ceph" and len(steps) == 1 and isinstance(first, _Quoted):
+            return lit_str(str(first)), STRING
+        if len(steps) == 1 and isinstance(first, str) and not isinstance(first, _Quoted):
+            if first.lower() == "missing":
+                return exp.Null(), NULL
+        if len(steps) > 1 and isinstance(first, str) and first.lower() in self.table_names:
+            steps = steps[1:]
+        elif len(steps) == 1 and isinstance(first, str) and self.input_format == "json" and first.lower() in self.table_names and first.lower() not in self.aliases:
+            return self._json_path(()), JSON
+        if self.input_format == "json":
+            return self._json_reference(steps)
+        if len(steps) != 1 or not isinstance(steps[0], str):
+            raise UnsupportedFeatureError(
+                f"nested paths need JSON input: {_describe(node)}"
+            )
+        return self._name(steps[0])
+
+    def _name(self, name: str) -> Typed:
+        quoted = isinstance(name, _Quoted)
+        key = name.lower()
+        if key in self.aliases and not quoted or (key in self.aliases and self.flavor == "aws"):
+            if key not in self._alias_stack:
+                return self._alias(key)
+            if not self._is_column(name):
+                raise QuerySemanticError(_CYCLE_MESSAGE)
+        positional = _POSITIONAL_RE.match(name)
+        if self.input_format == "parquet":
+            return self._parquet_column(name, positional)
+        if positional:
+            index = int(positional.group(1))
+            if index < 1:
+                raise QuerySemanticError(f"invalid column {name}")
+            self.state.max_positional = max(self.state.max_positional, index)
+            return col(f"_{index}"), FIELD
+        index = self._header_index(name, quoted)
+        if index is None:
+            raise QuerySemanticError(
+                f"alias {{{name}}} or column not exist in schema",
+                code="ProcessingTimeError" if self.flavor == "ceph" else "MissingHeaderName",
+            )
+        self.state.max_positional = max(self.state.max_positional, index)
+        return col(f"_{index}"), FIELD
+
+    def _is_column(self, name: str) -> bool:
+        if self.input_format == "parquet":
+            return any(c.name.lower() == name.lower() for c in self.columns)
+        return _POSITIONAL_RE.match(name) is not None or self._header_index(name, False) is not None
+
+    def _header_index(self, name: str, quoted: bool) -> int | None:
+        for i, header_name in enumerate(self.header):
+            if header_name == name:
+                return i + 1
+        if not quoted or self.flavor == "ceph":
+            for i, header_name in enumerate(self.header):
+                if header_name.lower() == name.lower():
+                    return i + 1
+        return None
+
+    def _parquet_column(self, name: str, positional: re.Match[str] | None) -> Typed:
+        match = next((c for c in self.columns if c.name == name), None)
+        if match is None:
+            match = next((c for c in self.columns if c.name.lower() == name.lower()), None)
+        if match is None and positional:
+            index = int(positional.group(1))
+            if 1 <= index <= len(self.columns):
+                match = self.columns[index - 1]
+        if match is None:
+            raise QuerySemanticError(
+                f"alias {{{name}}} or column not exist in schema",
+                code="ProcessingTimeError" if self.flavor == "ceph" else "MissingHeaderName",
+            )
+        kind = COLUMN_KINDS.get(match.type, FLOAT if match.type.startswith("decimal") else STRING)
+        node: exp.Expression = col(match.name)
+        if match.type.startswith("decimal"):
+            node = cast(node, "DOUBLE")
+        return node, kind
+
+    def _json_reference(self, steps: list[Any]) -> Typed:
+        first = steps[0]
+        if isinstance(first, str) and not isinstance(first, _Quoted) and first.lower() in self.aliases and first.lower() not in self._alias_stack and len(steps) == 1:
+            return self._alias(first.lower())
+        if isinstance(first, str) and first.lower() == "_1":
+            steps = steps[1:]
+        path: list[tuple[Any, ...]] = []
+        for step in steps:
+            if step is _ANY_INDEX:
+                raise UnsupportedFeatureError("[*] is supported only in the FROM clause")
+            if isinstance(step, int):
+                path.append(("index", step))
+            else:
+                path.append(("key", str(step)))
+        return self._json_path(tuple(path)), JSON
+
+    def _json_path(self, path: tuple[tuple[Any, ...], ...]) -> exp.Expression:
+        name = self._json_by_steps.get(path)
+        if name is None:
+            name = f"j{len(self._json_by_steps)}"
+            self._json_by_steps[path] = name
+            self.state.json_paths[name] = path
+        return col(name)
+
+    def _alias(self, key: str) -> Typed:
+        done = self._alias_done.get(key)
+        if done is not None:
+            return done[0].copy(), done[1]
+        if len(self._alias_stack) > 64:
+            raise QuerySemanticError(_CYCLE_MESSAGE)
+        self._alias_stack.append(key)
+        try:
+            typed = self.lower(self.aliases[key])
+        finally:
+            self._alias_stack.pop()
+        self._alias_done[key] = typed
+        return typed[0].copy(), typed[1]
+
+    # ------------------------------------------------------------------ operators
+
+    def _arithmetic(self, node: exp.Binary) -> Typed:
+        left = self.lower(node.this)
+        right = self.lower(node.expression)
+        for side in (left, right):
+            if side[1] == STRING and isinstance(side[0], exp.Literal):
+                raise QuerySemanticError("illegal binary operation with string")
+        if NULL in (left[1], right[1]):
+            return exp.Null(), NULL
+        a = paren(self.as_number(left))
+        b = paren(self.as_number(right))
+        kind = FLOAT if FLOAT in (left[1], right[1]) or left[1] not in NUMERIC or right[1] not in NUMERIC else INT
+        if isinstance(node, exp.Pow):
+            return fn("power", a, b), FLOAT
+        klass: type[exp.Expression] = type(node)
+        return klass(this=a, expression=b), kind
+
+    def _comparison(self, node: exp.Binary) -> Typed:
+        return self.compare(type(node), self.lower(node.this), self.lower(node.expression)), BOOL
+
+    def compare(self, klass: type[exp.Expression], left: Typed, right: Typed) -> exp.Expression:
+        """A typed comparison ``left <klass> right`` with the flavour's coercions."""
+        lk, rk = left[1], right[1]
+        if NULL in (lk, rk):
+            return typed_null(BOOL)
+        pair = {lk, rk}
+        if pair <= NUMERIC or pair <= TEXTUAL or pair == {BOOL}:
+            a, b = left[0], right[0]
+        elif TS in pair or NATIVE_TS in pair:
+            a = fn("get_field", self.as_ts(left), lit_str("utc"))
+            b = fn("get_field", self.as_ts(right), lit_str("utc"))
+        elif pair == {JSON}:
+            if klass in (exp.EQ, exp.NEQ):
+                a, b = fn(U.JSON_TO_STRING, left[0]), fn(U.JSON_TO_STRING, right[0])
+            else:
+                a, b = self.as_number(left), self.as_number(right)
+        elif JSON in pair and pair & NUMERIC:
+            a, b = self.as_number(left), self.as_number(right)
+        elif JSON in pair and pair & TEXTUAL:
+            a, b = self.as_string(left), self.as_string(right)
+        elif BOOL in pair:
+            a, b = self.as_bool(left), self.as_bool(right)
+        elif FIELD in pair and pair & NUMERIC:
+            a, b = self.as_number(left), self.as_number(right)
+        elif STRING in pair and pair & NUMERIC:
+            string_side = left if lk == STRING else right
+            if isinstance(string_side[0], exp.Literal):
+                return self._mismatch(klass, left[0], right[0])
+            a, b = self.as_number(left), self.as_number(right)
+        else:
+            raise QuerySemanticError(f"cannot compare a {lk} value with a {rk} value")
+        return klass(this=paren(a), expression=paren(b))
+
+    def _mismatch(self, klass: type[exp.Expression], a: exp.Expression, b: exp.Expression) -> exp.Expression:
+        """Values of different types: never equal (NULL when either side is NULL)."""
+        either_null = exp.Or(
+            this=exp.Is(this=paren(a), expression=exp.Null()),
+            expression=exp.Is(this=paren(b), expression=exp.Null()),
+        )
+        answer = exp.Boolean(this=klass is exp.NEQ)
+        return exp.Case(ifs=[exp.If(this=either_null, true=typed_null(BOOL))], default=answer)
+
+    def _connective(self, node: exp.Binary) -> Typed:
+        klass: type[exp.Expression] = type(node)
+        operands = _flatten(node, klass)
+        lowered = [paren(self.as_logical(self.lower(operand))) for operand in operands]
+        return balanced(lowered, klass), BOOL
+
+    def _not(self, node: exp.Not) -> Typed:
+        return exp.Not(this=paren(self.as_logical(self.lower(node.this)))), BOOL
+
+    def _is(self, node: exp.Is) -> Typed:
+        target = node.expression
+        typed = self.lower(node.this)
+        subject = paren(typed[0])
+        if isinstance(target, Missing):
+            return exp.Is(this=subject, expression=exp.Null()), BOOL
+        if isinstance(target, exp.Null):
+            if typed[1] == JSON:
+                return exp.Paren(
+                    this=exp.Or(
+                        this=exp.Is(this=subject, expression=exp.Null()),
+                        expression=exp.EQ(this=subject.copy(), expression=lit_str("null")),
+                    )
+                ), BOOL
+            return exp.Is(this=subject, expression=exp.Null()), BOOL
+        if isinstance(target, exp.Boolean):
+            value = self.as_bool(typed)
+            return exp.Is(this=paren(value), expression=exp.Boolean(this=bool(target.this))), BOOL
+        raise UnsupportedFeatureError(f"unsupported IS predicate: {_describe(node)}")
+
+    def _between(self, node: exp.Between) -> Typed:
+        subject = self.lower(node.this)
+        low = self.lower(node.args["low"])
+        high = self.lower(node.args["high"])
+        return exp.Paren(
+            this=exp.And(
+                this=self.compare(exp.GTE, subject, low),
+                expression=self.compare(exp.LTE, subject, high),
+            )
+        ), BOOL
+
+    def _in(self, node: exp.In) -> Typed:
+        if node.args.get("query") is not None or node.args.get("unnest") is not None:
+            raise UnsupportedFeatureError("subqueries are not supported")
+        if node.args.get("field") is not None or isinstance(node.this, (exp.Tuple, exp.Array)):
+            raise UnsupportedFeatureError("IN over JSON arrays is not supported")
+        subject = self.lower(node.this)
+        items = [self.lower(item) for item in node.expressions]
+        if not items:
+            raise QuerySemanticError("IN needs at least one value")
+        kinds = {kind for _, kind in items}
+        if subject[1] in NUMERIC and kinds <= NUMERIC or subject[1] in TEXTUAL and kinds <= TEXTUAL:
+            return exp.In(this=paren(subject[0]), expressions=[i[0] for i in items]), BOOL
+        comparisons = [paren(self.compare(exp.EQ, subject, item)) for item in items]
+        return exp.Paren(this=balanced(comparisons, exp.Or)), BOOL
+
+    def _like(self, node: exp.Expression) -> Typed:
+        escape_typed: Typed | None = None
+        if isinstance(node, exp.Escape):
+            escape_typed = self.lower(node.expression)
+            node = node.this
+        negate = False
+        if isinstance(node, exp.Not):
+            negate = True
+            node = node.this
+        if not isinstance(node, exp.Like):
+            raise UnsupportedFeatureError(f"unsupported ESCAPE use: {_describe(node)}")
+        subject = self.as_string(self.lower(node.this))
+        pattern_typed = self.lower(node.expression)
+        pattern = pattern_typed[0]
+        escape_literal: str | None = None
+        if escape_typed is not None and isinstance(escape_typed[0], exp.Literal) and escape_typed[0].is_string:
+            escape_literal = escape_typed[0].this
+            if len(escape_literal) != 1:
+                raise QuerySemanticError("the ESCAPE argument must be a single character")
+        static_escape = escape_typed is None or escape_literal is not None
+        if isinstance(pattern, exp.Literal) and pattern.is_string and static_escape:
+            regex = like_to_regex(pattern.this, escape_literal)
+            result: exp.Expression = fn("regexp_like", subject, lit_str(regex))
+        else:
+            escape_node = self.as_string(escape_typed) if escape_typed is not None else lit_str("")
+            result = fn(U.LIKE, subject, self.as_string(pattern_typed), escape_node)
+        return (exp.Not(this=result) if negate else result), BOOL
+
+    def _case(self, node: exp.Expression) -> Typed:
+        if isinstance(node, exp.If):
+            raise UnsupportedFeatureError("IF is not supported")
+        subject = node.this
+        conditions: list[exp.Expression] = []
+        results: list[Typed] = []
+        for branch in node.args.get("ifs") or []:
+            if subject is not None:
+                condition = self.compare(exp.EQ, self.lower(subject), self.lower(branch.this))
+            else:
+                condition = self.as_bool(self.lower(branch.this))
+            conditions.append(condition)
+            results.append(self.lower(branch.args["true"]))
+        default = node.args.get("default")
+        if default is not None:
+            results.append(self.lower(default))
+        unified, kind = self.unify(results)
+        ifs = [exp.If(this=c, true=r) for c, r in zip(conditions, unified)]
+        out = exp.Case(ifs=ifs, default=unified[len(conditions)] if default is not None else None)
+        return out, kind
+
+    def unify(self, values: Sequence[Typed]) -> tuple[list[exp.Expression], str]:
+        """Bring values to one kind (for CASE, COALESCE)."""
+        kinds = {kind for _, kind in values if kind != NULL}
+        if not kinds:
+            return [node for node, _ in values], NULL
+        if len(kinds) == 1:
+            kind = kinds.pop()
+            return [node if k != NULL else typed_null(kind) for node, k in values], kind
+        if kinds <= NUMERIC | {JSON, FIELD}:
+            target = FLOAT if kinds - {INT} else INT
+            return [self.as_number((n, k)) if k != INT or target == INT else cast(paren(n), "DOUBLE") for n, k in values], target
+        if kinds <= {TS, NATIVE_TS} | TEXTUAL:
+            if kinds & {TS, NATIVE_TS}:
+                return [self.as_ts(v) for v in values], TS
+        return [self.as_string(v) for v in values], STRING
+
+    # ------------------------------------------------------------------ functions
+
+    def _one(self, args: list[exp.Expression], name: str) -> Typed:
+        if len(args) != 1:
+            raise QuerySemanticError(f"{name} takes exactly one argument")
+        return self.lower(args[0])
+
+    def _anonymous(self, node: exp.Anonymous) -> Typed:
+        name = str(node.this).upper()
+        handler = self._functions.get(name)
+        if handler is None:
+            raise UnsupportedFeatureError(f"unsupported function: {name.lower()}")
+        return handler(list(node.expressions))
+
+    def _cast_node(self, node: exp.Cast) -> Typed:
+        to: exp.DataType = node.args["to"]
+        target = _CAST_TARGETS.get(to.this)
+        if target is None:
+            raise UnsupportedFeatureError(f"unsupported cast target: {to.sql()}")
+        return self._cast(self.lower(node.this), target)
+
+    def _substring(self, node: exp.Substring) -> Typed:
+        subject = self.as_string(self.lower(node.this))
+        start_node = node.args.get("start")
+        length_node = node.args.get("length")
+        if start_node is None:
+            raise QuerySemanticError("substring needs a start position")
+        start = self._integer(self.lower(start_node))
+        if self.flavor == "aws":
+            start = fn("greatest", start, exp.Literal.number(1))
+        args = [subject, start]
+        if length_node is not None:
+            args.append(self._integer(self.lower(length_node)))
+        return fn("substr", *args), STRING
+
+    def _integer(self, typed: Typed) -> exp.Expression:
+        if typed[1] == INT:
+            return typed[0]
+        return cast(paren(self.as_number(typed)), "BIGINT")
+
+    def _trim(self, node: exp.Trim) -> Typed:
+        subject = self.as_string(self.lower(node.this))
+        chars_node = node.args.get("expression")
+        chars = self.as_string(self.lower(chars_node)) if chars_node is not None else lit_str(" ")
+        position = str(node.args.get("position") or "BOTH").upper()
+        name = {"BOTH": "btrim", "LEADING": "ltrim", "TRAILING": "rtrim"}[position]
+        return fn(name, subject, chars), STRING
+
+    def _extract(self, node: exp.Extract) -> Typed:
+        part = _part_name(node.this)
+        ts = self.as_ts(self.lower(node.expression))
+        if part in _EXTRACT_LOCAL_PARTS:
+            local = fn(U.LOCAL_TIME, ts)
+            return cast(fn("date_part", lit_str(part), local), "BIGINT"), INT
+        offset = cast(fn("get_field", ts, lit_str("offset_minutes")), "BIGINT")
+        if part == "timezone_hour":
+            return exp.Paren(this=exp.Div(this=offset, expression=exp.Literal.number(60))), INT
+        if part == "timezone_minute":
+            return exp.Paren(this=exp.Mod(this=offset, expression=exp.Literal.number(60))), INT
+        raise QuerySemanticError(f"unsupported date part in extract: {part}")
+
+    def _count(self, node: exp.Count) -> Typed:
+        arg = node.this
+        if arg is None or isinstance(arg, exp.Star) or (isinstance(arg, exp.Literal)):
+            return fn("count", exp.Star()), INT
+        typed = self.lower(arg)
+        if typed[1] == NULL:
+            return fn("count", typed_null(INT)), INT
+        self._no_nested_aggregate(arg)
+        return fn("count", typed[0]), INT
+
+    def _sum_avg(self, node: exp.Expression) -> Typed:
+        self._no_nested_aggregate(node.this)
+        typed = self.lower(node.this)
+        number = self.as_number(typed)
+        kind = INT if typed[1] == INT and isinstance(node, exp.Sum) else FLOAT
+        return fn("sum" if isinstance(node, exp.Sum) else "avg", number), kind
+
+    def _min_max(self, node: exp.Expression) -> Typed:
+        if node.expressions:
+            raise QuerySemanticError("min/max take one argument")
+        self._no_nested_aggregate(node.this)
+        typed = self.lower(node.this)
+        name = "min" if isinstance(node, exp.Min) else "max"
+        if typed[1] in NUMERIC or typed[1] == STRING:
+            return fn(name, typed[0]), typed[1]
+        if typed[1] == NULL:
+            return typed_null(FLOAT), NULL
+        number = self.as_number(typed)
+        return fn(name, number), FLOAT
+
+    def _no_nested_aggregate(self, node: exp.Expression | None) -> None:
+        if node is not None and is_aggregate(node):
+            raise QuerySemanticError("aggregate functions cannot be nested")
+
+    def _case_fold(self, node: exp.Expression) -> Typed:
+        name = "lower" if isinstance(node, exp.Lower) else "upper"
+        return fn(name, self.as_string(self.lower(node.this))), STRING
+
+    def _char_length(self, node: exp.Length) -> Typed:
+        return self._length(self.lower(node.this))
+
+    def _length(self, typed: Typed) -> Typed:
+        return fn("character_length", self.as_string(typed)), INT
+
+    def _coalesce_node(self, node: exp.Coalesce) -> Typed:
+        return self._coalesce([node.this, *node.expressions])
+
+    def _coalesce(self, args: list[exp.Expression]) -> Typed:
+        if not args:
+            raise QuerySemanticError("coalesce needs at least one argument")
+        values = [self.lower(arg) for arg in args]
+        unified, kind = self.unify(values)
+        if kind == NULL:
+            return exp.Null(), NULL
+        return exp.Coalesce(this=unified[0], expressions=unified[1:]), kind
+
+    def _nullif_node(self, node: exp.Nullif) -> Typed:
+        return self._nullif([node.this, node.expression])
+
+    def _nullif(self, args: list[exp.Expression]) -> Typed:
+        if len(args) != 2:
+            raise QuerySemanticError("nullif takes two arguments")
+        first = self.lower(args[0])
+        second = self.lower(args[1])
+        if first[1] == NULL:
+            return exp.Null(), NULL
+        equal = self.compare(exp.EQ, first, second)
+        return exp.Case(ifs=[exp.If(this=equal, true=typed_null(first[1]))], default=first[0].copy()), first[1]
+
+    def _date_part_arg(self, node: exp.Expression, function: str) -> str:
+        part = _part_name(node)
+        if part not in _DATE_PART_PRECISION:
+            raise QuerySemanticError(f"{function}: unsupported date part {part}")
+        return part
+
+    def _date_add(self, args: list[exp.Expression]) -> Typed:
+        if len(args) != 3:
+            raise QuerySemanticError("date_add takes three arguments")
+        part = self._date_part_arg(args[0], "date_add")
+        amount = self._integer(self.lower(args[1]))
+        ts = self.as_ts(self.lower(args[2]))
+        return fn(U.DATE_ADD, lit_str(part), amount, ts), TS
+
+    def _date_diff(self, args: list[exp.Expression]) -> Typed:
+        if len(args) != 3:
+            raise QuerySemanticError("date_diff takes three arguments")
+        part = self._date_part_arg(args[0], "date_diff")
+        first = self.as_ts(self.lower(args[1]))
+        second = self.as_ts(self.lower(args[2]))
+        return fn(U.DATE_DIFF, lit_str(part), first, second), INT
+
+    def _utcnow(self, args: list[exp.Expression]) -> Typed:
+        if args:
+            raise QuerySemanticError("utcnow takes no arguments")
+        now = fn("date_trunc", lit_str("second"), fn("now"))
+        return fn(U.TIMESTAMP_FROM_UTC, now, exp.Literal.number(4)), TS
+
+    def _to_string(self, args: list[exp.Expression]) -> Typed:
+        if len(args) != 2:
+            raise QuerySemanticError("to_string takes two arguments")
+        ts = self.as_ts(self.lower(args[0]))
+        pattern = self.as_string(self.lower(args[1]))
+        return fn(U.TO_STRING, ts, pattern), STRING
+
+
+class _Quoted(str):
+    """A name that was written in double quotes."""
+
+
+_ANY_INDEX = _Quoted("[*]")
+
+_CAST_TARGETS: dict[Any, str] = {
+    exp.DataType.Type.INT: "int",
+    exp.DataType.Type.BIGINT: "int",
+    exp.DataType.Type.SMALLINT: "int",
+    exp.DataType.Type.TINYINT: "int",
+    exp.DataType.Type.FLOAT: "float",
+    exp.DataType.Type.DOUBLE: "float",
+    exp.DataType.Type.DECIMAL: "float",
+    exp.DataType.Type.TEXT: "string",
+    exp.DataType.Type.VARCHAR: "string",
+    exp.DataType.Type.CHAR: "string",
+    exp.DataType.Type.BOOLEAN: "bool",
+    exp.DataType.Type.TIMESTAMP: "timestamp",
+    exp.DataType.Type.TIMESTAMPTZ: "timestamp",
+}
+
+
+def _part_name(node: exp.Expression) -> str:
+    if isinstance(node, (exp.Var, exp.Identifier)):
+        return str(node.this).lower()
+    if isinstance(node, exp.Column) and not node.table:
+        return node.name.lower()
+    if isinstance(node, exp.Literal) and node.is_string:
+        return node.this.lower()
+    raise QuerySemanticError(f"expected a date part, got {_describe(node)}")
+
+
+def _flatten(node: exp.Expression, klass: type[exp.Expression]) -> list[exp.Expression]:
+    """Operands of a chain of one connective, iteratively (long AND/OR chains)."""
+    out: list[exp.Expression] = []
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if type(current) is klass:
+            stack.append(current.expression)
+            stack.append(current.this)
+        else:
+            out.append(current)
+    return out
+
+
+def _describe(node: exp.Expression) -> str:
+    try:
+        text = node.sql()
+    except Exception:  # noqa: BLE001 - describing must never fail; fall back to the type
+        text = type(node).__name__
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -1,0 +1,335 @@
+"""Entry point: s3-select text -> DataFusion SQL over the table ``s3object`` plus metadata.
+
+Example:
+    >>> t = translate("select _2 from s3object where _1 = 'a' limit 3", input_format="csv")
+    >>> t.sql
+    'SELECT "_2" AS "c0" FROM (SELECT * FROM "s3object" LIMIT 3) AS "s3object" WHERE "_1" = \\'a\\''
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from select_dialect.datafusion import to_sql
+from select_dialect.errors import (
+    QuerySemanticError,
+    QuerySyntaxError,
+    SelectDialectError,
+    UnsupportedFeatureError,
+)
+from select_dialect.s3select import DIALECTS, S3Table
+from select_dialect.transforms import (
+    FLAVORS,
+    JSON,
+    Column,
+    Lowering,
+    col,
+    is_aggregate,
+)
+
+INPUT_FORMATS = ("csv", "json", "parquet")
+MAX_QUERY_BYTES = 256 * 1024
+
+_TABLE_NAMES = ("s3object", "stdin")
+_AGGREGATE_CALLS = frozenset({"count", "sum", "avg", "min", "max"})
+# Statement parts we accept; any other populated part of the SELECT is rejected.
+_ALLOWED_SELECT_ARGS = frozenset({"expressions", "from_", "where", "limit"})
+
+
+@dataclass(frozen=True)
+class Translation:
+    """The DataFusion statement for one s3-select query and what the caller needs around it.
+
+    Attributes:
+        sql: DataFusion SQL reading only the table; outputs ``c0 … cK-1`` (``*`` when
+            ``select_star`` on CSV/Parquet input).
+        output_names: display name of each output column (JSON output keys).
+        output_is_json: per output column, True when its Utf8 values are JSON text.
+        is_aggregate: the query aggregates (one output row).
+        select_star: the projection is ``*``.
+        max_positional: largest N of ``_N`` used (0 if none).
+        json_from_path: steps of ``FROM s3object[*].a.b`` (after the table name).
+        json_paths: input column name -> JSON path steps (JSON input).
+        limit: the LIMIT value, if any.
+        limit_counts_input: True when LIMIT counts scanned rows (Ceph), already applied in
+            ``sql`` below the WHERE clause.
+    """
+
+    sql: str
+    output_names: list[str]
+    output_is_json: list[bool]
+    is_aggregate: bool
+    select_star: bool
+    max_positional: int
+    json_from_path: tuple[tuple[Any, ...], ...] = ()
+    json_paths: dict[str, tuple[tuple[Any, ...], ...]] = field(default_factory=dict)
+    limit: int | None = None
+    limit_counts_input: bool = False
+
+
+def parse(sql: str, flavor: str = "ceph") -> exp.Select:
+    """Parse one s3-select statement (syntax errors become :class:`QuerySyntaxError`)."""
+    if len(sql.encode("utf-8", errors="replace")) > MAX_QUERY_BYTES:
+        raise UnsupportedFeatureError(
+            f"query is longer than {MAX_QUERY_BYTES} bytes", code="ExpressionTooLong"
+        )
+    try:
+        statements = DIALECTS[flavor]().parse(sql)
+    except ParseError as error:
+        raise _syntax_error(error) from None
+    except TokenError as error:
+        raise QuerySyntaxError(f"invalid token: {error}", code="ParseInvalidTokenError") from None
+    statements = [s for s in statements if s is not None]
+    if len(statements) != 1:
+        raise QuerySyntaxError("expected exactly one SELECT statement", line=1, column=1)
+    statement = statements[0]
+    if not isinstance(statement, exp.Select):
+        raise UnsupportedFeatureError(f"only SELECT is supported, got {type(statement).__name__}")
+    return statement
+
+
+def _syntax_error(error: ParseError) -> QuerySyntaxError:
+    details = error.errors[0] if error.errors else {}
+    description = details.get("description") or str(error).split(". Line")[0]
+    line = details.get("line")
+    column = details.get("col")
+    offending = details.get("highlight") or ""
+    where = f" at line {line}, column {column}" if line is not None else ""
+    return QuerySyntaxError(
+        f"{description}{where}: {offending!r}",
+        line=line,
+        column=column,
+        offending=offending,
+    )
+
+
+def translate(
+    sql: str,
+    *,
+    input_format: str,
+    flavor: str = "ceph",
+    columns: Sequence[Column] | None = None,
+    header: Sequence[str] | None = None,
+    table: str = "s3object",
+) -> Translation:
+    """Translate an s3-select statement into DataFusion SQL over ``table``.
+
+    Args:
+        sql: the s3-select statement.
+        input_format: ``csv``, ``json`` or ``parquet``.
+        flavor: ``ceph`` (default) or ``aws``.
+        columns: Parquet columns (name, type) in file order.
+        header: CSV header names when FileHeaderInfo is USE.
+        table: the DataFusion table name to read.
+
+    Returns:
+        The :class:`Translation`.
+
+    Raises:
+        QuerySyntaxError: the text does not parse.
+        UnsupportedFeatureError: the statement uses something not supported or not allowed.
+        QuerySemanticError: the statement cannot be evaluated (unknown column, cyclic alias...).
+
+    Example:
+        >>> translate("select count(*) from s3object", input_format="csv").is_aggregate
+        True
+    """
+    if input_format not in INPUT_FORMATS:
+        raise UnsupportedFeatureError(f"unsupported input format {input_format}")
+    if flavor not in FLAVORS:
+        raise UnsupportedFeatureError(f"unsupported flavor {flavor}")
+    try:
+        return _translate(sql, input_format, flavor, columns, header, table)
+    except RecursionError:
+        raise UnsupportedFeatureError(
+            "expression is nested too deeply", code="ExpressionTooComplex"
+        ) from None
+
+
+def _translate(
+    sql: str,
+    input_format: str,
+    flavor: str,
+    columns: Sequence[Column] | None,
+    header: Sequence[str] | None,
+    table: str,
+) -> Translation:
+    statement = parse(sql, flavor)
+    _check_shape(statement)
+    source: S3Table = statement.args["from_"].this
+    from_path = tuple(source.args.get("path") or ())
+    table_alias = source.args.get("alias")
+    table_names = {str(source.this.this), "s3object"}
+    if table_alias is not None:
+        table_names.add(str(table_alias.this))
+
+    projections = list(statement.expressions)
+    aliases = _collect_aliases(projections, flavor, input_format, header)
+    lowering = Lowering(
+        input_format=input_format,
+        flavor=flavor,
+        columns=columns,
+        header=header,
+        table_names=table_names,
+        aliases=aliases,
+    )
+
+    select_star = len(projections) == 1 and _is_star(projections[0])
+    outputs: list[exp.Expression] = []
+    output_names: list[str] = []
+    output_is_json: list[bool] = []
+    aggregate = any(is_aggregate(p) for p in projections)
+    unnamed = 0
+    if select_star and input_format == "json":
+        outputs.append(exp.alias_(lowering._json_path(()), "c0", quoted=True))
+        output_names.append("_1")
+        output_is_json.append(True)
+    elif select_star:
+        outputs.append(exp.Star())
+        output_names.extend(_star_names(input_format, columns, header))
+        output_is_json.extend(False for _ in output_names)
+    else:
+        for position, projection in enumerate(projections, start=1):
+            if _is_star(projection):
+                raise UnsupportedFeatureError("* must be the only projection")
+            body = projection.this if isinstance(projection, exp.Alias) else projection
+            node, kind = lowering.lower(body)
+            if aggregate:
+                _check_grouped(node)
+            outputs.append(exp.alias_(node, f"c{len(outputs)}", quoted=True))
+            if isinstance(projection, exp.Alias):
+                name: str | None = projection.alias
+            else:
+                name = lowering.output_name(body)
+            if name is None:
+                unnamed += 1
+                name = f"_{unnamed if flavor == 'ceph' else position}"
+            output_names.append(name)
+            output_is_json.append(kind == JSON)
+
+    where = statement.args.get("where")
+    condition = None
+    if where is not None:
+        if is_aggregate(where.this):
+            raise QuerySemanticError("aggregate functions are not allowed in WHERE")
+        condition = lowering.lower_condition(where.this)
+
+    limit = _limit_value(statement)
+    counts_input = flavor == "ceph" and limit is not None
+    source_sql: exp.Expression = exp.Table(this=exp.Identifier(this=table, quoted=True))
+    if counts_input:
+        source_sql = (
+            exp.select(exp.Star())
+            .from_(source_sql.copy())
+            .limit(exp.Literal.number(limit))
+            .subquery(exp.Identifier(this=table, quoted=True))
+        )
+    query = exp.select(*outputs).from_(source_sql)
+    if condition is not None:
+        query = query.where(condition)
+    if limit is not None and not counts_input:
+        query = query.limit(exp.Literal.number(limit))
+
+    return Translation(
+        sql=to_sql(query),
+        output_names=output_names,
+        output_is_json=output_is_json,
+        is_aggregate=aggregate,
+        select_star=select_star,
+        max_positional=lowering.state.max_positional,
+        json_from_path=from_path,
+        json_paths=dict(lowering.state.json_paths),
+        limit=limit,
+        limit_counts_input=counts_input,
+    )
+
+
+def _check_shape(statement: exp.Select) -> None:
+    for key, value in statement.args.items():
+        if key in _ALLOWED_SELECT_ARGS or value in (None, [], False):
+            continue
+        raise UnsupportedFeatureError(f"unsupported clause: {key.rstrip('_').upper()}")
+    source = statement.args.get("from_")
+    if source is None:
+        raise QuerySyntaxError("missing FROM clause", code="ParseSelectMissingFrom")
+    table = source.this
+    if not isinstance(table, S3Table):
+        raise UnsupportedFeatureError("FROM must name the object (s3object)")
+    name = str(table.this.this)
+    if name.lower() not in _TABLE_NAMES and not name.startswith("/"):
+        raise QuerySyntaxError(
+            f"unexpected table {name!r}: FROM must be s3object, stdin or the object path",
+            code="ParseUnexpectedToken",
+            offending=name,
+        )
+    if name.startswith("/") and table.args.get("path"):
+        raise QuerySyntaxError("an object path takes no JSON steps", offending=name)
+
+
+def _collect_aliases(
+    projections: list[exp.Expression],
+    flavor: str,
+    input_format: str,
+    header: Sequence[str] | None,
+) -> dict[str, exp.Expression]:
+    aliases: dict[str, exp.Expression] = {}
+    header_names = {name.lower() for name in header or ()}
+    for projection in projections:
+        if not isinstance(projection, exp.Alias):
+            continue
+        name = projection.alias
+        key = name.lower()
+        if flavor == "ceph" and input_format == "csv" and key in header_names:
+            raise QuerySemanticError(
+                f"multiple definition of column {{{name}}} as schema-column and alias"
+            )
+        if key in aliases:
+            raise QuerySemanticError(f"alias {{{name}}} is defined more than once")
+        aliases[key] = projection.this
+    return aliases
+
+
+def _is_star(node: exp.Expression) -> bool:
+    return isinstance(node, exp.Star) or (isinstance(node, exp.Column) and isinstance(node.this, exp.Star))
+
+
+def _star_names(
+    input_format: str, columns: Sequence[Column] | None, header: Sequence[str] | None
+) -> list[str]:
+    if input_format == "parquet":
+        return [c.name for c in columns or ()]
+    return list(header or ())
+
+
+def _limit_value(statement: exp.Select) -> int | None:
+    limit = statement.args.get("limit")
+    if limit is None:
+        return None
+    value = limit.expression
+    if not (isinstance(value, exp.Literal) and not value.is_string and value.this.isdigit()):
+        raise QuerySyntaxError("LIMIT takes a non-negative integer", code="ParseUnexpectedToken")
+    return int(value.this)
+
+
+def _check_grouped(node: exp.Expression) -> None:
+    """In an aggregate query every column must sit inside an aggregate call."""
+    for column in node.find_all(exp.Column):
+        parent = column.parent
+        inside = False
+        while parent is not None:
+            if isinstance(parent, exp.Anonymous) and str(parent.this) in _AGGREGATE_CALLS:
+                inside = True
+                break
+            parent = parent.parent
+        if not inside:
+            raise QuerySemanticError(
+                "a query with aggregates cannot also project non-aggregated columns"
+            )
+
+
+__all__ = ["Column", "Translation", "parse", "translate"]

@@ -1,0 +1,82 @@
+"""Every UDF name the DataFusion generator may emit, with its signature (the contract).
+
+``flight_storage.udfs`` registers exactly one kernel per entry of :data:`UDFS`. Types are
+plain strings so this module needs no pyarrow:
+
+* ``utf8``, ``int64``, ``float64``, ``bool``
+* ``timestamp_ns_utc`` (``timestamp[ns, tz=UTC]``), ``timestamp_ns`` (naive local time)
+* ``s3_timestamp`` (``flight_storage.values.S3_TIMESTAMP``)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class UdfSignature:
+    """One UDF: its SQL name, argument types and return type (strings above)."""
+
+    name: str
+    args: tuple[str, ...]
+    returns: str
+
+
+CAST_INT = "s3_cast_int"
+CAST_FLOAT = "s3_cast_float"
+STRING_TO_BOOL = "s3_string_to_bool"
+JSON_TO_DOUBLE = "s3_json_to_double"
+JSON_TO_STRING = "s3_json_to_string"
+TO_TIMESTAMP = "s3_to_timestamp"
+TIMESTAMP_FROM_UTC = "s3_timestamp_from_utc"
+TIMESTAMP_TO_STRING = "s3_timestamp_to_string"
+LOCAL_TIME = "s3_local_time"
+DATE_ADD = "s3_date_add"
+DATE_DIFF = "s3_date_diff"
+TO_STRING = "s3_to_string"
+LIKE = "s3_like"
+
+UDFS: tuple[UdfSignature, ...] = (
+    UdfSignature(CAST_INT, ("utf8",), "int64"),
+    UdfSignature(CAST_FLOAT, ("utf8",), "float64"),
+    UdfSignature(STRING_TO_BOOL, ("utf8",), "bool"),
+    UdfSignature(JSON_TO_DOUBLE, ("utf8",), "float64"),
+    UdfSignature(JSON_TO_STRING, ("utf8",), "utf8"),
+    UdfSignature(TO_TIMESTAMP, ("utf8",), "s3_timestamp"),
+    UdfSignature(TIMESTAMP_FROM_UTC, ("timestamp_ns_utc", "int64"), "s3_timestamp"),
+    UdfSignature(TIMESTAMP_TO_STRING, ("s3_timestamp",), "utf8"),
+    UdfSignature(LOCAL_TIME, ("s3_timestamp",), "timestamp_ns"),
+    UdfSignature(DATE_ADD, ("utf8", "int64", "s3_timestamp"), "s3_timestamp"),
+    UdfSignature(DATE_DIFF, ("utf8", "s3_timestamp", "s3_timestamp"), "int64"),
+    UdfSignature(TO_STRING, ("s3_timestamp", "utf8"), "utf8"),
+    UdfSignature(LIKE, ("utf8", "utf8", "utf8"), "bool"),
+)
+
+UDF_NAMES: frozenset[str] = frozenset(signature.name for signature in UDFS)
+
+# DataFusion builtins the generator may emit (everything else is rejected).
+BUILTIN_FUNCTIONS: frozenset[str] = frozenset(
+    {
+        "avg",
+        "btrim",
+        "character_length",
+        "count",
+        "date_part",
+        "date_trunc",
+        "get_field",
+        "greatest",
+        "lower",
+        "ltrim",
+        "max",
+        "min",
+        "now",
+        "power",
+        "regexp_like",
+        "rtrim",
+        "substr",
+        "sum",
+        "upper",
+    }
+)
+
+DATE_PARTS: tuple[str, ...] = ("year", "month", "day", "hour", "minute", "second")
