@@ -338,6 +338,7 @@ class SelectEngine:
             width = max(width, len(header)) if translation.select_star else width
         if translation.select_star and header is None:
             width = max(width, self._peek_csv_width(source, input, options))
+        width = max(width, 1)  # a statement that reads no field still counts rows
         schema = pa.schema([pa.field(f"_{i}", pa.string()) for i in range(1, width + 1)])
         partitions = self._byte_partitions(source, input, scan_range)
         return self._finish_plan(
