@@ -91,6 +91,7 @@ def run(location: str, out: Path, tables: Sequence[str] = ORDER_TABLES) -> dict[
         spark.read.format("flight-select")
         .option("location", location)
         .option("table", table)
+        .option("columns", "region,quantity,unit_price,order_ts,status")
         .load()
         .where(F.col("status") == "delivered")
         for table in tables
