@@ -1,0 +1,525 @@
+"""S3 Select output serialization: Arrow result batches -> CSV or JSON record bytes.
+
+Each column is turned into text with ``pyarrow.compute`` (casts, ``strftime``, ``if_else``,
+``replace_substring``) and rows are joined with ``binary_join_element_wise``; Python touches
+single values only for rare shapes (JSON strings with escapes, nested Parquet values,
+strings with control characters in JSON output).
+
+Printing rules by flavour (see the conformance README, "Output formatting"):
+
+========================  ==============================  ==================================
+                          ``ceph``                        ``aws`` (also ``minio``)
+========================  ==============================  ==================================
+NULL in CSV               ``null``                        empty field
+NULL in JSON              ``null``                        ``null``; MISSING (NULL of a JSON
+                                                          path column) drops the key
+strings in JSON           unquoted (``{"a":male}``)        JSON strings
+CSV quoting (ASNEEDED)    never                           fields holding a delimiter, quote
+                                                          or line end
+aggregate row in CSV      no record delimiter after it    record delimiter after it
+timestamps                ``YYYY-MM-DDTHH:MM:SS[.ffffff]``  shortest form: ``2010T``,
+                          + zone as written (``Z``,        ``2010-02T``, ``2010-02-03T``,
+                          ``±HH:MM``, none -> ``+00:00``)  ``…T04:11Z``, ``…:05.23-07:00``
+========================  ==============================  ==================================
+
+Floats print as the shortest round-trip decimal with integral values lacking ``.0`` in both
+flavours; that is exactly what Arrow's float -> string cast produces, so no Python fallback
+is needed for them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from flight_storage.errors import InvalidRequestError
+from flight_storage.values import ZONE_NONE, ZONE_Z, is_s3_timestamp
+
+_FLAVOURS = ("ceph", "aws", "minio")
+_QUOTE_FIELDS = ("ASNEEDED", "ALWAYS")
+_NULL_STR = pa.scalar(None, pa.string())
+
+
+@dataclass(frozen=True)
+class _Style:
+    """What a flavour prints for the values that differ between engines."""
+
+    ceph: bool
+
+    @property
+    def csv_null(self) -> str:
+        return "null" if self.ceph else ""
+
+
+@dataclass(frozen=True)
+class _Text:
+    """A column as text: ``values`` (NULL = SQL NULL) and whether JSON quotes them."""
+
+    values: pa.Array
+    json_string: bool
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _lit(text: str, length: int) -> pa.Array:
+    """A string literal repeated over ``length`` rows.
+
+    An array rather than a scalar: ``binary_join_element_wise`` with a single array argument
+    and a scalar separator returns one row (pyarrow 26), so never rely on broadcasting there.
+    """
+    return pa.repeat(pa.scalar(text, pa.string()), length)
+
+
+def _join(parts: Sequence[pa.Array | str], length: int) -> pa.Array:
+    """Concatenate string arrays / literals row by row (NULL if any part is NULL)."""
+    arrays = [_lit(p, length) if isinstance(p, str) else p for p in parts]
+    return pc.binary_join_element_wise(*arrays, "")
+
+
+def _pad(values: pa.Array, width: int) -> pa.Array:
+    return pc.utf8_lpad(values.cast(pa.string()), width=width, padding="0")
+
+
+def _json_dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+# --------------------------------------------------------------------------- timestamps
+
+
+def _zone_text(offset_minutes: pa.Array, zone: pa.Array, none_text: str) -> pa.Array:
+    """``Z`` / ``±HH:MM`` / ``none_text`` per the zone code and offset."""
+    n = len(offset_minutes)
+    minutes = offset_minutes.cast(pa.int32())
+    magnitude = pc.abs(minutes)
+    sign = pc.if_else(pc.less(minutes, 0), _lit("-", n), _lit("+", n))
+    hours = _pad(pc.divide(magnitude, 60), 2)
+    mins = _pad(pc.subtract(magnitude, pc.multiply(pc.divide(magnitude, 60), 60)), 2)
+    offset = _join([sign, hours, ":", mins], n)
+    zone8 = zone.cast(pa.int8())
+    return pc.case_when(
+        pc.make_struct(pc.equal(zone8, ZONE_Z), pc.equal(zone8, ZONE_NONE)),
+        _lit("Z", n),
+        _lit(none_text, n),
+        offset,
+    )
+
+
+@dataclass(frozen=True)
+class _Parts:
+    """Calendar fields of local times, as padded strings plus the values needed to choose
+    the shortest form."""
+
+    year: pa.Array
+    month: pa.Array
+    day: pa.Array
+    hour: pa.Array
+    minute: pa.Array
+    second: pa.Array
+    nanos: pa.Array  # int64 nanoseconds within the second
+    local: pa.Array  # timestamp[ns] without zone
+
+
+def _parts(utc: pa.Array, offset_minutes: pa.Array | None) -> _Parts:
+    naive = utc.cast(pa.timestamp("ns", tz="UTC")).cast(pa.timestamp("ns"))
+    as_int = naive.cast(pa.int64())
+    if offset_minutes is not None:
+        shift = pc.multiply(offset_minutes.cast(pa.int64()), 60_000_000_000)
+        as_int = pc.add(as_int, shift)
+    local = as_int.cast(pa.timestamp("ns"))
+    floored = pc.floor_temporal(local, 1, "second")
+    nanos = pc.subtract(as_int, floored.cast(pa.int64()))
+    return _Parts(
+        year=_pad(pc.year(local), 4),
+        month=_pad(pc.month(local), 2),
+        day=_pad(pc.day(local), 2),
+        hour=_pad(pc.hour(local), 2),
+        minute=_pad(pc.minute(local), 2),
+        second=_pad(pc.second(local), 2),
+        nanos=nanos,
+        local=local,
+    )
+
+
+def _fraction(nanos: pa.Array, digits: int) -> pa.Array:
+    """``.`` + the first ``digits`` digits of the nanoseconds."""
+    scaled = pc.divide(nanos, 10 ** (9 - digits))
+    return _join([".", _pad(scaled, digits)], len(nanos))
+
+
+def _trimmed_fraction(nanos: pa.Array) -> pa.Array:
+    """``.`` + nanoseconds without trailing zeros (only used where nanos != 0)."""
+    digits = pc.utf8_rtrim(_pad(nanos, 9), characters="0")
+    return _join([".", digits], len(nanos))
+
+
+def _ceph_timestamp(parts: _Parts, has_fraction: pa.Array, zone: pa.Array) -> pa.Array:
+    n = len(parts.nanos)
+    base = _join(
+        [parts.year, "-", parts.month, "-", parts.day, "T",
+         parts.hour, ":", parts.minute, ":", parts.second],
+        n,
+    )  # fmt: skip
+    frac = pc.if_else(has_fraction, _fraction(parts.nanos, 6), _lit("", n))
+    return _join([base, frac, zone], n)
+
+
+def _shortest_timestamp(parts: _Parts, zone: pa.Array, has_zone: pa.Array) -> pa.Array:
+    """MinIO/AWS: the shortest layout that keeps every non-default field."""
+    n = len(parts.nanos)
+    date = _join([parts.year, "-", parts.month, "-", parts.day, "T"], n)
+    minute = _join([date, parts.hour, ":", parts.minute], n)
+    second = _join([minute, ":", parts.second], n)
+    has_frac = pc.not_equal(parts.nanos, 0)
+    has_second = pc.not_equal(pc.second(parts.local), 0)
+    has_time = pc.or_(
+        pc.not_equal(pc.hour(parts.local), 0), pc.not_equal(pc.minute(parts.local), 0)
+    )
+    has_day = pc.not_equal(pc.day(parts.local), 1)
+    has_month = pc.not_equal(pc.month(parts.local), 1)
+    return pc.case_when(
+        pc.make_struct(has_frac, has_second, pc.or_(has_time, has_zone), has_day, has_month),
+        _join([second, _trimmed_fraction(parts.nanos), zone], n),
+        _join([second, zone], n),
+        _join([minute, zone], n),
+        date,
+        _join([parts.year, "-", parts.month, "T"], n),
+        _join([parts.year, "T"], n),
+    )
+
+
+def _s3_timestamp_text(array: pa.Array, style: _Style) -> _Text:
+    struct = array
+    utc = struct.field("utc")
+    offset = struct.field("offset_minutes").fill_null(0)
+    zone_code = struct.field("zone").fill_null(ZONE_NONE)
+    parts = _parts(utc, offset)
+    if style.ceph:
+        zone = _zone_text(offset, zone_code, "+00:00")
+        has_fraction = pc.greater(struct.field("fraction_digits").fill_null(0), 0)
+        text = _ceph_timestamp(parts, has_fraction, zone)
+    else:
+        zone = _zone_text(offset, zone_code, "-00:00")
+        has_zone = pc.not_equal(zone_code.cast(pa.int8()), ZONE_NONE)
+        text = _shortest_timestamp(parts, zone, has_zone)
+    return _Text(_keep_nulls(array, text), True)
+
+
+def _arrow_timestamp_text(array: pa.Array, style: _Style) -> _Text:
+    """Timestamps from Parquet: UTC (``Z``) when zoned, no zone written otherwise."""
+    n = len(array)
+    zoned = array.type.tz is not None
+    utc = array if zoned else array.cast(pa.timestamp(array.type.unit))
+    parts = _parts(utc.cast(pa.timestamp("ns", tz="UTC")) if not zoned else utc, None)
+    if style.ceph:
+        zone = _lit("Z" if zoned else "+00:00", n)
+        text = _ceph_timestamp(parts, pc.not_equal(parts.nanos, 0), zone)
+    else:
+        zone = _lit("Z", n)
+        text = _shortest_timestamp(parts, zone, pa.array([False] * n, pa.bool_()))
+    return _Text(_keep_nulls(array, text), True)
+
+
+def _date_text(array: pa.Array, style: _Style) -> _Text:
+    n = len(array)
+    if style.ceph:
+        return _Text(array.cast(pa.date32()).cast(pa.string()), True)
+    ts = array.cast(pa.date32()).cast(pa.timestamp("s")).cast(pa.timestamp("ns", tz="UTC"))
+    parts = _parts(ts, None)
+    text = _shortest_timestamp(parts, _lit("Z", n), pa.array([False] * n, pa.bool_()))
+    return _Text(_keep_nulls(array, text), True)
+
+
+def _keep_nulls(source: pa.Array, text: pa.Array) -> pa.Array:
+    if source.null_count == 0:
+        return text
+    return pc.if_else(source.is_valid(), text, _NULL_STR)
+
+
+# --------------------------------------------------------------------------- other types
+
+
+def _cast_text(json_string: bool) -> Callable[[pa.Array, _Style], _Text]:
+    def convert(array: pa.Array, style: _Style) -> _Text:
+        return _Text(array.cast(pa.string()), json_string)
+
+    return convert
+
+
+def _string_text(array: pa.Array, style: _Style) -> _Text:
+    return _Text(array.cast(pa.string()), True)
+
+
+def _binary_text(array: pa.Array, style: _Style) -> _Text:
+    try:
+        return _Text(array.cast(pa.string()), True)
+    except pa.ArrowInvalid:
+        values = [None if v is None else v.hex() for v in array.to_pylist()]
+        return _Text(pa.array(values, pa.string()), True)
+
+
+def _null_text(array: pa.Array, style: _Style) -> _Text:
+    return _Text(pa.nulls(len(array), pa.string()), False)
+
+
+def _nested_text(array: pa.Array, style: _Style) -> _Text:
+    """Lists / structs / maps (Parquet): compact JSON text, built in Python (rare)."""
+    values = [None if v is None else _json_dumps(v) for v in array.to_pylist()]
+    return _Text(pa.array(values, pa.string()), False)
+
+
+def _is_nested(t: pa.DataType) -> bool:
+    return (
+        pa.types.is_list(t)
+        or pa.types.is_large_list(t)
+        or pa.types.is_fixed_size_list(t)
+        or pa.types.is_struct(t)
+        or pa.types.is_map(t)
+    )
+
+
+def _is_text(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+
+
+def _is_binary(t: pa.DataType) -> bool:
+    return pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t)
+
+
+# Order matters: the S3 timestamp struct must win over the generic struct rule.
+_FORMATTERS: list[tuple[Callable[[pa.DataType], bool], Callable[[pa.Array, _Style], _Text]]] = [
+    (is_s3_timestamp, _s3_timestamp_text),
+    (pa.types.is_timestamp, _arrow_timestamp_text),
+    (pa.types.is_date, _date_text),
+    (_is_text, _string_text),
+    (pa.types.is_boolean, _cast_text(False)),
+    (pa.types.is_integer, _cast_text(False)),
+    (pa.types.is_floating, _cast_text(False)),
+    (pa.types.is_decimal, _cast_text(False)),
+    (pa.types.is_null, _null_text),
+    (_is_binary, _binary_text),
+    (_is_nested, _nested_text),
+]
+
+
+def _column_text(array: pa.Array, style: _Style) -> _Text:
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    if pa.types.is_dictionary(array.type):
+        array = array.dictionary_decode()
+    for matches, convert in _FORMATTERS:
+        if matches(array.type):
+            return convert(array, style)
+    return _Text(array.cast(pa.string()), True)
+
+
+# --------------------------------------------------------------------------- JSON text columns
+
+
+def _json_scalar_values(array: pa.Array, style: _Style) -> pa.Array:
+    """JSON text -> printable scalar text: strings decoded, JSON null -> NULL.
+
+    Non-scalars stay JSON text for AWS; Ceph prints them as ``null``.
+    """
+    text = array.cast(pa.string())
+    is_string = pc.starts_with(text, '"')
+    has_escape = pc.and_(is_string, pc.match_substring(text, "\\"))
+    plain = pc.utf8_slice_codeunits(text, 1, -1)
+    decoded = pc.if_else(is_string, plain, text)
+    if pc.any(has_escape).as_py():
+        rows = pc.indices_nonzero(has_escape.fill_null(False))
+        values = [json.loads(v) for v in pc.take(text, rows).to_pylist()]
+        replacement = pa.array(values, pa.string())
+        decoded = pc.replace_with_mask(decoded, has_escape.fill_null(False), replacement)
+    is_null = pc.equal(text, "null")
+    decoded = pc.if_else(is_null, _NULL_STR, decoded)
+    if style.ceph:
+        nested = pc.or_(pc.starts_with(text, "["), pc.starts_with(text, "{"))
+        decoded = pc.if_else(nested, _NULL_STR, decoded)
+    return decoded
+
+
+# --------------------------------------------------------------------------- writer
+
+
+def _option(mapping: Mapping[str, str], key: str, default: str) -> str:
+    value = mapping.get(key)
+    return default if value is None or value == "" else str(value)
+
+
+class RecordWriter:
+    """Serializes result batches as S3 Select CSV or JSON records.
+
+    Args:
+        output_serialization: the request's ``OutputSerialization`` (``{"CSV": {...}}`` or
+            ``{"JSON": {...}}``); None means CSV with defaults.
+        flavor: ``ceph``, ``aws`` or ``minio`` (printing rules, see the module docstring).
+        output_names: display name per output column (JSON keys).
+        output_is_json: per column, True when its Utf8 values are JSON text.
+        is_aggregate: the query is an aggregate (one result row).
+
+    Raises:
+        InvalidRequestError: unknown flavour, both/neither of CSV and JSON, empty
+            delimiters, or an unknown ``QuoteFields``.
+
+    Example:
+        >>> import pyarrow as pa
+        >>> w = RecordWriter(None, flavor="ceph", output_names=["_1"], output_is_json=[False],
+        ...                  is_aggregate=False)
+        >>> w.write(pa.record_batch({"c0": pa.array([1, None])}))
+        b'1\\nnull\\n'
+    """
+
+    def __init__(
+        self,
+        output_serialization: Mapping[str, Any] | None,
+        *,
+        flavor: str,
+        output_names: Sequence[str],
+        output_is_json: Sequence[bool],
+        is_aggregate: bool,
+    ) -> None:
+        if flavor not in _FLAVOURS:
+            raise InvalidRequestError(f"unknown flavour {flavor!r}")
+        serialization = dict(output_serialization or {"CSV": {}})
+        kinds = [k for k in ("CSV", "JSON") if k in serialization]
+        if len(kinds) != 1:
+            raise InvalidRequestError("OutputSerialization must have exactly one of CSV, JSON")
+        self._style = _Style(ceph=flavor == "ceph")
+        self._json = kinds[0] == "JSON"
+        settings: Mapping[str, str] = serialization[kinds[0]] or {}
+        self._record_delimiter = _option(settings, "RecordDelimiter", "\n")
+        self._field_delimiter = _option(settings, "FieldDelimiter", ",")
+        self._quote = _option(settings, "QuoteCharacter", '"')
+        self._escape = _option(settings, "QuoteEscapeCharacter", '"')
+        quote_fields = _option(settings, "QuoteFields", "ASNEEDED").upper()
+        if quote_fields not in _QUOTE_FIELDS:
+            raise InvalidRequestError(
+                f"QuoteFields must be ASNEEDED or ALWAYS, not {quote_fields!r}"
+            )
+        self._always_quote = quote_fields == "ALWAYS"
+        self._names = list(output_names)
+        self._is_json = list(output_is_json)
+        # Ceph's one aggregate row in CSV has no record delimiter after it.
+        self._separate_only = is_aggregate and self._style.ceph and not self._json
+        self._rows_written = 0
+
+    def write(self, batch: pa.RecordBatch) -> bytes:
+        """Serialize one batch; returns the bytes of its records."""
+        n = batch.num_rows
+        if n == 0:
+            return b""
+        rows = self._json_rows(batch) if self._json else self._csv_rows(batch)
+        if self._separate_only:
+            body = self._record_delimiter.join(rows.to_pylist())
+            prefix = self._record_delimiter if self._rows_written else ""
+            self._rows_written += n
+            return (prefix + body).encode("utf-8")
+        self._rows_written += n
+        return _concat(_join([rows, self._record_delimiter], n))
+
+    def finish(self) -> bytes:
+        """Bytes to send after the last batch (nothing is buffered: always empty)."""
+        return b""
+
+    # ------------------------------------------------------------------ CSV
+
+    def _csv_rows(self, batch: pa.RecordBatch) -> pa.Array:
+        n = batch.num_rows
+        fields = []
+        for i, column in enumerate(batch.columns):
+            if self._column_is_json(i):
+                values = _json_scalar_values(column, self._style)
+            else:
+                values = _column_text(column, self._style).values
+            fields.append(self._csv_field(values.fill_null(self._style.csv_null), n))
+        if not fields:
+            return pa.repeat(pa.scalar("", pa.string()), n)
+        return pc.binary_join_element_wise(*fields, _lit(self._field_delimiter, n))
+
+    def _csv_field(self, values: pa.Array, n: int) -> pa.Array:
+        if self._always_quote:
+            return self._quoted(values, n)
+        if self._style.ceph:
+            return values
+        needs = None
+        for token in {self._field_delimiter, self._quote, self._record_delimiter, "\n", "\r"}:
+            hit = pc.match_substring(values, token)
+            needs = hit if needs is None else pc.or_(needs, hit)
+        if needs is None or not pc.any(needs).as_py():
+            return values
+        return pc.if_else(needs, self._quoted(values, n), values)
+
+    def _quoted(self, values: pa.Array, n: int) -> pa.Array:
+        escaped = pc.replace_substring(values, self._quote, self._escape + self._quote)
+        return _join([self._quote, escaped, self._quote], n)
+
+    # ------------------------------------------------------------------ JSON
+
+    def _json_rows(self, batch: pa.RecordBatch) -> pa.Array:
+        n = batch.num_rows
+        members = []
+        for i, column in enumerate(batch.columns):
+            key = _json_dumps(self._name(i)) + ":"
+            value = self._json_value(i, column)
+            members.append(_join([key, value], n))
+        if not members:
+            return pa.repeat(pa.scalar("{}", pa.string()), n)
+        # Join the present members with ",": prefix each with "," (MISSING -> ""), concatenate,
+        # drop the first comma. (null_handling="skip" would do it, but pyarrow 26 drops rows
+        # whose values are all null instead of giving "".)
+        pieces = [_join([",", m], n).fill_null("") for m in members]
+        body = pc.utf8_slice_codeunits(_join(pieces, n), 1)
+        return _join(["{", body, "}"], n)
+
+    def _json_value(self, i: int, column: pa.Array) -> pa.Array:
+        """JSON text of one column; NULL means "leave the key out" (AWS MISSING)."""
+        if self._column_is_json(i):
+            if self._style.ceph:
+                return _json_scalar_values(column, self._style).fill_null("null")
+            return column.cast(pa.string())  # raw JSON; SQL NULL = MISSING -> key dropped
+        text = _column_text(column, self._style)
+        if self._style.ceph or not text.json_string:
+            return text.values.fill_null("null")
+        return _json_quote(text.values).fill_null("null")
+
+    def _column_is_json(self, i: int) -> bool:
+        return i < len(self._is_json) and bool(self._is_json[i])
+
+    def _name(self, i: int) -> str:
+        return self._names[i] if i < len(self._names) else f"_{i + 1}"
+
+
+def _json_quote(values: pa.Array) -> pa.Array:
+    """JSON string literals for Utf8 values (control characters via Python, rarely)."""
+    n = len(values)
+    escaped = pc.replace_substring(values, "\\", "\\\\")
+    escaped = pc.replace_substring(escaped, '"', '\\"')
+    control = pc.match_substring_regex(values, "[\\x00-\\x1f]")
+    quoted = _join(['"', escaped, '"'], n)
+    if pc.any(control).as_py():
+        mask = control.fill_null(False)
+        rows = pc.take(values, pc.indices_nonzero(mask)).to_pylist()
+        replacement = pa.array([_json_dumps(v) for v in rows], pa.string())
+        quoted = pc.replace_with_mask(quoted, mask, replacement)
+    return quoted
+
+
+def _concat(strings: pa.Array) -> bytes:
+    """The concatenation of a string array's values, straight from its data buffer."""
+    strings = strings.cast(pa.string())
+    if strings.null_count:
+        strings = strings.fill_null("")
+    _, offsets, data = strings.buffers()
+    if data is None or len(strings) == 0:
+        return b""
+    positions = memoryview(offsets).cast("i")
+    first = positions[strings.offset]
+    last = positions[strings.offset + len(strings)]
+    return memoryview(data)[first:last].tobytes()

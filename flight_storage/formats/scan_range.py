@@ -1,0 +1,269 @@
+"""Byte ranges of line-oriented objects (CSV, JSON Lines) aligned to whole records.
+
+AWS's rule for ``ScanRange``: a record belongs to the range in which its **first byte** lies;
+``End`` is inclusive; ``Start``/``End`` may fall anywhere (inside a record, inside a quoted
+field, inside a multi-byte UTF-8 character). A record that starts in the range is read to
+its end even past ``End``. Splitting an object into adjacent ranges therefore reads every
+record exactly once.
+
+Where records start:
+
+* plain mode (``quote=None``): every occurrence of the record delimiter ends a record (Ceph's
+  CSV rule, AWS's with ``AllowQuotedRecordDelimiter`` FALSE, JSON Lines). A record start is
+  found locally by looking at the bytes just before ``start``.
+* quote-aware mode (``quote`` given): a delimiter between an odd number of quote characters
+  belongs to a field. Whether a position is inside quotes depends on everything before it,
+  so the object is scanned from byte 0 (counting quote characters only).
+
+A record starts at byte 0 and right after each delimiter, except at the end of the object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import BinaryIO
+
+from flight_storage.errors import InvalidRequestError
+
+DEFAULT_BLOCK_SIZE = 4 * 1024 * 1024
+
+
+def resolve_scan_range(
+    scan_range: Mapping[str, object] | None, object_size: int
+) -> tuple[int, int] | None:
+    """Turn a request's ``ScanRange`` into inclusive ``(start, end)`` byte offsets.
+
+    ``{"Start": s}`` runs to the end of the object, ``{"End": n}`` alone means the last
+    ``n`` bytes (as in AWS), both given is ``[Start, End]``.
+
+    Args:
+        scan_range: the request's ``ScanRange`` mapping (values may be strings), or None.
+        object_size: size of the object in bytes.
+
+    Returns:
+        ``None`` when there is no scan range, else ``(start, end)`` with ``end`` clamped to the
+        last byte of the object.
+
+    Raises:
+        InvalidRequestError: code ``InvalidScanRange`` for an empty mapping, negative or
+            non-integer values, ``Start > End``, or a start beyond the end of the object.
+    """
+    if scan_range is None:
+        return None
+    start_raw = scan_range.get("Start")
+    end_raw = scan_range.get("End")
+    if start_raw is None and end_raw is None:
+        raise InvalidRequestError("ScanRange must have Start, End or both", code="InvalidScanRange")
+    try:
+        start = int(str(start_raw)) if start_raw is not None else None
+        end = int(str(end_raw)) if end_raw is not None else None
+    except ValueError as exc:
+        raise InvalidRequestError(
+            f"ScanRange values must be integers: {dict(scan_range)!r}", code="InvalidScanRange"
+        ) from exc
+    if (start is not None and start < 0) or (end is not None and end < 0):
+        raise InvalidRequestError("ScanRange values must not be negative", code="InvalidScanRange")
+    if start is None:
+        assert end is not None
+        start, end = max(0, object_size - end), object_size - 1
+    elif end is None:
+        end = object_size - 1
+    if start > end and not (start == 0 and object_size == 0):
+        raise InvalidRequestError(
+            f"ScanRange Start ({start}) is after End ({end}) or beyond the object "
+            f"({object_size} bytes)",
+            code="InvalidScanRange",
+        )
+    if start >= object_size and object_size > 0:
+        raise InvalidRequestError(
+            f"ScanRange Start ({start}) is beyond the object ({object_size} bytes)",
+            code="InvalidScanRange",
+        )
+    return start, min(end, max(object_size - 1, 0))
+
+
+def _find_plain_start(source: BinaryIO, delimiter: bytes, start: int, block: int) -> int | None:
+    """First record start at or after ``start`` (plain mode), or None when there is none."""
+    if start == 0:
+        return 0
+    # A record starts at p when a delimiter ends just before p: look for the first
+    # delimiter whose last byte is at position >= start - 1.
+    pos = max(0, start - len(delimiter))
+    source.seek(pos)
+    window = b""
+    while True:
+        data = source.read(block)
+        if not data:
+            return None
+        window += data
+        index = window.find(delimiter)
+        while index != -1:
+            record_start = pos + index + len(delimiter)
+            if record_start >= start:
+                source.seek(record_start)
+                if not source.read(1):
+                    return None  # the delimiter ends the object: no record follows
+                return record_start
+            index = window.find(delimiter, index + 1)
+        keep = len(delimiter) - 1
+        pos += len(window) - keep
+        window = window[len(window) - keep :] if keep else b""
+
+
+class _QuoteScanner:
+    """Tracks quote parity over a byte stream to find delimiters outside quotes."""
+
+    def __init__(self, delimiter: bytes, quote: bytes) -> None:
+        self.delimiter = delimiter
+        self.quote = quote
+        self.in_quote = False
+
+    def boundaries(self, data: bytes, base: int) -> Iterator[int]:
+        """Yield absolute positions right after each delimiter outside quotes in ``data``.
+
+        ``data`` must start where the previous call's data ended (callers keep a partial
+        delimiter or quote at the end of a block for the next call themselves).
+        """
+        quote, delim = self.quote, self.delimiter
+        i = 0
+        n = len(data)
+        while i < n:
+            if self.in_quote:
+                j = data.find(quote, i)
+                if j == -1:
+                    return
+                self.in_quote = False
+                i = j + len(quote)
+                continue
+            q = data.find(quote, i)
+            d = data.find(delim, i)
+            if d != -1 and (q == -1 or d < q):
+                i = d + len(delim)
+                yield base + i
+            elif q != -1:
+                self.in_quote = True
+                i = q + len(quote)
+            else:
+                return
+
+
+def _safe_cut(data: bytes, tokens: tuple[bytes, ...]) -> int:
+    """Length of the prefix of ``data`` that cannot end inside a partial token."""
+    longest = max(len(t) for t in tokens)
+    cut = len(data)
+    for k in range(1, longest):
+        tail = data[len(data) - k :] if k <= len(data) else data
+        if any(t.startswith(tail) and len(t) > len(tail) for t in tokens):
+            cut = len(data) - len(tail)
+    return cut
+
+
+def _iter_quoted_boundaries(
+    source: BinaryIO, delimiter: bytes, quote: bytes, block: int
+) -> Iterator[int]:
+    """Yield every record start after 0 (quote-aware), scanning from byte 0."""
+    scanner = _QuoteScanner(delimiter, quote)
+    source.seek(0)
+    pos = 0
+    pending = b""
+    while True:
+        data = source.read(block)
+        if not data:
+            break
+        buf = pending + data
+        cut = _safe_cut(buf, (delimiter, quote))
+        yield from scanner.boundaries(buf[:cut], pos)
+        pos += cut
+        pending = buf[cut:]
+    if pending:
+        yield from scanner.boundaries(pending, pos)
+
+
+def iter_range_bytes(
+    source: BinaryIO,
+    record_delimiter: bytes,
+    start: int,
+    end: int,
+    *,
+    quote: bytes | None = None,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+) -> Iterator[bytes]:
+    """Yield the bytes of exactly the records whose first byte lies in ``[start, end]``.
+
+    The yielded blocks, concatenated, are the object's bytes from the first record start
+    ``>= start`` up to the first record start ``> end`` (or the end of the object). A block
+    boundary may fall anywhere; the caller splits records itself.
+
+    Args:
+        source: a seekable binary stream of the whole object.
+        record_delimiter: the record delimiter as bytes (may be several bytes).
+        start: first byte of the range (inclusive).
+        end: last byte of the range (inclusive).
+        quote: when given, delimiters inside quotes do not end records (quote-aware mode,
+            which scans the object from its first byte).
+        block_size: bytes read per step.
+
+    Example:
+        >>> import io
+        >>> b"".join(iter_range_bytes(io.BytesIO(b"ab\\ncd\\nef\\n"), b"\\n", 1, 3))
+        b'cd\\n'
+    """
+    if not record_delimiter:
+        raise ValueError("record delimiter must not be empty")
+    if end < start:
+        return
+    if quote:
+        first, stop = _quoted_span(source, record_delimiter, quote, start, end, block_size)
+    else:
+        found = _find_plain_start(source, record_delimiter, start, block_size)
+        if found is None or found > end:
+            return
+        first = found
+        stop = _find_plain_stop(source, record_delimiter, end, block_size)
+    if first is None or first > end:
+        return
+    yield from _read_span(source, first, stop, block_size)
+
+
+def _find_plain_stop(source: BinaryIO, delimiter: bytes, end: int, block: int) -> int | None:
+    """First record start ``> end`` in plain mode (None: the end of the object)."""
+    return _find_plain_start(source, delimiter, end + 1, block)
+
+
+def _quoted_span(
+    source: BinaryIO, delimiter: bytes, quote: bytes, start: int, end: int, block: int
+) -> tuple[int | None, int | None]:
+    first: int | None = 0 if start == 0 else None
+    for boundary in _iter_quoted_boundaries(source, delimiter, quote, block):
+        if first is None and boundary >= start:
+            first = boundary
+        if boundary > end:
+            return first, boundary
+    return first, None
+
+
+def _read_span(source: BinaryIO, first: int, stop: int | None, block: int) -> Iterator[bytes]:
+    source.seek(first)
+    remaining = None if stop is None else stop - first
+    while remaining is None or remaining > 0:
+        data = source.read(block if remaining is None else min(block, remaining))
+        if not data:
+            return
+        if remaining is not None:
+            remaining -= len(data)
+        yield data
+
+
+def split_records(data: bytes, record_delimiter: bytes) -> list[bytes]:
+    """Split whole records (plain mode); a trailing delimiter does not start a new record.
+
+    Example:
+        >>> split_records(b"a\\n\\nb\\n", b"\\n")
+        [b'a', b'', b'b']
+    """
+    if not data:
+        return []
+    parts = data.split(record_delimiter)
+    if parts[-1] == b"":
+        parts.pop()
+    return parts
