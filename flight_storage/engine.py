@@ -1,35 +1,50 @@
-"""Run one s3-select statement over one object with DataFusion, partition by partition.
+"""Run one s3-select statement over an object (or a prefix of objects) with DataFusion.
 
 ``SelectEngine.plan`` translates the statement (``select_dialect.translate``), works out the
-input table's schema and the result's Arrow schema, and splits the object into partitions;
+input table's schema and the result's Arrow schema, and splits the input into partitions;
 ``SelectEngine.execute`` runs the plan over some of those partitions and streams Arrow batches.
 Nothing here keeps state between calls: a ticket carries what ``plan`` needs to be re-run.
+
+Partitions (``flight_storage.protocol.Partition``):
+
+| kind | reads |
+|---|---|
+| ``object`` | every object of the table, in order |
+| ``byte_range`` | the records of the (single) object whose first byte lies in ``[start, end)`` |
+| ``row_groups`` | those row groups of the (single) Parquet object |
+| ``objects`` | the named objects of a prefix table, whole |
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from datafusion import RuntimeEnvBuilder, SessionConfig, SessionContext, SQLOptions
 
 from flight_storage import udfs
+from flight_storage.arrow_result import arrow_result_schema, to_arrow_result
+from flight_storage.engine_errors import engine_error, guard_reader
 from flight_storage.errors import (
     InputFormatError,
     InvalidRequestError,
-    QueryExecutionError,
     ResourceLimitError,
     StorageError,
 )
 from flight_storage.formats import compression, csv_input, json_input
 from flight_storage.protocol import Partition
 from flight_storage.sources import ObjectSource
-from flight_storage.streaming_dataset import StreamingDataset
-from flight_storage.values import S3_TIMESTAMP
+from flight_storage.streaming_dataset import (
+    ScanFunction,
+    StreamingDataset,
+    chain_scans,
+    generic_scan,
+)
 from select_dialect import Column, Translation, translate
 from select_dialect.errors import SelectDialectError
 
@@ -44,7 +59,8 @@ class EngineConfig:
 
     Attributes:
         batch_rows: rows per Arrow batch read from CSV/JSON.
-        partition_bytes: CSV/NDJSON objects larger than this are split into byte ranges.
+        partition_bytes: CSV/NDJSON objects larger than this are split into byte ranges, and
+            small objects of a prefix table are grouped up to this size.
         row_groups_per_partition: Parquet row groups per partition.
         memory_limit_bytes: DataFusion memory pool per query (None: unbounded).
         max_query_chars: longest statement accepted (AWS allows 256 KiB).
@@ -123,17 +139,27 @@ class PlannedPartition:
 
 @dataclass(frozen=True)
 class SelectPlan:
-    """Everything needed to execute a statement over partitions of one object."""
+    """Everything needed to execute a statement over partitions of a table."""
 
     expression: str
     flavor: str
-    source: ObjectSource
+    sources: tuple[ObjectSource, ...]
     input: InputSpec
     translation: Translation
     input_schema: pa.Schema
     result_schema: pa.Schema
     partitions: tuple[PlannedPartition, ...]
     header: tuple[str, ...] | None = None
+
+    @property
+    def source(self) -> ObjectSource:
+        """The first (for a single-object table, the only) object."""
+        return self.sources[0]
+
+    @property
+    def total_bytes(self) -> int:
+        """Bytes of input the partitions cover."""
+        return sum(p.bytes or 0 for p in self.partitions)
 
     @property
     def parallel_safe(self) -> bool:
@@ -154,7 +180,6 @@ def _session(config: EngineConfig) -> SessionContext:
         .with_target_partitions(2)
         .set("datafusion.execution.enable_file_stream_work_stealing", "false")
         .set("datafusion.optimizer.enable_round_robin_repartition", "false")
-        .set("datafusion.execution.parquet.pushdown_filters", "true")
     )
     runtime = RuntimeEnvBuilder()
     if config.memory_limit_bytes is not None:
@@ -187,89 +212,13 @@ def _dialect_type(data_type: pa.DataType) -> str:
     return "string"
 
 
-# DataFusion error texts that are really the user's processing errors: (pattern, S3 code).
-_ENGINE_ERRORS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"Cannot cast|Cast error|Failed to parse|Can't parse", re.I), "CastFailed"),
-    (re.compile(r"Divide by zero|Division by zero", re.I), "DivisionByZero"),
-    (re.compile(r"overflow", re.I), "NumericValueOutOfRange"),
-    (re.compile(r"Resources exhausted|memory", re.I), "ResourceLimitExceeded"),
-)
-
-
-def engine_error(exc: BaseException) -> StorageError:
-    """Turn an exception raised inside DataFusion into a user-facing error with an S3 code."""
-    if isinstance(exc, StorageError):
-        return exc
-    text = str(exc)
-    found = udfs.parse_processing_error(text)
-    if found is not None:
-        code, message = found
-        return QueryExecutionError(message, code=code)
-    embedded = _embedded_storage_error(text)
-    if embedded is not None:
-        return embedded
-    for pattern, code in _ENGINE_ERRORS:
-        if pattern.search(text):
-            message = _first_line(text)
-            if code == "ResourceLimitExceeded":
-                return ResourceLimitError(message, code=code)
-            return QueryExecutionError(message, code=code)
-    return QueryExecutionError(_first_line(text), code="ProcessingTimeError")
-
-
-_EMBEDDED = re.compile(r"\[flight-select:(\w+):(\w+)\] (.*)")
-
-
-def _embedded_storage_error(text: str) -> StorageError | None:
-    """Recover a StorageError raised by one of our readers inside a DataFusion scan."""
-    match = _EMBEDDED.search(text)
-    if match is None:
-        return None
-    cls_name, code, message = match.groups()
-    cls = {"InputFormatError": InputFormatError, "ResourceLimitError": ResourceLimitError}.get(
-        cls_name, QueryExecutionError
-    )
-    return cls(message.strip(), code=code)
-
-
-def _first_line(text: str) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else "query failed"
-    return re.sub(r"^(DataFusion error|Execution error|Arrow error|External error):\s*", "", line)
-
-
-def _reader_guard(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Mark our own errors so they survive the trip through DataFusion's error text."""
-    try:
-        yield from batches
-    except StorageError as exc:
-        raise RuntimeError(
-            f"[flight-select:{type(exc).__name__}:{exc.code}] {exc.message}"
-        ) from None
-
-
-def arrow_result_schema(schema: pa.Schema, names: Sequence[str]) -> pa.Schema:
-    """Result schema as Flight clients see it: display names, timestamps as real timestamps."""
-    fields = []
-    for arrow_field, name in zip(schema, names, strict=True):
-        data_type = arrow_field.type
-        if data_type == S3_TIMESTAMP:
-            data_type = pa.timestamp("ns", tz="UTC")
-        elif pa.types.is_large_string(data_type) or pa.types.is_string_view(data_type):
-            data_type = pa.string()
-        fields.append(pa.field(name, data_type, nullable=True))
-    return pa.schema(fields)
-
-
-def to_arrow_result(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
-    """Convert one engine batch to :func:`arrow_result_schema` exactly."""
-    columns = []
-    for column, target in zip(batch.columns, schema, strict=True):
-        if column.type == S3_TIMESTAMP:
-            column = column.field("utc")
-        if column.type != target.type:
-            column = column.cast(target.type)
-        columns.append(column)
-    return pa.RecordBatch.from_arrays(columns, schema=schema)
+def _as_sources(source: ObjectSource | Sequence[ObjectSource]) -> tuple[ObjectSource, ...]:
+    if isinstance(source, Sequence):
+        sources = tuple(source)
+        if not sources:
+            raise InvalidRequestError("the table has no objects", code="NoSuchKey")
+        return sources
+    return (source,)
 
 
 class SelectEngine:
@@ -293,13 +242,15 @@ class SelectEngine:
     def plan(
         self,
         expression: str,
-        source: ObjectSource,
+        source: ObjectSource | Sequence[ObjectSource],
         input: InputSpec,
         *,
         flavor: str = "ceph",
         scan_range: tuple[int, int] | None = None,
     ) -> SelectPlan:
-        """Translate ``expression`` for ``source`` and split the work into partitions."""
+        """Translate ``expression`` for ``source`` (one object, or a prefix's objects in key
+        order, all of one format and schema) and split the work into partitions."""
+        sources = _as_sources(source)
         if flavor not in FLAVORS:
             raise InvalidRequestError(f"unknown flavor {flavor!r}; use one of {FLAVORS}")
         if len(expression) > self.config.max_query_chars:
@@ -308,87 +259,60 @@ class SelectEngine:
                 f"{self.config.max_query_chars}",
                 code="ExpressionTooLong",
             )
-        if scan_range is not None and not input.splittable:
+        if scan_range is not None and (not input.splittable or len(sources) > 1):
             raise InvalidRequestError(
-                "ScanRange applies only to uncompressed CSV and JSON LINES objects",
+                "ScanRange applies only to one uncompressed CSV or JSON LINES object",
                 code="InvalidRequestParameter",
             )
         planner = _PLANNERS.get(input.format)
         if planner is None:
             raise InvalidRequestError(f"unsupported input format {input.format!r}")
-        return planner(self, expression, source, input, flavor, scan_range)
+        translation, schema, header = planner(self, expression, sources, input, flavor)
+        if len(sources) > 1:
+            partitions = self._object_partitions(sources)
+        elif input.format == "parquet":
+            partitions = self._row_group_partitions(sources[0])
+        else:
+            partitions = self._byte_partitions(sources[0], input, scan_range)
+        return self._finish_plan(expression, flavor, sources, input, translation, schema,
+                                 partitions, header)
 
-    def _plan_csv(
-        self,
-        expression: str,
-        source: ObjectSource,
-        input: InputSpec,
-        flavor: str,
-        scan_range: tuple[int, int] | None,
-    ) -> SelectPlan:
+    def _plan_csv(self, expression: str, sources: tuple[ObjectSource, ...], input: InputSpec,
+                  flavor: str) -> tuple[Translation, pa.Schema, list[str] | None]:
         options = csv_input.CsvInputOptions.from_request(input.options, flavor)
         header_info = str(input.options.get("FileHeaderInfo", "NONE")).upper()
         header: list[str] | None = None
         if header_info == "USE":
-            with self._open(source, input) as stream:
+            with self._open(sources[0], input) as stream:
                 header = csv_input.read_csv_header(stream, options)
         translation = _translate(expression, input_format="csv", flavor=flavor, header=header)
         width = translation.max_positional
-        if header is not None:
-            width = max(width, len(header)) if translation.select_star else width
+        if header is not None and translation.select_star:
+            width = max(width, len(header))
         if translation.select_star and header is None:
-            width = max(width, self._peek_csv_width(source, input, options))
+            width = max(width, self._peek_csv_width(sources[0], input, options))
         width = max(width, 1)  # a statement that reads no field still counts rows
         schema = pa.schema([pa.field(f"_{i}", pa.string()) for i in range(1, width + 1)])
-        partitions = self._byte_partitions(source, input, scan_range)
-        return self._finish_plan(
-            expression, flavor, source, input, translation, schema, partitions, header
-        )
+        return translation, schema, header
 
-    def _plan_json(
-        self,
-        expression: str,
-        source: ObjectSource,
-        input: InputSpec,
-        flavor: str,
-        scan_range: tuple[int, int] | None,
-    ) -> SelectPlan:
+    def _plan_json(self, expression: str, sources: tuple[ObjectSource, ...], input: InputSpec,
+                   flavor: str) -> tuple[Translation, pa.Schema, None]:
         translation = _translate(expression, input_format="json", flavor=flavor)
         schema = pa.schema([pa.field(name, pa.string()) for name in translation.json_paths])
-        partitions = self._byte_partitions(source, input, scan_range)
-        return self._finish_plan(expression, flavor, source, input, translation, schema, partitions)
+        return translation, schema, None
 
-    def _plan_parquet(
-        self,
-        expression: str,
-        source: ObjectSource,
-        input: InputSpec,
-        flavor: str,
-        scan_range: tuple[int, int] | None,
-    ) -> SelectPlan:
-        metadata = self._parquet_file(source).metadata
-        file_schema = metadata.schema.to_arrow_schema()
+    def _plan_parquet(self, expression: str, sources: tuple[ObjectSource, ...],
+                      input: InputSpec, flavor: str) -> tuple[Translation, pa.Schema, None]:
+        file_schema = self._parquet_file(sources[0]).schema_arrow
         columns = [Column(f.name, _dialect_type(f.type)) for f in file_schema]
         translation = _translate(expression, input_format="parquet", flavor=flavor, columns=columns)
-        groups = list(range(metadata.num_row_groups))
-        step = max(1, self.config.row_groups_per_partition)
-        partitions = tuple(
-            PlannedPartition(
-                Partition("row_groups", row_groups=tuple(groups[i : i + step])),
-                bytes=sum(metadata.row_group(g).total_byte_size for g in groups[i : i + step]),
-                rows=sum(metadata.row_group(g).num_rows for g in groups[i : i + step]),
-            )
-            for i in range(0, len(groups), step)
-        ) or (PlannedPartition(Partition("object"), bytes=0, rows=0),)
-        return self._finish_plan(
-            expression, flavor, source, input, translation, file_schema, partitions
-        )
+        return translation, file_schema, None
 
     def _finish_plan(
         self,
         expression: str,
         flavor: str,
-        source: ObjectSource,
+        sources: tuple[ObjectSource, ...],
         input: InputSpec,
         translation: Translation,
         input_schema: pa.Schema,
@@ -404,7 +328,7 @@ class SelectEngine:
         return SelectPlan(
             expression=expression,
             flavor=flavor,
-            source=source,
+            sources=sources,
             input=input,
             translation=translation,
             input_schema=input_schema,
@@ -440,6 +364,38 @@ class SelectEngine:
             for lo in range(0, size, step)
         )
 
+    def _row_group_partitions(self, source: ObjectSource) -> tuple[PlannedPartition, ...]:
+        metadata = self._parquet_file(source).metadata
+        groups = list(range(metadata.num_row_groups))
+        step = max(1, self.config.row_groups_per_partition)
+        return tuple(
+            PlannedPartition(
+                Partition("row_groups", row_groups=tuple(groups[i : i + step])),
+                bytes=sum(metadata.row_group(g).total_byte_size for g in groups[i : i + step]),
+                rows=sum(metadata.row_group(g).num_rows for g in groups[i : i + step]),
+            )
+            for i in range(0, len(groups), step)
+        ) or (PlannedPartition(Partition("object"), bytes=0, rows=0),)
+
+    def _object_partitions(
+        self, sources: Sequence[ObjectSource]
+    ) -> tuple[PlannedPartition, ...]:
+        """Whole objects of a prefix table, small neighbours grouped up to partition_bytes."""
+        groups: list[list[ObjectSource]] = [[]]
+        for source in sources:
+            current = groups[-1]
+            if current and sum(s.size for s in current) + source.size > self.config.partition_bytes:
+                groups.append([source])
+            else:
+                current.append(source)
+        return tuple(
+            PlannedPartition(
+                Partition("objects", keys=tuple(s.name for s in group)),
+                bytes=sum(s.size for s in group),
+            )
+            for group in groups
+        )
+
     # ------------------------------------------------------------------ execution
     def execute(
         self, plan: SelectPlan, partitions: Sequence[Partition] | None = None
@@ -452,9 +408,9 @@ class SelectEngine:
         chosen = (
             list(partitions) if partitions is not None else [p.partition for p in plan.partitions]
         )
-        factories = [self._batch_factory(plan, p) for p in chosen]
+        scan = chain_scans([s for p in chosen for s in self._scans(plan, p)])
         ctx = _session(self.config)
-        ctx.register_dataset(TABLE, StreamingDataset(plan.input_schema, [_chain(factories)]))
+        ctx.register_dataset(TABLE, StreamingDataset(plan.input_schema, [scan]))
         try:
             frame = ctx.sql_with_options(plan.translation.sql, _READ_ONLY)
             for batch in frame.execute_stream():
@@ -472,15 +428,33 @@ class SelectEngine:
         for batch in self.execute(plan, partitions):
             yield to_arrow_result(batch, schema)
 
-    def _batch_factory(
-        self, plan: SelectPlan, partition: Partition
-    ) -> Callable[[], Iterable[pa.RecordBatch]]:
-        reader = _READERS[plan.input.format]
-        return lambda: _reader_guard(reader(self, plan, partition))
+    def _scans(self, plan: SelectPlan, partition: Partition) -> list[ScanFunction]:
+        """One scan per (object, piece) the partition covers."""
+        if partition.kind == "objects":
+            by_name = {s.name: s for s in plan.sources}
+            missing = [k for k in partition.keys if k not in by_name]
+            if missing:
+                raise InvalidRequestError(
+                    f"object {missing[0]} is no longer part of the table", code="NoSuchKey"
+                )
+            return [self._scan(plan, by_name[k], Partition("object")) for k in partition.keys]
+        if partition.kind == "object":
+            return [self._scan(plan, source, partition) for source in plan.sources]
+        return [self._scan(plan, plan.source, partition)]
 
-    def _read_csv(self, plan: SelectPlan, partition: Partition) -> Iterator[pa.RecordBatch]:
+    def _scan(self, plan: SelectPlan, source: ObjectSource, partition: Partition) -> ScanFunction:
+        if plan.input.format == "parquet":
+            return self._parquet_scan(plan, source, partition)
+        reader = _READERS[plan.input.format]
+        return generic_scan(
+            lambda: guard_reader(reader(self, plan, source, partition), source.name),
+            plan.input_schema,
+        )
+
+    def _read_csv(self, plan: SelectPlan, source: ObjectSource,
+                  partition: Partition) -> Iterator[pa.RecordBatch]:
         options = csv_input.CsvInputOptions.from_request(plan.input.options, plan.flavor)
-        with self._open(plan.source, plan.input) as stream:
+        with self._open(source, plan.input) as stream:
             yield from csv_input.iter_csv_batches(
                 stream,
                 options,
@@ -489,10 +463,11 @@ class SelectEngine:
                 batch_rows=self.config.batch_rows,
             )
 
-    def _read_json(self, plan: SelectPlan, partition: Partition) -> Iterator[pa.RecordBatch]:
+    def _read_json(self, plan: SelectPlan, source: ObjectSource,
+                   partition: Partition) -> Iterator[pa.RecordBatch]:
         options = json_input.JsonInputOptions.from_request(plan.input.options)
         translation = plan.translation
-        with self._open(plan.source, plan.input) as stream:
+        with self._open(source, plan.input) as stream:
             yield from json_input.iter_json_batches(
                 stream,
                 options,
@@ -503,14 +478,27 @@ class SelectEngine:
                 batch_rows=min(self.config.batch_rows, 8192),
             )
 
-    def _read_parquet(self, plan: SelectPlan, partition: Partition) -> Iterator[pa.RecordBatch]:
-        parquet = self._parquet_file(plan.source)
+    def _parquet_scan(self, plan: SelectPlan, source: ObjectSource,
+                      partition: Partition) -> ScanFunction:
+        """Push projection and filter into pyarrow: row groups are pruned by statistics."""
         groups = list(partition.row_groups) if partition.kind == "row_groups" else None
-        if groups == []:
-            return
-        yield from parquet.iter_batches(
-            batch_size=self.config.batch_rows, row_groups=groups, use_threads=False
-        )
+        schema = plan.input_schema
+
+        def scan(columns: Sequence[str] | None,
+                 filter: pc.Expression | None) -> Iterator[pa.RecordBatch]:
+            file_format = ds.ParquetFileFormat()
+            with source.open() as stream:
+                fragment = pruned_fragment(file_format, pa.PythonFile(stream, mode="r"), groups,
+                                           schema, filter)
+                dataset = ds.FileSystemDataset([fragment], schema, file_format)
+                wanted = list(columns) if columns is not None else schema.names
+                batches = dataset.to_batches(columns=wanted, filter=filter,
+                                             batch_size=self.config.batch_rows, use_threads=False)
+                for batch in guard_reader(_parquet_errors(batches, source.name), source.name):
+                    if batch.num_rows:
+                        yield batch
+
+        return scan
 
     # ------------------------------------------------------------------ helpers
     def _open(self, source: ObjectSource, input: InputSpec) -> BinaryIO:
@@ -535,14 +523,27 @@ class SelectEngine:
         return 0
 
 
-def _chain(
-    factories: Sequence[Callable[[], Iterable[pa.RecordBatch]]],
-) -> Callable[[], Iterator[pa.RecordBatch]]:
-    def run() -> Iterator[pa.RecordBatch]:
-        for factory in factories:
-            yield from factory()
+def pruned_fragment(
+    file_format: ds.ParquetFileFormat,
+    file: Any,
+    row_groups: Sequence[int] | None,
+    schema: pa.Schema,
+    filter: pc.Expression | None,
+) -> ds.ParquetFileFragment:
+    """A Parquet fragment keeping only the row groups whose statistics may satisfy ``filter``."""
+    fragment = file_format.make_fragment(file, row_groups=row_groups)
+    if filter is None:
+        return fragment
+    fragment.ensure_complete_metadata()
+    return fragment.subset(filter=filter, schema=schema)
 
-    return run
+
+def _parquet_errors(batches: Iterable[pa.RecordBatch], name: str) -> Iterator[pa.RecordBatch]:
+    try:
+        yield from batches
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise InputFormatError(f"{name}: corrupt Parquet data ({exc})",
+                               code="InvalidParquet") from None
 
 
 def _byte_range(partition: Partition) -> tuple[int, int] | None:
@@ -572,5 +573,4 @@ _PLANNERS = {
 _READERS = {
     "csv": SelectEngine._read_csv,
     "json": SelectEngine._read_json,
-    "parquet": SelectEngine._read_parquet,
 }

@@ -1,0 +1,73 @@
+"""Errors raised inside DataFusion, turned back into user-facing errors with S3 codes.
+
+DataFusion reports failures as exceptions carrying only text. Our UDFs encode their processing
+errors in that text (``flight_storage.udfs.processing_error``); our readers, which DataFusion calls
+from its scans, encode theirs with :func:`guard_reader`. Everything else is matched against a
+small table of DataFusion messages.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+
+import pyarrow as pa
+
+from flight_storage import udfs
+from flight_storage.errors import (
+    InputFormatError,
+    QueryExecutionError,
+    ResourceLimitError,
+    StorageError,
+)
+
+# DataFusion error texts that are really the user's processing errors: (pattern, S3 code).
+_ENGINE_ERRORS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"Cannot cast|Cast error|Failed to parse|Can't parse", re.I), "CastFailed"),
+    (re.compile(r"Divide by zero|Division by zero", re.I), "DivisionByZero"),
+    (re.compile(r"overflow", re.I), "NumericValueOutOfRange"),
+    (re.compile(r"Resources exhausted|memory", re.I), "ResourceLimitExceeded"),
+)
+_EMBEDDED = re.compile(r"\[flight-select:(\w+):(\w+)\] (.*)")
+_EMBEDDED_CLASSES: dict[str, type[StorageError]] = {
+    "InputFormatError": InputFormatError,
+    "ResourceLimitError": ResourceLimitError,
+}
+
+
+def engine_error(exc: BaseException) -> StorageError:
+    """Turn an exception raised inside DataFusion into a user-facing error with an S3 code."""
+    if isinstance(exc, StorageError):
+        return exc
+    text = str(exc)
+    found = udfs.parse_processing_error(text)
+    if found is not None:
+        code, message = found
+        return QueryExecutionError(message, code=code)
+    match = _EMBEDDED.search(text)
+    if match is not None:
+        cls_name, code, message = match.groups()
+        return _EMBEDDED_CLASSES.get(cls_name, QueryExecutionError)(message.strip(), code=code)
+    message = _first_line(text)
+    for pattern, code in _ENGINE_ERRORS:
+        if pattern.search(text):
+            if code == "ResourceLimitExceeded":
+                return ResourceLimitError(message, code=code)
+            return QueryExecutionError(message, code=code)
+    return QueryExecutionError(message, code="ProcessingTimeError")
+
+
+def _first_line(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else "query failed"
+    return re.sub(r"^(DataFusion error|Execution error|Arrow error|External error):\s*", "", line)
+
+
+def guard_reader(batches: Iterable[pa.RecordBatch], object_name: str) -> Iterator[pa.RecordBatch]:
+    """Name the object in reader errors and mark them so they survive DataFusion's error text."""
+    try:
+        yield from batches
+    except StorageError as exc:
+        message = exc.message if exc.message.startswith(object_name) else (
+            f"{object_name}: {exc.message}"
+        )
+        raise RuntimeError(f"[flight-select:{type(exc).__name__}:{exc.code}] {message}") from None
