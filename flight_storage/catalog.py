@@ -58,11 +58,14 @@ class TableConfig:
     """Settings for the objects under one key prefix of a bucket.
 
     ``input_serialization`` is an AWS ``InputSerialization`` dict; keys it leaves out keep their
-    defaults (the format and compression still come from the key's suffixes).
+    defaults (the format and compression still come from the key's suffixes). ``columns``
+    optionally declares the names and types of a CSV table's fields
+    (``[{"name": "order_id", "type": "int64"}, ...]``, see ``formats/typed_columns.py``).
     """
 
     prefix: str
     input_serialization: Mapping[str, Any] = field(default_factory=dict)
+    columns: tuple[Mapping[str, str], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -83,7 +86,11 @@ class BucketConfig:
         try:
             document = json.loads(text)
             tables = tuple(
-                TableConfig(str(t["prefix"]), dict(t.get("InputSerialization", {})))
+                TableConfig(
+                    str(t["prefix"]),
+                    dict(t.get("InputSerialization", {})),
+                    tuple(dict(c) for c in t["columns"]) if "columns" in t else None,
+                )
                 for t in document.get("tables", [])
             )
         except (json.JSONDecodeError, AttributeError, KeyError, TypeError) as exc:

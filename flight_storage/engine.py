@@ -37,6 +37,7 @@ from flight_storage.errors import (
     StorageError,
 )
 from flight_storage.formats import compression, csv_input, json_input
+from flight_storage.formats.typed_columns import TypedColumns
 from flight_storage.protocol import Partition
 from flight_storage.sources import ObjectSource
 from flight_storage.streaming_dataset import (
@@ -82,6 +83,7 @@ class InputSpec:
     format: str
     compression: str = "NONE"
     options: Mapping[str, Any] = field(default_factory=dict)
+    columns: TypedColumns | None = None
 
     @classmethod
     def from_request(
@@ -279,6 +281,12 @@ class SelectEngine:
 
     def _plan_csv(self, expression: str, sources: tuple[ObjectSource, ...], input: InputSpec,
                   flavor: str) -> tuple[Translation, pa.Schema, list[str] | None]:
+        if input.columns is not None:
+            schema = input.columns.schema
+            columns = [Column(f.name, _dialect_type(f.type)) for f in schema]
+            translation = _translate(expression, input_format="parquet", flavor=flavor,
+                                     columns=columns)
+            return translation, schema, None
         options = csv_input.CsvInputOptions.from_request(input.options, flavor)
         header_info = str(input.options.get("FileHeaderInfo", "NONE")).upper()
         header: list[str] | None = None
@@ -454,14 +462,22 @@ class SelectEngine:
     def _read_csv(self, plan: SelectPlan, source: ObjectSource,
                   partition: Partition) -> Iterator[pa.RecordBatch]:
         options = csv_input.CsvInputOptions.from_request(plan.input.options, plan.flavor)
+        typed = plan.input.columns
         with self._open(source, plan.input) as stream:
-            yield from csv_input.iter_csv_batches(
+            batches = csv_input.iter_csv_batches(
                 stream,
                 options,
                 num_columns=len(plan.input_schema),
                 byte_range=_byte_range(partition),
                 batch_rows=self.config.batch_rows,
             )
+            if typed is None:
+                yield from batches
+                return
+            rows = 0
+            for batch in batches:
+                yield typed.convert(batch, rows, source.name)
+                rows += batch.num_rows
 
     def _read_json(self, plan: SelectPlan, source: ObjectSource,
                    partition: Partition) -> Iterator[pa.RecordBatch]:

@@ -1,14 +1,20 @@
-"""Find which object a Flight SQL statement reads: ``FROM "bucket"."key"``.
+"""Find which object a Flight SQL statement reads: ``FROM "bucket"."key" [WITH (...)]``.
 
 S3 Select requests name the object outside the SQL (``Bucket``/``Key``) and write
-``FROM s3object``; Flight SQL clients name it in the SQL. This module finds that table reference
-and hands the dialect the statement with ``FROM stdin`` in its place, padded with spaces to the
-same length so that line and column numbers of later syntax errors stay those the user wrote.
+``FROM s3object``; Flight SQL clients name it in the SQL, and may give the InputSerialization
+there too, as options right after the name::
+
+    SELECT * FROM "sales"."orders/2024-01.csv" WITH (FileHeaderInfo = 'USE', FieldDelimiter = ',')
+
+This module finds that table reference and hands the dialect the statement with ``FROM stdin``
+in its place, padded with spaces to the same length so that line and column numbers of later
+syntax errors stay those the user wrote.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from sqlglot.errors import TokenError
 from sqlglot.tokens import Token, Tokenizer, TokenType
@@ -19,12 +25,31 @@ _NAME_TOKENS = {TokenType.IDENTIFIER, TokenType.VAR, TokenType.STRING}
 _PLACEHOLDER = "stdin"
 
 
+# Option name (lower case) -> (section of InputSerialization or None for top level, AWS name).
+_OPTIONS: dict[str, tuple[str | None, str]] = {
+    "fileheaderinfo": ("CSV", "FileHeaderInfo"),
+    "fielddelimiter": ("CSV", "FieldDelimiter"),
+    "recorddelimiter": ("CSV", "RecordDelimiter"),
+    "quotecharacter": ("CSV", "QuoteCharacter"),
+    "quoteescapecharacter": ("CSV", "QuoteEscapeCharacter"),
+    "comments": ("CSV", "Comments"),
+    "allowquotedrecorddelimiter": ("CSV", "AllowQuotedRecordDelimiter"),
+    "type": ("JSON", "Type"),
+    "compressiontype": (None, "CompressionType"),
+    "format": (None, "Format"),
+}
+_FORMATS = {"csv": "CSV", "json": "JSON", "parquet": "Parquet"}
+_PUNCTUATION = {TokenType.COMMA, TokenType.L_PAREN, TokenType.R_PAREN, TokenType.EQ,
+                TokenType.SEMICOLON}
+
+
 @dataclass(frozen=True)
 class TableReference:
-    """The object a statement reads."""
+    """The object a statement reads, and the InputSerialization options it gives."""
 
     bucket: str
     key: str
+    input_serialization: dict[str, Any] | None = None
 
 
 def _top_level_from(tokens: list[Token]) -> int | None:
@@ -75,4 +100,61 @@ def split_table_reference(sql: str) -> tuple[TableReference | None, str]:
         end += 1
     span = end - begin + 1
     replacement = _PLACEHOLDER.ljust(span) if span >= len(_PLACEHOLDER) else _PLACEHOLDER
-    return TableReference(bucket, key), sql[:begin] + replacement + sql[end + 1 :]
+    rewritten = sql[:begin] + replacement + sql[end + 1 :]
+    options, options_span = _with_options(tokens, start + 4)
+    if options_span is not None:
+        lo, hi = options_span
+        rewritten = rewritten[:lo] + " " * (hi - lo + 1) + rewritten[hi + 1 :]
+    return TableReference(bucket, key, options), rewritten
+
+
+def _with_options(tokens: list[Token], index: int) -> tuple[dict[str, Any] | None,
+                                                             tuple[int, int] | None]:
+    """Parse ``WITH (name = value, ...)`` at ``tokens[index]`` into an InputSerialization."""
+    if index >= len(tokens) or tokens[index].token_type != TokenType.WITH:
+        return None, None
+    if index + 1 >= len(tokens) or tokens[index + 1].token_type != TokenType.L_PAREN:
+        raise InvalidRequestError("WITH after the table name takes (name = 'value', ...)")
+    request: dict[str, Any] = {}
+    position = index + 2
+    while position < len(tokens) and tokens[position].token_type != TokenType.R_PAREN:
+        name_token = tokens[position]
+        if (position + 2 >= len(tokens) or tokens[position + 1].token_type != TokenType.EQ
+                or name_token.token_type in _PUNCTUATION
+                or tokens[position + 2].token_type in _PUNCTUATION):
+            raise InvalidRequestError(
+                f"expected name = 'value' in WITH options near {name_token.text!r}"
+            )
+        _set_option(request, name_token.text, tokens[position + 2].text)
+        position += 3
+        if position < len(tokens) and tokens[position].token_type == TokenType.COMMA:
+            position += 1
+    if position >= len(tokens):
+        raise InvalidRequestError("WITH options are not closed with ')'")
+    span = (tokens[index].start, tokens[position].end)
+    return _finish_request(request), span
+
+
+def _set_option(request: dict[str, Any], name: str, value: str) -> None:
+    entry = _OPTIONS.get(name.lower())
+    if entry is None:
+        raise InvalidRequestError(
+            f"unknown input option {name!r}; use one of {sorted(v[1] for v in _OPTIONS.values())}"
+        )
+    section, aws_name = entry
+    if section is None:
+        request[aws_name] = value
+    else:
+        request.setdefault(section, {})[aws_name] = value
+
+
+def _finish_request(request: dict[str, Any]) -> dict[str, Any]:
+    fmt = request.pop("Format", None)
+    if fmt is not None:
+        section = _FORMATS.get(str(fmt).lower())
+        if section is None:
+            raise InvalidRequestError(f"unknown Format {fmt!r}; use CSV, JSON or Parquet")
+        request.setdefault(section, {})
+    if "CSV" in request and "JSON" in request:
+        raise InvalidRequestError("WITH options mix CSV and JSON settings")
+    return request

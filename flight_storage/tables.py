@@ -1,0 +1,110 @@
+"""What a table name means: one object, or every object under a prefix, and how to read it.
+
+``"bucket"."key"`` names one object; a key ending in ``/`` (or equal to a prefix configured in
+the bucket's ``.flight-select.json``) names a *prefix table*: all objects under it, in key
+order, which must share one format (their schema is taken from the first). The InputSerialization
+comes from, in increasing priority: the key's suffixes, the bucket configuration of the longest
+matching prefix, and options the statement itself gives (``WITH (...)``, see ``statement.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from flight_storage.catalog import Catalog, ObjectInfo, TableConfig
+from flight_storage.engine import InputSpec
+from flight_storage.errors import InvalidRequestError, ObjectNotFoundError
+from flight_storage.formats.typed_columns import TypedColumns
+from flight_storage.sources import FileSource
+
+
+@dataclass(frozen=True)
+class ResolvedTable:
+    """A table ready to plan: its objects and how they are encoded."""
+
+    bucket: str
+    key: str
+    objects: tuple[ObjectInfo, ...]
+    input: InputSpec
+    is_prefix: bool
+
+    @property
+    def sources(self) -> tuple[FileSource, ...]:
+        """The objects as engine sources, named ``bucket/key``."""
+        return tuple(FileSource(o.path, f"{o.bucket}/{o.key}", o.size) for o in self.objects)
+
+    @property
+    def size(self) -> int:
+        """Total bytes of the table's objects."""
+        return sum(o.size for o in self.objects)
+
+
+def _merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for name, value in override.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(name), Mapping):
+            merged[name] = {**merged[name], **value}
+        else:
+            merged[name] = value
+    return merged
+
+
+def input_spec(obj: ObjectInfo, table: TableConfig | None,
+               overrides: Mapping[str, Any] | None = None) -> InputSpec:
+    """The InputSerialization of ``obj`` under its bucket configuration and the overrides."""
+    request: dict[str, Any] = dict(table.input_serialization) if table is not None else {}
+    if overrides:
+        # An override naming another format replaces the configured format's options.
+        formats = {"CSV", "JSON", "Parquet"}
+        named = formats & set(overrides)
+        if named:
+            request = {k: v for k, v in request.items() if k not in formats - named}
+        request = _merge(request, overrides)
+    fmt = obj.format
+    if fmt is None and not {"CSV", "JSON", "Parquet"} & set(request):
+        raise InvalidRequestError(
+            f"cannot tell the format of {obj.bucket}/{obj.key} from its name; "
+            "configure it or give it in the statement",
+            code="UnsupportedFormat",
+        )
+    spec = InputSpec.from_request(
+        request or None,
+        default_format=fmt,
+        default_compression=obj.compression,
+        json_lines=obj.json_lines,
+    )
+    if table is not None and table.columns is not None and spec.format == "csv":
+        spec = InputSpec(spec.format, spec.compression, spec.options,
+                         TypedColumns.from_config(table.columns))
+    return spec
+
+
+def resolve_table(catalog: Catalog, bucket: str, key: str,
+                  overrides: Mapping[str, Any] | None = None) -> ResolvedTable:
+    """Resolve ``"bucket"."key"`` to its objects and InputSerialization.
+
+    Raises:
+        ObjectNotFoundError: no such object, or a prefix with no readable objects.
+        AccessDeniedError: the name would leave the data root.
+        InvalidRequestError: a prefix mixes formats, or the format cannot be told.
+    """
+    config = catalog.bucket_config(bucket)
+    configured = any(t.prefix == key for t in config.tables)
+    if not key.endswith("/") and not configured:
+        obj = catalog.object(bucket, key)
+        spec = input_spec(obj, config.for_key(key), overrides)
+        return ResolvedTable(bucket, key, (obj,), spec, False)
+    objects = tuple(o for o in catalog.objects(bucket, key) if o.format is not None)
+    if not objects:
+        raise ObjectNotFoundError(f"no objects under {bucket}/{key}")
+    formats = {(o.format, o.json_lines) for o in objects}
+    if len(formats) > 1:
+        raise InvalidRequestError(
+            f"{bucket}/{key} mixes formats ({', '.join(sorted(str(f[0]) for f in formats))}); "
+            "a prefix table has one format",
+            code="InvalidRequest",
+        )
+    spec = input_spec(objects[0], config.for_key(objects[0].key), overrides)
+    return ResolvedTable(bucket, key, objects, spec, True)

@@ -1,0 +1,124 @@
+"""Table names: objects, prefix tables, bucket configuration, typed columns, WITH options."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from flight_storage.catalog import Catalog
+from flight_storage.engine import EngineConfig, SelectEngine
+from flight_storage.errors import InputFormatError, InvalidRequestError, ObjectNotFoundError
+from flight_storage.statement import split_table_reference
+from flight_storage.tables import resolve_table
+
+
+def _bucket(tmp_path: Path, files: dict[str, str], config: dict | None = None) -> Catalog:
+    bucket = tmp_path / "b"
+    for key, text in files.items():
+        path = bucket / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    if config is not None:
+        (bucket / ".flight-select.json").write_text(json.dumps(config))
+    return Catalog(tmp_path)
+
+
+def _rows(catalog: Catalog, key: str, sql: str, **engine: int) -> list[dict]:
+    table = resolve_table(catalog, "b", key)
+    eng = SelectEngine(EngineConfig(**engine))
+    plan = eng.plan(sql, table.sources, table.input)
+    return [row for batch in eng.execute_arrow(plan) for row in batch.to_pylist()]
+
+
+def test_prefix_table_reads_every_object_in_key_order(tmp_path: Path) -> None:
+    catalog = _bucket(tmp_path, {"logs/a.csv": "1,x\n2,y\n", "logs/b.csv": "3,z\n",
+                                 "logs/sub/c.csv": "4,w\n", "other.csv": "9,q\n"})
+    rows = _rows(catalog, "logs/", "select _1 from s3object")
+    assert [r["_1"] for r in rows] == ["1", "2", "3", "4"]
+
+
+def test_prefix_table_partitions_group_small_objects(tmp_path: Path) -> None:
+    catalog = _bucket(tmp_path, {f"p/{i}.csv": f"{i},v\n" * 10 for i in range(5)})
+    table = resolve_table(catalog, "b", "p/")
+    plan = SelectEngine(EngineConfig(partition_bytes=45)).plan(
+        "select _1 from s3object", table.sources, table.input)
+    keys = [p.partition.keys for p in plan.partitions]
+    assert [k for group in keys for k in group] == [f"b/p/{i}.csv" for i in range(5)]
+    assert all(len(group) == 1 for group in keys)  # 40 bytes each, 45-byte partitions
+    single = SelectEngine(EngineConfig()).plan("select _1 from s3object", table.sources,
+                                               table.input)
+    assert len(single.partitions) == 1
+
+
+def test_prefix_mixing_formats_is_refused(tmp_path: Path) -> None:
+    catalog = _bucket(tmp_path, {"m/a.csv": "1\n", "m/b.ndjson": '{"a": 1}\n'})
+    with pytest.raises(InvalidRequestError, match="mixes formats"):
+        resolve_table(catalog, "b", "m/")
+
+
+def test_empty_prefix_is_not_found(tmp_path: Path) -> None:
+    catalog = _bucket(tmp_path, {"m/a.csv": "1\n"})
+    with pytest.raises(ObjectNotFoundError):
+        resolve_table(catalog, "b", "nothing/")
+
+
+def test_configured_columns_give_a_typed_table(tmp_path: Path) -> None:
+    config = {"tables": [{"prefix": "t/", "InputSerialization": {"CSV": {"FileHeaderInfo": "USE"}},
+                          "columns": [{"name": "id", "type": "int64"},
+                                      {"name": "price", "type": "decimal(10,2)"},
+                                      {"name": "at", "type": "timestamp"}]}]}
+    catalog = _bucket(tmp_path, {"t/a.csv": "id,price,at\n2,1.50,2024-01-01T00:00:00+02:00\n"
+                                            "10,,2024-01-02T00:00:00Z\n"}, config)
+    rows = _rows(catalog, "t/a.csv", "select id, price from s3object where id > 5")
+    assert rows == [{"id": 10, "price": None}]
+    rows = _rows(catalog, "t/a.csv", "select id from s3object where id < 5")
+    assert rows == [{"id": 2}]
+
+
+def test_configured_column_that_does_not_convert_names_record(tmp_path: Path) -> None:
+    config = {"tables": [{"prefix": "t/", "columns": [{"name": "id", "type": "int64"}]}]}
+    catalog = _bucket(tmp_path, {"t/a.csv": "1\n2\nthree\n"}, config)
+    with pytest.raises(InputFormatError) as info:
+        _rows(catalog, "t/a.csv", "select id from s3object")
+    assert info.value.code == "CastFailed"
+    assert "b/t/a.csv" in info.value.message and "record 3" in info.value.message
+
+
+def test_with_options_set_input_serialization() -> None:
+    reference, sql = split_table_reference(
+        "SELECT s._1 FROM \"b\".\"x.txt\" WITH (FileHeaderInfo = 'IGNORE', "
+        "FieldDelimiter = ';', CompressionType = 'GZIP') s WHERE s._2 = 'a'"
+    )
+    assert reference is not None
+    assert reference.input_serialization == {
+        "CSV": {"FileHeaderInfo": "IGNORE", "FieldDelimiter": ";"}, "CompressionType": "GZIP"}
+    assert len(sql) == len("SELECT s._1 FROM \"b\".\"x.txt\" WITH (FileHeaderInfo = 'IGNORE', "
+                           "FieldDelimiter = ';', CompressionType = 'GZIP') s WHERE s._2 = 'a'")
+    assert "WITH" not in sql and sql.rstrip().endswith("s WHERE s._2 = 'a'")
+
+
+def test_with_options_override_the_bucket_configuration(tmp_path: Path) -> None:
+    catalog = _bucket(tmp_path, {"d/a.csv": "x;y\n1;2\n"},
+                      {"tables": [{"prefix": "d/", "InputSerialization": {
+                          "CSV": {"FileHeaderInfo": "USE"}}}]})
+    reference, sql = split_table_reference(
+        "SELECT y FROM \"b\".\"d/a.csv\" WITH (FieldDelimiter = ';')")
+    assert reference is not None
+    table = resolve_table(catalog, "b", reference.key, reference.input_serialization)
+    assert table.input.options == {"FileHeaderInfo": "USE", "FieldDelimiter": ";"}
+    engine = SelectEngine()
+    plan = engine.plan(sql, table.sources, table.input)
+    assert [r for b in engine.execute_arrow(plan) for r in b.to_pylist()] == [{"y": "2"}]
+
+
+@pytest.mark.parametrize("text", [
+    "SELECT * FROM \"b\".\"k\" WITH (Nope = 'x')",
+    "SELECT * FROM \"b\".\"k\" WITH (FieldDelimiter)",
+    "SELECT * FROM \"b\".\"k\" WITH (Format = 'xml')",
+    "SELECT * FROM \"b\".\"k\" WITH (FieldDelimiter = ','",
+])
+def test_bad_with_options_are_clear_errors(text: str) -> None:
+    with pytest.raises(InvalidRequestError):
+        split_table_reference(text)
