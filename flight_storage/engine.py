@@ -269,7 +269,10 @@ class SelectEngine:
         planner = _PLANNERS.get(input.format)
         if planner is None:
             raise InvalidRequestError(f"unsupported input format {input.format!r}")
-        translation, schema, header = planner(self, expression, sources, input, flavor)
+        try:
+            translation, schema, header = planner(self, expression, sources, input, flavor)
+        except InputFormatError as exc:
+            raise _named(exc, sources[0].name) from None
         if len(sources) > 1:
             partitions = self._object_partitions(sources)
         elif input.format == "parquet":
@@ -287,7 +290,7 @@ class SelectEngine:
             translation = _translate(expression, input_format="parquet", flavor=flavor,
                                      columns=columns)
             return translation, schema, None
-        options = csv_input.CsvInputOptions.from_request(input.options, flavor)
+        options = self._csv_options(input, flavor)
         header_info = str(input.options.get("FileHeaderInfo", "NONE")).upper()
         header: list[str] | None = None
         if header_info == "USE":
@@ -461,7 +464,7 @@ class SelectEngine:
 
     def _read_csv(self, plan: SelectPlan, source: ObjectSource,
                   partition: Partition) -> Iterator[pa.RecordBatch]:
-        options = csv_input.CsvInputOptions.from_request(plan.input.options, plan.flavor)
+        options = self._csv_options(plan.input, plan.flavor)
         typed = plan.input.columns
         with self._open(source, plan.input) as stream:
             batches = csv_input.iter_csv_batches(
@@ -517,6 +520,11 @@ class SelectEngine:
         return scan
 
     # ------------------------------------------------------------------ helpers
+    def _csv_options(self, input: InputSpec, flavor: str) -> csv_input.CsvInputOptions:
+        return csv_input.CsvInputOptions.from_request(
+            input.options, flavor, max_record_size=self.config.max_record_bytes
+        )
+
     def _open(self, source: ObjectSource, input: InputSpec) -> BinaryIO:
         return compression.open_decompressed(source.open(), input.compression)
 
@@ -552,6 +560,14 @@ def pruned_fragment(
         return fragment
     fragment.ensure_complete_metadata()
     return fragment.subset(filter=filter, schema=schema)
+
+
+def _named(error: InputFormatError, object_name: str) -> InputFormatError:
+    """The same error with the object named in its message."""
+    if error.message.startswith(object_name):
+        return error
+    return type(error)(f"{object_name}: {error.message}", code=error.code, offset=error.offset,
+                       row=error.row)
 
 
 def _parquet_errors(batches: Iterable[pa.RecordBatch], name: str) -> Iterator[pa.RecordBatch]:
