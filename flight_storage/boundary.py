@@ -11,6 +11,15 @@ NOT_FOUND or RESOURCE_EXHAUSTED). So:
 * the others (unauthenticated, permission denied, unavailable, internal) are ``FlightError``s
   carrying the same JSON document both as message and as ``extra_info``.
 
+RESOURCE_EXHAUSTED is not reachable from pyarrow at all: its C++ layer maps Arrow status codes
+to gRPC codes and has no code that becomes RESOURCE_EXHAUSTED (``MemoryError``,
+``ArrowCapacityError`` and ``ArrowMemoryError`` all arrive as UNKNOWN, with a traceback;
+``tests/flight_storage/test_boundary.py`` pins this). Resource limits (``ResourceLimitError``)
+are therefore sent by their S3 code (:data:`RESOURCE_STATUS`): limits of the request itself
+(query text too long, record too large) as INVALID_ARGUMENT, as S3 answers 400 for them; the
+query timeout as DEADLINE_EXCEEDED; the others (too many queries, memory, shutting down) as
+UNAVAILABLE, which clients treat as "retry later" and S3 answers as 503 SlowDown.
+
 The JSON document is ``{"code": <S3 error code>, "message": ..., "line": .., "column": ..}``.
 Anything unexpected is logged with an incident id and answered as an internal error naming
 only that id.
@@ -87,10 +96,25 @@ _BY_STATUS: dict[str, Callable[[dict[str, Any]], BaseException]] = {
     "unimplemented": lambda doc: Unimplemented(json.dumps(doc, ensure_ascii=False)),
     "permission_denied": lambda doc: _flight_error(flight.FlightUnauthorizedError, doc),
     "unauthenticated": lambda doc: _flight_error(flight.FlightUnauthenticatedError, doc),
-    "resource_exhausted": lambda doc: _flight_error(flight.FlightUnavailableError, doc),
+    "unavailable": lambda doc: _flight_error(flight.FlightUnavailableError, doc),
     "cancelled": lambda doc: _flight_error(flight.FlightCancelledError, doc),
     "timed_out": lambda doc: _flight_error(flight.FlightTimedOutError, doc),
 }
+
+
+RESOURCE_STATUS: dict[str, str] = {
+    "ExpressionTooLong": "invalid_argument",
+    "OverMaxRecordSize": "invalid_argument",
+    "ExpressionTooComplex": "invalid_argument",
+    "QueryTimeout": "timed_out",
+}
+"""S3 code of a resource limit -> the status sent; any other limit is ``unavailable``."""
+
+
+def _status(exc: StorageError) -> str:
+    if exc.status == "resource_exhausted":
+        return RESOURCE_STATUS.get(exc.code, "unavailable")
+    return exc.status if exc.status in _BY_STATUS else "invalid_argument"
 
 
 def client_error(exc: BaseException) -> BaseException:
@@ -98,7 +122,7 @@ def client_error(exc: BaseException) -> BaseException:
     if isinstance(exc, (flight.FlightError, InvalidArgument, NotFound, Unimplemented)):
         return exc
     if isinstance(exc, StorageError):
-        return _BY_STATUS.get(exc.status, _BY_STATUS["invalid_argument"])(error_document(exc))
+        return _BY_STATUS[_status(exc)](error_document(exc))
     if isinstance(exc, SelectDialectError):
         return _BY_STATUS["invalid_argument"](error_document(exc))
     if isinstance(exc, UnknownCommandError):

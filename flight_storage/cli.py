@@ -1,6 +1,7 @@
 """``flight-select``: run the storage server, or one S3 Select query on a local object.
 
-    flight-select serve --data DIR [--host 127.0.0.1] [--port 0]
+    flight-select serve --data DIR [--host 127.0.0.1] [--port 0] [--auth USERS_FILE]
+                        [--tls-cert PEM --tls-key PEM [--tls-client-ca PEM]] [limits...]
     flight-select query FILE --expression SQL [--input-serialization JSON]
                         [--output-serialization JSON] [--scan-range START:END] [--flavor ceph|aws]
 """
@@ -50,22 +51,12 @@ def _build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     serve = commands.add_parser("serve", help="run the Flight SQL storage server")
-    serve.add_argument("--data", required=True, type=Path, help="data directory (buckets)")
-    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
-    serve.add_argument("--port", type=int, default=8815, help="port; 0 picks a free one")
-    serve.add_argument(
-        "--ticket-secret-file",
-        type=Path,
-        help="file holding the key that signs tickets (share it between replicas); "
-        "default: $FLIGHT_SELECT_TICKET_SECRET or a random key per process",
-    )
-    serve.add_argument("--partition-mb", type=int, default=64,
-                       help="split CSV/NDJSON objects into byte ranges of this size")
-    serve.add_argument("--memory-limit-mb", type=int, default=1024,
-                       help="DataFusion memory pool per query")
-    serve.add_argument("--max-concurrent-queries", type=int, default=16)
-    serve.add_argument("--query-timeout", type=float, default=600.0, help="seconds")
-    serve.add_argument("--log-level", default="INFO")
+    _add_serve_arguments(serve)
+
+    add_user = commands.add_parser(
+        "add-user", add_help=False,
+        help="add a user to a users file: USERS_FILE NAME [--bucket B ...] [--password-stdin]")
+    add_user.add_argument("rest", nargs=argparse.REMAINDER)
 
     query = commands.add_parser("query", help="run one S3 Select query on a local object")
     query.add_argument("file", help="object file, or - for standard input")
@@ -79,6 +70,50 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
+    serve.add_argument("--data", required=True, type=Path, help="data directory (buckets)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
+    serve.add_argument("--port", type=int, default=8815, help="port; 0 picks a free one")
+    serve.add_argument(
+        "--ticket-secret-file",
+        type=Path,
+        help="file holding the key that signs tickets and tokens (share it between replicas); "
+        "default: $FLIGHT_SELECT_TICKET_SECRET or a random key per process",
+    )
+    serve.add_argument("--ticket-max-age", type=int, default=24 * 3600,
+                       help="seconds a ticket (endpoint) stays valid")
+    security = serve.add_argument_group("security")
+    security.add_argument("--auth", type=Path, metavar="USERS_FILE",
+                          help="require user name and password (see flight_storage.auth)")
+    security.add_argument("--allow-anonymous", action="store_true",
+                          help="serve a non-loopback address without --auth")
+    security.add_argument("--token-ttl", type=int, default=3600,
+                          help="seconds a bearer token stays valid")
+    security.add_argument("--tls-cert", type=Path, help="PEM certificate: serve grpc+tls")
+    security.add_argument("--tls-key", type=Path, help="PEM private key of --tls-cert")
+    security.add_argument("--tls-client-ca", type=Path,
+                          help="PEM CA that client certificates must chain to (mutual TLS)")
+    limits = serve.add_argument_group("limits")
+    limits.add_argument("--partition-mb", type=int, default=64,
+                        help="split CSV/NDJSON objects into byte ranges of this size")
+    limits.add_argument("--memory-limit-mb", type=int, default=1024,
+                        help="DataFusion memory pool per query")
+    limits.add_argument("--max-query-chars", type=int, default=256 * 1024,
+                        help="longest statement accepted")
+    limits.add_argument("--max-record-kb", type=int, default=1024,
+                        help="longest CSV/JSON record accepted")
+    limits.add_argument("--max-concurrent-queries", type=int, default=16,
+                        help="DoGet streams running at once (one per endpoint)")
+    limits.add_argument("--queue-wait", type=float, default=10.0,
+                        help="seconds a DoGet over the limit waits for a slot before SlowDown")
+    limits.add_argument("--query-timeout", type=float, default=600.0, help="seconds")
+    limits.add_argument("--keepalive", type=float, default=5.0,
+                        help="seconds between empty batches while a scan finds nothing")
+    limits.add_argument("--shutdown-grace", type=float, default=30.0,
+                        help="seconds running streams may finish after SIGTERM")
+    serve.add_argument("--log-level", default="INFO")
+
+
 def _ticket_secret(path: Path | None) -> bytes:
     if path is not None:
         return path.read_bytes().strip()
@@ -86,39 +121,56 @@ def _ticket_secret(path: Path | None) -> bytes:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from flight_storage.config import ServerConfig
+    from flight_storage.auth import UsersFileError
+    from flight_storage.config import ConfigError, ServerConfig
     from flight_storage.engine import EngineConfig
-    from flight_storage.server import StorageServer
+    from flight_storage.server import JsonLogFormatter, StorageServer
 
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s",
-                        stream=sys.stderr)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonLogFormatter())
+    logging.basicConfig(level=args.log_level.upper(), handlers=[handler])
+    log = logging.getLogger("flight_storage")
     config = ServerConfig(
         data_dir=args.data,
         host=args.host,
         port=args.port,
         ticket_secret=_ticket_secret(args.ticket_secret_file),
+        ticket_max_age_s=args.ticket_max_age,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        tls_client_ca=args.tls_client_ca,
+        users_file=args.auth,
+        allow_anonymous=args.allow_anonymous,
+        token_ttl_s=args.token_ttl,
         max_concurrent_queries=args.max_concurrent_queries,
+        queue_wait_s=args.queue_wait,
         query_timeout_s=args.query_timeout,
+        keepalive_s=args.keepalive,
+        shutdown_grace_s=args.shutdown_grace,
         engine=EngineConfig(
             partition_bytes=args.partition_mb << 20,
             memory_limit_bytes=args.memory_limit_mb << 20,
+            max_query_chars=args.max_query_chars,
+            max_record_bytes=args.max_record_kb << 10,
         ),
     )
+    if config.ticket_secret and len(config.ticket_secret) < 16:
+        print("flight-select: the ticket secret must be at least 16 bytes", file=sys.stderr)
+        return 2
     if not config.ticket_secret:
-        logging.getLogger("flight_storage").warning(
-            "no ticket secret configured: tickets are valid only for this process"
-        )
+        log.warning("no ticket secret configured: tickets are valid only for this process")
     stopping = threading.Event()
     signal.signal(signal.SIGINT, lambda signum, frame: stopping.set())
     signal.signal(signal.SIGTERM, lambda signum, frame: stopping.set())
-    server = StorageServer(config)  # serving from here on
+    try:
+        server = StorageServer(config)  # serving from here on
+    except (ConfigError, UsersFileError, OSError) as exc:
+        print(f"flight-select: {exc}", file=sys.stderr)
+        return 2
     print(f"listening on {server.location}", flush=True)
     while not stopping.wait(0.5):
         pass
-    log = logging.getLogger("flight_storage")
-    log.info("shutting down: finishing running streams")
-    server.shutdown()
-    server.wait()
+    server.stop_gracefully()
     log.info("stopped")
     return 0
 
@@ -165,7 +217,17 @@ def _query(args: argparse.Namespace) -> int:
     return 0
 
 
-_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"serve": _serve, "query": _query}
+def _add_user(args: argparse.Namespace) -> int:
+    from flight_storage import auth
+
+    return auth.main(["add-user", *args.rest])
+
+
+_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "serve": _serve,
+    "query": _query,
+    "add-user": _add_user,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

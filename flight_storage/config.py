@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from flight_storage.engine import EngineConfig
+
+
+class ConfigError(ValueError):
+    """A configuration the server refuses to start with (reported at start-up)."""
 
 
 @dataclass(frozen=True)
@@ -16,16 +21,20 @@ class ServerConfig:
         data_dir: the data root; each top-level folder is a bucket.
         host: address to bind; loopback unless told otherwise.
         port: TCP port; 0 picks a free one.
-        ticket_secret: key that signs tickets and prepared-statement handles; replicas that
-            share it serve each other's tickets.
-        ticket_max_age_s: tickets older than this are refused.
+        ticket_secret: key that signs tickets, prepared-statement handles and bearer tokens;
+            replicas that share it serve each other's tickets and accept each other's tokens.
+        ticket_max_age_s: tickets older than this are refused (and endpoints expire then).
         tls_cert, tls_key: PEM files; both set means ``grpc+tls``.
         tls_client_ca: PEM of the CA that client certificates must chain to (mutual TLS).
         users_file: JSON users file enabling authentication (see ``flight_storage.auth``).
+        allow_anonymous: serve without authentication on a non-loopback address.
         token_ttl_s: lifetime of bearer tokens issued at handshake.
-        max_concurrent_queries: DoGet streams running at once; more are refused.
+        max_concurrent_queries: DoGet streams running at once (each endpoint is a stream).
+        queue_wait_s: a DoGet over that limit waits this long for a slot, then is refused.
         query_timeout_s: a stream running longer than this is stopped.
         keepalive_s: a scan that finds nothing sends an empty batch this often.
+        shutdown_grace_s: on shutdown, running streams may finish for this long before they
+            are cancelled.
         engine: query execution limits.
     """
 
@@ -38,13 +47,54 @@ class ServerConfig:
     tls_key: Path | None = None
     tls_client_ca: Path | None = None
     users_file: Path | None = None
+    allow_anonymous: bool = False
     token_ttl_s: int = 3600
     max_concurrent_queries: int = 16
+    queue_wait_s: float = 10.0
     query_timeout_s: float = 600.0
     keepalive_s: float = 5.0
+    shutdown_grace_s: float = 30.0
     engine: EngineConfig = field(default_factory=EngineConfig)
 
     @property
     def scheme(self) -> str:
         """``grpc+tls`` when a certificate is configured, else ``grpc+tcp``."""
         return "grpc+tls" if self.tls_cert is not None else "grpc+tcp"
+
+    @property
+    def loopback(self) -> bool:
+        """True when the server listens on a loopback address only."""
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
+
+    def check(self) -> None:
+        """Refuse unsafe or inconsistent settings.
+
+        Raises:
+            ConfigError: no authentication on a non-loopback address (unless
+                ``allow_anonymous``), half a TLS key pair, mutual TLS without TLS, or a limit
+                that is not positive.
+        """
+        if not self.loopback and self.users_file is None and not self.allow_anonymous:
+            raise ConfigError(
+                f"refusing to serve {self.host} without authentication: pass --auth USERS_FILE "
+                "(or --allow-anonymous to accept anyone who can reach the port)"
+            )
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ConfigError("TLS needs both a certificate and its key")
+        if self.tls_client_ca is not None and self.tls_cert is None:
+            raise ConfigError("mutual TLS (client CA) needs a server certificate too")
+        positive = {
+            "max_concurrent_queries": self.max_concurrent_queries,
+            "query_timeout_s": self.query_timeout_s,
+            "keepalive_s": self.keepalive_s,
+            "token_ttl_s": self.token_ttl_s,
+            "ticket_max_age_s": self.ticket_max_age_s,
+        }
+        bad = [name for name, value in positive.items() if value <= 0]
+        if bad:
+            raise ConfigError(f"must be positive: {', '.join(bad)}")

@@ -172,7 +172,10 @@ class SelectPlan:
     @property
     def arrow_schema(self) -> pa.Schema:
         """The schema of :meth:`SelectEngine.execute_arrow` batches (what Flight clients see)."""
-        return arrow_result_schema(self.result_schema, self.translation.output_names)
+        names = list(self.translation.output_names)
+        if len(names) != len(self.result_schema):  # select * of a CSV without a header
+            names = self.result_schema.names
+        return arrow_result_schema(self.result_schema, names)
 
 
 def _session(config: EngineConfig) -> SessionContext:
@@ -212,6 +215,22 @@ def _dialect_type(data_type: pa.DataType) -> str:
                 return f"decimal({data_type.precision},{data_type.scale})"
             return name
     return "string"
+
+
+_VIEWS: tuple[tuple[Callable[[pa.DataType], bool], pa.DataType], ...] = (
+    (pa.types.is_string_view, pa.string()),
+    (pa.types.is_large_string, pa.string()),
+    (pa.types.is_binary_view, pa.binary()),
+)
+
+
+def _without_views(schema: pa.Schema) -> pa.Schema:
+    """The file schema with view and large string types as plain ones (what the engine sees)."""
+    fields = []
+    for f in schema:
+        target = next((t for test, t in _VIEWS if test(f.type)), None)
+        fields.append(f.with_type(target) if target is not None else f)
+    return pa.schema(fields)
 
 
 def _as_sources(source: ObjectSource | Sequence[ObjectSource]) -> tuple[ObjectSource, ...]:
@@ -314,7 +333,7 @@ class SelectEngine:
 
     def _plan_parquet(self, expression: str, sources: tuple[ObjectSource, ...],
                       input: InputSpec, flavor: str) -> tuple[Translation, pa.Schema, None]:
-        file_schema = self._parquet_file(sources[0]).schema_arrow
+        file_schema = _without_views(self._parquet_file(sources[0]).schema_arrow)
         columns = [Column(f.name, _dialect_type(f.type)) for f in file_schema]
         translation = _translate(expression, input_format="parquet", flavor=flavor, columns=columns)
         return translation, file_schema, None
@@ -507,12 +526,22 @@ class SelectEngine:
                  filter: pc.Expression | None) -> Iterator[pa.RecordBatch]:
             file_format = ds.ParquetFileFormat()
             with source.open() as stream:
-                fragment = pruned_fragment(file_format, pa.PythonFile(stream, mode="r"), groups,
-                                           schema, filter)
-                dataset = ds.FileSystemDataset([fragment], schema, file_format)
-                wanted = list(columns) if columns is not None else schema.names
-                batches = dataset.to_batches(columns=wanted, filter=filter,
-                                             batch_size=self.config.batch_rows, use_threads=False)
+                file = pa.PythonFile(stream, mode="r")
+                file_schema = file_format.inspect(file)
+                if file_schema.equals(schema):
+                    fragments = pruned_fragments(file_format, file, groups, schema, filter)
+                    dataset = ds.FileSystemDataset(fragments, schema, file_format)
+                    wanted = list(columns) if columns is not None else schema.names
+                    batches = dataset.to_batches(columns=wanted, filter=filter,
+                                                 batch_size=self.config.batch_rows,
+                                                 use_threads=False)
+                else:
+                    # View-typed columns: pyarrow's kernels cannot filter them against the plain
+                    # strings DataFusion sees, so read, convert, then filter and project here.
+                    fragments = pruned_fragments(file_format, file, groups, file_schema, None)
+                    dataset = ds.FileSystemDataset(fragments, file_schema, file_format)
+                    raw = dataset.to_batches(batch_size=self.config.batch_rows, use_threads=False)
+                    batches = generic_scan(lambda: raw, schema)(columns, filter)
                 for batch in guard_reader(_parquet_errors(batches, source.name), source.name):
                     if batch.num_rows:
                         yield batch
@@ -547,19 +576,24 @@ class SelectEngine:
         return 0
 
 
-def pruned_fragment(
+def pruned_fragments(
     file_format: ds.ParquetFileFormat,
     file: Any,
     row_groups: Sequence[int] | None,
     schema: pa.Schema,
     filter: pc.Expression | None,
-) -> ds.ParquetFileFragment:
-    """A Parquet fragment keeping only the row groups whose statistics may satisfy ``filter``."""
+) -> list[ds.ParquetFileFragment]:
+    """One fragment per row group whose statistics may satisfy ``filter``, in file order.
+
+    One fragment per row group because pyarrow does not keep the order of the row groups given
+    to ``make_fragment`` (``[6, 7, 8]`` reads as 8, 6, 7), and records must stay in file order.
+    """
     fragment = file_format.make_fragment(file, row_groups=row_groups)
-    if filter is None:
-        return fragment
     fragment.ensure_complete_metadata()
-    return fragment.subset(filter=filter, schema=schema)
+    if filter is not None:
+        fragment = fragment.subset(filter=filter, schema=schema)
+    return [file_format.make_fragment(file, row_groups=[rg])
+            for rg in sorted(rg.id for rg in fragment.row_groups)]
 
 
 def _named(error: InputFormatError, object_name: str) -> InputFormatError:

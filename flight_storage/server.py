@@ -2,86 +2,416 @@
 
 Every RPC decodes its command, looks up a handler in a table keyed by the command's name, and
 encodes the answer. Statements are s3-select SELECTs over one object, named in SQL as
-``"bucket"."key"``; they are planned here and executed partition by partition in ``DoGet`` from
-signed, stateless tickets, so any server sharing the ticket secret can serve any endpoint.
+``"bucket"."key"``; a descriptor command may also be a JSON S3 SelectObjectContent request
+(``flight_storage.s3_request``). Both are planned in ``GetFlightInfo`` and executed partition by
+partition in ``DoGet`` from signed, stateless tickets, so any server sharing the ticket secret
+can serve any endpoint, also after a restart.
+
+Per call, :class:`_CallFactory` authenticates (``flight_storage.auth``) and collects what the
+call did; it logs one JSON line when the call completes. Query execution runs in a worker
+thread (:class:`_QueryStream`) so the gRPC thread can notice a cancelled or disconnected
+client, the query timeout and server shutdown, and send keep-alive batches while a scan finds
+nothing; stopping closes the object file under the reader, which ends the scan.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
+import hashlib
+import io
 import json
 import logging
+import queue
+import re
 import secrets
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Final
 
 import pyarrow as pa
 import pyarrow.flight as flight
 
 from flight_storage import protocol
-from flight_storage.boundary import guarded, rpc_boundary
+from flight_storage.auth import AuthenticationError, TokenSigner, User, Users, parse_basic
+from flight_storage.boundary import client_error, guarded, rpc_boundary
 from flight_storage.catalog import Catalog, ObjectInfo
 from flight_storage.config import ServerConfig
-from flight_storage.engine import InputSpec, SelectEngine, SelectPlan
+from flight_storage.engine import InputSpec, PlannedPartition, SelectEngine, SelectPlan
 from flight_storage.errors import (
     AccessDeniedError,
     InvalidRequestError,
     ResourceLimitError,
     StorageError,
 )
-from flight_storage.parameters import bind
+from flight_storage.formats.output import RecordWriter
+from flight_storage.parameters import bind, placeholder_offsets
 from flight_storage.protocol import Partition, PartitionTicket, PreparedHandle, SqlInfo, pb
-from flight_storage.sources import FileSource
+from flight_storage.s3_request import (
+    RECORDS_SCHEMA,
+    extras_from_ticket,
+    is_json_request,
+    parse_request,
+    stats_metadata,
+)
+from flight_storage.select_local import select_stats, serialized_records
 from flight_storage.statement import split_table_reference
 from select_dialect import translate
 
 log = logging.getLogger("flight_storage.server")
 
-SERVER_NAME = "flight-select"
-SERVER_VERSION = "0.1.0"
-TABLE_TYPES = ("OBJECT",)
-FLAVOR_HEADER = "x-flight-select-flavor"
+SERVER_NAME: Final = "flight-select"
+SERVER_VERSION: Final = "0.1.0"
+TABLE_TYPES: Final = ("OBJECT",)
+FLAVOR_HEADER: Final = "x-flight-select-flavor"
+FLAVORS: Final = ("ceph", "aws")
+_POLL_S: Final = 0.1
 
 
-def _log_event(event: str, **fields: Any) -> None:
-    log.info(json.dumps({"event": event, **fields}, default=str, sort_keys=True))
+def log_event(event: str, **fields: Any) -> None:
+    """Log one structured event (rendered as a JSON line by :class:`JsonLogFormatter`)."""
+    log.info("%s", event, extra={"fields": {"event": event, **fields}})
+
+
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object per log line: time, level, logger, and the event's fields or message."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "ts": dt.datetime.fromtimestamp(record.created, dt.timezone.utc).isoformat(),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+        }
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            out.update(fields)
+        else:
+            out["message"] = record.getMessage()
+        if record.exc_info:
+            out["exception"] = self.formatException(record.exc_info)
+        return json.dumps(out, default=str, ensure_ascii=False)
+
+
+# ----------------------------------------------------------------------------- calls
 
 
 @dataclass(frozen=True)
 class CallContext:
     """Who is calling and with which per-call options."""
 
-    user: str | None
+    user: User | None
     flavor: str
     peer: str
 
+    @property
+    def user_name(self) -> str | None:
+        """The authenticated user's name (None when authentication is off)."""
+        return self.user.name if self.user is not None else None
 
-class _CallInfoMiddleware(flight.ServerMiddleware):
-    def __init__(self, method: str, headers: Mapping[str, list[str]]) -> None:
+
+class _CallMiddleware(flight.ServerMiddleware):
+    """Per-call state: the caller, the bearer token to send back, and what to log."""
+
+    def __init__(
+        self, method: str, headers: Mapping[str, list[str]], user: User | None,
+        token: str | None,
+    ) -> None:
         self.method = method
         self.headers = headers
+        self.user = user
+        self.token = token
         self.started = time.perf_counter()
-        self.call_id = uuid.uuid4().hex[:12]
+        self.fields: dict[str, Any] = {}
+
+    def sending_headers(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {self.token}"} if self.token else {}
 
     def call_completed(self, exception: BaseException | None) -> None:
-        _log_event(
+        status = self.fields.pop("status", None) or ("error" if exception is not None else "ok")
+        log_event(
             "call",
-            call_id=self.call_id,
             method=self.method,
+            user=self.user.name if self.user is not None else None,
             duration_ms=round((time.perf_counter() - self.started) * 1000, 2),
-            status="error" if exception is not None else "ok",
-            error=str(exception).split(". Detail:")[0] if exception is not None else None,
+            status=status,
+            error=_error_code(exception) if exception is not None else None,
+            **self.fields,
         )
 
 
-class _CallInfoFactory(flight.ServerMiddlewareFactory):
+def _error_code(exception: BaseException) -> str:
+    text = str(exception)
+    match = re.search(r'"code": "(\w+)"', text)
+    return match.group(1) if match else text.split(". Detail:")[0][:200]
+
+
+class _CallFactory(flight.ServerMiddlewareFactory):
+    """Authenticates every call (when a users file is configured) and starts its record."""
+
+    def __init__(self, users: Users | None, signer: TokenSigner) -> None:
+        self.users = users
+        self.signer = signer
+
     def start_call(
         self, info: flight.CallInfo, headers: Mapping[str, list[str]]
     ) -> flight.ServerMiddleware:
-        return _CallInfoMiddleware(str(info.method).rsplit(".", 1)[-1], headers)
+        method = str(info.method).rsplit(".", 1)[-1]
+        if self.users is None:
+            return _CallMiddleware(method, headers, None, None)
+        try:
+            user, token = self._authenticate(headers)
+        except AuthenticationError as exc:
+            log_event("call", method=method, status="unauthenticated", error=exc.code)
+            raise client_error(exc) from None
+        return _CallMiddleware(method, headers, user, token)
+
+    def _authenticate(self, headers: Mapping[str, list[str]]) -> tuple[User, str | None]:
+        assert self.users is not None
+        values = headers.get("authorization") or []
+        if not values:
+            raise AuthenticationError(
+                "authentication required: log in with user name and password",
+                code="MissingSecurityHeader",
+            )
+        scheme, _, credentials = values[0].strip().partition(" ")
+        if scheme.lower() == "basic":
+            name, password = parse_basic(credentials)
+            user = self.users.check(name, password)
+            return user, self.signer.issue(user.name)
+        if scheme.lower() == "bearer":
+            name = self.signer.check(credentials.strip())
+            user = self.users.users.get(name)
+            if user is None:
+                raise AuthenticationError("the token's user no longer exists")
+            return user, None
+        raise AuthenticationError(f"unsupported authorization scheme {scheme!r}")
+
+
+class _HandshakeHandler(flight.ServerAuthHandler):
+    """Lets ``Handshake`` succeed; credentials travel in headers (see :class:`_CallFactory`)."""
+
+    def authenticate(self, outgoing: Any, incoming: Any) -> None:
+        return None
+
+    def is_valid(self, token: bytes) -> bytes:
+        return b""
+
+
+# ----------------------------------------------------------------------------- streaming
+
+
+class _Stopped(Exception):
+    """Raised inside the reader when its query has been told to stop."""
+
+
+class _StoppableFile(io.RawIOBase):
+    """An object file that counts the bytes read and fails once its query stops."""
+
+    def __init__(self, path: Path, stop: threading.Event, counter: list[int]) -> None:
+        self._file = open(path, "rb")  # noqa: SIM115 - closed by close()
+        self._stop = stop
+        self._counter = counter
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._stop.is_set():
+            raise _Stopped("query stopped")
+        n = self._file.readinto(buffer)
+        self._counter[0] += n or 0
+        return n or 0
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        return self._file.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._file.tell()
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
+
+
+@dataclass
+class _StoppableSource:
+    """A file source whose streams stop with their query (see :class:`_StoppableFile`)."""
+
+    path: Path
+    name: str
+    size: int
+    stop: threading.Event = dataclasses.field(default_factory=threading.Event)
+    read: list[int] = dataclasses.field(default_factory=lambda: [0])
+
+    def open(self) -> Any:
+        return io.BufferedReader(_StoppableFile(self.path, self.stop, self.read), 1 << 20)
+
+
+Item = pa.RecordBatch | tuple[pa.RecordBatch, bytes]
+
+
+class _QueryStream:
+    """Runs a query's batches in a worker thread and hands them to the gRPC thread.
+
+    The consumer (``__next__``, called by pyarrow's ``GeneratorStream``) waits for batches in
+    short slices; between them it stops the query when the client cancelled or went away, the
+    query timed out, the statement's FlightInfo was cancelled or the server is shutting down;
+    and it yields an empty batch when nothing was sent for ``keepalive_s``.
+    """
+
+    def __init__(
+        self,
+        *,
+        produce: Callable[[], Iterator[pa.RecordBatch]],
+        schema: pa.Schema,
+        source: _StoppableSource,
+        context: flight.ServerCallContext,
+        server: StorageServer,
+        fields: dict[str, Any],
+        on_batch: Callable[[pa.RecordBatch], Item] | None = None,
+        on_end: Callable[[], Item] | None = None,
+        on_idle: Callable[[], Item] | None = None,
+        stop_key: bytes = b"",
+    ) -> None:
+        self._produce = produce
+        self._schema = schema
+        self._source = source
+        self._context = context
+        self._server = server
+        self._fields = fields
+        self._on_batch = on_batch or (lambda b: b)
+        self._on_end = on_end
+        self._on_idle = on_idle or (lambda: empty_batch(schema))
+        self._stop_key = stop_key
+        self._queue: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=4)
+        self._thread: threading.Thread | None = None
+        self._done = False
+        self._started = time.monotonic()
+        self._last_sent = self._started
+        self._deadline = self._started + server.config.query_timeout_s
+        fields.update(rows=0, bytes=0)
+
+    # -- producer (worker thread)
+    def _run(self) -> None:
+        stop = self._source.stop
+        try:
+            for batch in self._produce():
+                if not self._put(("batch", batch)):
+                    return
+        except BaseException as exc:  # handed to the consumer, which converts it
+            if not stop.is_set():
+                self._put(("error", exc))
+            return
+        self._put(("end", None))
+
+    def _put(self, item: tuple[str, Any]) -> bool:
+        while not self._source.stop.is_set():
+            try:
+                self._queue.put(item, timeout=_POLL_S)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    # -- consumer (gRPC thread)
+    def __iter__(self) -> _QueryStream:
+        return self
+
+    def __next__(self) -> Item:
+        if self._done:
+            raise StopIteration
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="query", daemon=True)
+            self._thread.start()
+        try:
+            return self._next()
+        except BaseException:
+            self._finish(None)
+            raise
+
+    def _next(self) -> Item:
+        while True:
+            self._check_stop()
+            try:
+                kind, value = self._queue.get(timeout=_POLL_S)
+            except queue.Empty:
+                if time.monotonic() - self._last_sent >= self._server.config.keepalive_s:
+                    self._last_sent = time.monotonic()
+                    self._fields["keepalives"] = self._fields.get("keepalives", 0) + 1
+                    return self._on_idle()
+                continue
+            if kind == "batch":
+                self._fields["rows"] += value.num_rows
+                self._fields["bytes"] += value.nbytes
+                self._last_sent = time.monotonic()
+                return self._on_batch(value)
+            if kind == "error":
+                self._fields["status"] = getattr(value, "code", "error")
+                raise value
+            self._finish("ok")
+            if self._on_end is not None:
+                return self._on_end()
+            raise StopIteration
+
+    def _check_stop(self) -> None:
+        if self._context.is_cancelled():
+            self._finish("cancelled")
+            raise flight.FlightCancelledError("query cancelled by the client")
+        if self._stop_key and self._server.is_cancelled(self._stop_key):
+            self._finish("cancelled")
+            raise client_error(
+                InvalidRequestError("the query was cancelled (CancelFlightInfo)",
+                                    code="QueryCancelled")
+            )
+        if self._server.aborting.is_set():
+            self._finish("shutdown")
+            raise client_error(
+                ResourceLimitError("server is shutting down; retry on another replica",
+                                   code="ServiceUnavailable")
+            )
+        if time.monotonic() > self._deadline:
+            self._finish("timeout")
+            raise client_error(
+                ResourceLimitError(
+                    f"query ran longer than {self._server.config.query_timeout_s:g} s",
+                    code="QueryTimeout",
+                )
+            )
+
+    def _finish(self, status: str | None) -> None:
+        if self._done:
+            return
+        self._done = True
+        self._source.stop.set()
+        if status is not None:
+            self._fields.setdefault("status", status)
+        self._fields["scanned"] = self._source.read[0]
+        self._server.query_finished()
+
+    def close(self) -> None:
+        """The client went away before the stream was drained."""
+        if not self._done:
+            self._fields.setdefault("status", "disconnected")
+            self._finish(None)
+
+    def __del__(self) -> None:
+        self.close()
+
+
+def empty_batch(schema: pa.Schema) -> pa.RecordBatch:
+    """A batch with no rows and exactly ``schema`` (keep-alives, Stats messages)."""
+    return pa.RecordBatch.from_arrays(
+        [pa.array([], type=f.type) for f in schema], schema=schema
+    )
+
+
+# ----------------------------------------------------------------------------- the server
 
 
 class StorageServer(flight.FlightServerBase):
@@ -93,37 +423,101 @@ class StorageServer(flight.FlightServerBase):
     Example:
         >>> server = StorageServer(ServerConfig(Path("data/samples")))
         >>> server.location  # doctest: +SKIP
-        'grpc+tcp://127.0.0.1:40123'
+        'grpc://127.0.0.1:40123'
     """
 
-    def __init__(self, config: ServerConfig, **kwargs: Any) -> None:
+    def __init__(self, config: ServerConfig) -> None:
+        config.check()
         self.config = config
         self.catalog = Catalog(config.data_dir)
         self.engine = SelectEngine(config.engine)
         self.secret = config.ticket_secret or secrets.token_bytes(32)
-        self._running = threading.BoundedSemaphore(config.max_concurrent_queries)
-        scheme = config.scheme
+        self.users = Users.load(config.users_file) if config.users_file is not None else None
+        self.aborting = threading.Event()
+        self._slots = threading.BoundedSemaphore(config.max_concurrent_queries)
+        self._lock = threading.Lock()
+        self._running = 0
+        self._cancelled: dict[bytes, float] = {}
+        signer = TokenSigner(hashlib.sha256(b"bearer\x00" + self.secret).digest(),
+                             config.token_ttl_s)
         super().__init__(
-            f"{scheme}://{config.host}:{config.port}",
-            middleware={"call": _CallInfoFactory()},
-            **kwargs,
+            f"{config.scheme}://{config.host}:{config.port}",
+            auth_handler=_HandshakeHandler(),
+            middleware={"call": _CallFactory(self.users, signer)},
+            **_tls_arguments(config),
         )
-        public_scheme = "grpc" if scheme == "grpc+tcp" else scheme
+        public_scheme = "grpc" if config.scheme == "grpc+tcp" else config.scheme
         self.location = f"{public_scheme}://{config.host}:{self.port}"
+
+    # ------------------------------------------------------------------ lifecycle
+    def stop_gracefully(self, grace_s: float | None = None) -> None:
+        """Stop accepting calls, let running streams finish for ``grace_s``, cancel the rest."""
+        grace = self.config.shutdown_grace_s if grace_s is None else grace_s
+        log_event("shutdown", running=self.running_queries, grace_s=grace)
+        stopper = threading.Thread(target=self.shutdown, name="shutdown", daemon=True)
+        stopper.start()
+        stopper.join(grace)
+        if stopper.is_alive():
+            log_event("shutdown", cancelling=self.running_queries)
+            self.aborting.set()
+            stopper.join()
+        self.wait()
+
+    @property
+    def running_queries(self) -> int:
+        """Streams running now."""
+        with self._lock:
+            return self._running
+
+    def query_finished(self) -> None:
+        """Release a query slot (called once per started stream)."""
+        with self._lock:
+            self._running -= 1
+        self._slots.release()
+
+    def _start_query(self) -> None:
+        if self.aborting.is_set() or not self._slots.acquire(timeout=self.config.queue_wait_s):
+            raise ResourceLimitError(
+                f"server is running {self.config.max_concurrent_queries} queries; retry later",
+                code="SlowDown",
+            )
+        with self._lock:
+            self._running += 1
+
+    def is_cancelled(self, key: bytes) -> bool:
+        """True when the endpoint whose ticket hashes to ``key`` was cancelled."""
+        with self._lock:
+            return key in self._cancelled
 
     # ------------------------------------------------------------------ call context
     def _call_context(self, context: flight.ServerCallContext) -> CallContext:
         middleware = context.get_middleware("call")
         headers = middleware.headers if middleware is not None else {}
-        flavor = (headers.get(FLAVOR_HEADER) or ["ceph"])[0].lower()
-        if flavor not in ("ceph", "aws"):
-            raise InvalidRequestError(f"unknown flavor {flavor!r} in {FLAVOR_HEADER}")
-        user = context.peer_identity().decode() or None if context.peer_identity() else None
+        flavor = (headers.get(FLAVOR_HEADER) or ["ceph"])[0].strip().lower()
+        if flavor not in FLAVORS:
+            raise InvalidRequestError(
+                f"unknown flavor {flavor!r} in {FLAVOR_HEADER}; use one of {', '.join(FLAVORS)}"
+            )
+        user = middleware.user if middleware is not None else None
+        if middleware is not None:
+            middleware.fields["peer"] = context.peer()
         return CallContext(user=user, flavor=flavor, peer=context.peer())
 
+    def _fields(self, context: flight.ServerCallContext) -> dict[str, Any]:
+        middleware = context.get_middleware("call")
+        return middleware.fields if middleware is not None else {}
+
     def _check_access(self, call: CallContext, bucket: str) -> None:
-        """Hook for per-bucket permissions; every bucket is readable without auth."""
+        """Refuse buckets the caller may not read (and names that could leave the root)."""
         self.catalog.bucket_path(bucket)
+        if call.user is not None and not call.user.may_read(bucket):
+            raise AccessDeniedError(f"user {call.user.name} may not read bucket {bucket}")
+
+    def _readable_buckets(self, call: CallContext) -> list[str]:
+        buckets = self.catalog.buckets()
+        if call.user is None:
+            return buckets
+        return [b for b in buckets if call.user.may_read(b)]
 
     # ------------------------------------------------------------------ GetFlightInfo
     @rpc_boundary
@@ -132,13 +526,13 @@ class StorageServer(flight.FlightServerBase):
     ) -> flight.FlightInfo:
         call = self._call_context(context)
         command = _descriptor_command(descriptor)
-        if command[:1] == b"{":
-            raise InvalidRequestError("S3 SelectObjectContent requests are not served yet")
+        if is_json_request(command):
+            return self._info_s3_request(call, descriptor, command, self._fields(context))
         name, message = protocol.unpack_any(command)
         handler = self._INFO_HANDLERS.get(name)
         if handler is None:
             raise protocol.UnknownCommandError(name)
-        return handler(self, call, descriptor, message)
+        return handler(self, call, descriptor, message, self._fields(context))
 
     @rpc_boundary
     def get_schema(
@@ -148,16 +542,18 @@ class StorageServer(flight.FlightServerBase):
         return flight.SchemaResult(info.schema)
 
     def _info_statement(
-        self, call: CallContext, descriptor: flight.FlightDescriptor, message: Any
+        self, call: CallContext, descriptor: flight.FlightDescriptor, message: Any,
+        fields: dict[str, Any],
     ) -> flight.FlightInfo:
-        return self._statement_info(call, descriptor, message.query, call.flavor, None)
+        return self._statement_info(call, descriptor, message.query, call.flavor, None, fields)
 
     def _info_prepared(
-        self, call: CallContext, descriptor: flight.FlightDescriptor, message: Any
+        self, call: CallContext, descriptor: flight.FlightDescriptor, message: Any,
+        fields: dict[str, Any],
     ) -> flight.FlightInfo:
         handle = self._decode_handle(call, message.prepared_statement_handle)
         return self._statement_info(call, descriptor, handle.query, handle.flavor,
-                                    handle.parameters)
+                                    handle.parameters, fields)
 
     def _statement_info(
         self,
@@ -166,45 +562,52 @@ class StorageServer(flight.FlightServerBase):
         query: str,
         flavor: str,
         parameters: bytes | None,
+        fields: dict[str, Any],
     ) -> flight.FlightInfo:
         obj, plan = self._plan_statement(call, query, flavor, parameters)
-        endpoints = []
-        planned = plan.partitions if plan.parallel_safe else ()
-        chosen = [p.partition for p in planned] or [Partition("object")]
-        for partition in chosen:
-            ticket = PartitionTicket(
-                query=query,
-                flavor=flavor,
-                bucket=obj.bucket,
-                key=obj.key,
-                partition=partition,
-                input_serialization=plan.input.to_request(),
-                user=call.user,
-                parameters=parameters,
+        issued = time.time()
+        tickets = [
+            PartitionTicket(
+                query=query, flavor=flavor, bucket=obj.bucket, key=obj.key, partition=p,
+                input_serialization=plan.input.to_request(), user=call.user_name,
+                parameters=parameters, issued_at=issued,
             )
-            endpoints.append(
-                flight.FlightEndpoint(
-                    protocol.ticket_to_flight(ticket, self.secret),
-                    [],
-                    expiration_time=_expiry(self.config.ticket_max_age_s),
-                )
-            )
-        total_bytes = sum(p.bytes or 0 for p in plan.partitions)
-        rows = [p.rows for p in plan.partitions]
-        total_records = sum(r for r in rows if r is not None) if all(
-            r is not None for r in rows
-        ) and plan.translation.sql and not _filters_rows(plan) else -1
-        _log_event(
-            "plan", peer=call.peer, user=call.user, object=f"{obj.bucket}/{obj.key}",
-            endpoints=len(endpoints), flavor=flavor,
-        )
-        return flight.FlightInfo(
-            plan.arrow_schema, descriptor, endpoints, total_records, total_bytes
-        )
+            for p in _endpoint_partitions(plan)
+        ]
+        total_records = _known_rows(plan)
+        return self._flight_info(plan.arrow_schema, descriptor, tickets, plan, total_records,
+                                 fields)
+
+    def _flight_info(
+        self,
+        schema: pa.Schema,
+        descriptor: flight.FlightDescriptor,
+        tickets: list[PartitionTicket],
+        plan: SelectPlan,
+        total_records: int,
+        fields: dict[str, Any],
+    ) -> flight.FlightInfo:
+        expiry = _expiry(tickets[0].issued_at + self.config.ticket_max_age_s)
+        endpoints = [
+            flight.FlightEndpoint(protocol.ticket_to_flight(t, self.secret), [],
+                                  expiration_time=expiry)
+            for t in tickets
+        ]
+        first = tickets[0]
+        fields.update(query_id=_query_id(first), object=f"{first.bucket}/{first.key}",
+                      endpoints=len(endpoints), flavor=first.flavor)
+        total_bytes = sum(_partition_bytes(t.partition, plan) for t in tickets)
+        return flight.FlightInfo(schema, descriptor, endpoints, total_records, total_bytes)
 
     def _plan_statement(
         self, call: CallContext, query: str, flavor: str, parameters: bytes | None
     ) -> tuple[ObjectInfo, SelectPlan]:
+        if len(query) > self.config.engine.max_query_chars:
+            raise ResourceLimitError(
+                f"query text is {len(query)} characters; the limit is "
+                f"{self.config.engine.max_query_chars}",
+                code="ExpressionTooLong",
+            )
         reference, sql = split_table_reference(query)
         if reference is None:
             translate(query, input_format="csv", flavor=flavor)  # report syntax errors first
@@ -217,26 +620,64 @@ class StorageServer(flight.FlightServerBase):
         obj = self.catalog.object(reference.bucket, reference.key)
         if parameters is not None:
             sql = bind(sql, protocol.handle_parameters(parameters))
-        spec = self._input_spec(obj)
-        source = FileSource(obj.path, f"{obj.bucket}/{obj.key}", obj.size)
-        return obj, self.engine.plan(sql, source, spec, flavor=flavor)
+        elif _has_parameters(sql):
+            raise InvalidRequestError("statement has ? parameters but none were bound")
+        spec = self._input_spec(obj, None)
+        return obj, self.engine.plan(sql, _source(obj), spec, flavor=flavor)
 
-    def _input_spec(self, obj: ObjectInfo) -> InputSpec:
-        if obj.format is None:
+    def _input_spec(self, obj: ObjectInfo, request: Mapping[str, Any] | None) -> InputSpec:
+        if request is None:
+            table = self.catalog.bucket_config(obj.bucket).for_key(obj.key)
+            request = table.input_serialization if table is not None else None
+        if obj.format is None and not request:
             raise InvalidRequestError(
-                f"cannot tell the format of {obj.bucket}/{obj.key} from its name",
+                f"cannot tell the format of {obj.bucket}/{obj.key} from its name; "
+                "give an InputSerialization",
                 code="UnsupportedFormat",
             )
-        table = self.catalog.bucket_config(obj.bucket).for_key(obj.key)
         return InputSpec.from_request(
-            table.input_serialization if table is not None else None,
+            request,
             default_format=obj.format,
             default_compression=obj.compression,
             json_lines=obj.json_lines,
         )
 
+    def _info_s3_request(
+        self, call: CallContext, descriptor: flight.FlightDescriptor, command: bytes,
+        fields: dict[str, Any],
+    ) -> flight.FlightInfo:
+        request = parse_request(command)
+        if len(request.expression) > self.config.engine.max_query_chars:
+            raise ResourceLimitError(
+                f"expression is {len(request.expression)} characters; the limit is "
+                f"{self.config.engine.max_query_chars}",
+                code="ExpressionTooLong",
+            )
+        self._check_access(call, request.bucket)
+        obj = self.catalog.object(request.bucket, request.key)
+        spec = self._input_spec(obj, request.input_serialization)
+        plan = self.engine.plan(request.expression, _source(obj), spec, flavor=call.flavor,
+                                scan_range=request.scan_range(obj.size))
+        if request.output_serialization is not None:
+            _record_writer(plan, request.output_serialization)  # refuse bad settings now
+        issued = time.time()
+        tickets = [
+            PartitionTicket(
+                query=request.expression, flavor=call.flavor, bucket=obj.bucket, key=obj.key,
+                partition=p, input_serialization=plan.input.to_request(),
+                output_serialization=request.ticket_extras(), user=call.user_name,
+                issued_at=issued,
+            )
+            for p in _endpoint_partitions(plan)
+        ]
+        serialized = request.output_serialization is not None
+        schema = RECORDS_SCHEMA if serialized else plan.arrow_schema
+        total_records = -1 if serialized else _known_rows(plan)
+        return self._flight_info(schema, descriptor, tickets, plan, total_records, fields)
+
     def _info_metadata(
-        self, call: CallContext, descriptor: flight.FlightDescriptor, message: Any
+        self, call: CallContext, descriptor: flight.FlightDescriptor, message: Any,
+        fields: dict[str, Any],
     ) -> flight.FlightInfo:
         name = message.DESCRIPTOR.name
         schema = self._METADATA_SCHEMAS[name](message)
@@ -255,75 +696,101 @@ class StorageServer(flight.FlightServerBase):
         builder = self._METADATA_BUILDERS.get(name)
         if builder is None:
             raise protocol.UnknownCommandError(name)
-        table = builder(self, message)
-        return flight.RecordBatchStream(table)
+        return flight.RecordBatchStream(builder(self, call, message))
 
     def _serve_partition(
         self, context: flight.ServerCallContext, call: CallContext, handle: bytes
     ) -> flight.FlightDataStream:
         ticket = protocol.decode_ticket(handle, self.secret, max_age=self.config.ticket_max_age_s)
-        if ticket.user != call.user:
+        if ticket.user != call.user_name:
             raise AccessDeniedError("ticket was issued to another user")
-        if not self._running.acquire(blocking=False):
-            raise ResourceLimitError(
-                f"server is running {self.config.max_concurrent_queries} queries; retry later",
-                code="SlowDown",
-            )
+        self._check_access(call, ticket.bucket)
+        key = _ticket_key(handle)
+        if self.is_cancelled(key):
+            raise InvalidRequestError("the query was cancelled (CancelFlightInfo)",
+                                      code="QueryCancelled")
+        fields = self._fields(context)
+        fields.update(query_id=_query_id(ticket), object=f"{ticket.bucket}/{ticket.key}",
+                      partition=ticket.partition.to_dict())
+        source, plan = self._plan_ticket(call, ticket)
+        self._start_query()
         try:
-            self._check_access(call, ticket.bucket)
-            _, plan = self._plan_statement(call, ticket.query, ticket.flavor, ticket.parameters)
+            stream = self._partition_stream(context, ticket, plan, source, fields, key)
         except BaseException:
-            self._running.release()
+            self.query_finished()
             raise
-        schema = plan.arrow_schema
-        query_id = uuid.uuid4().hex[:12]
-        batches = self._stream(context, plan, ticket, query_id)
-        return flight.GeneratorStream(schema, guarded(batches))
+        return flight.GeneratorStream(stream.schema, guarded(stream.items))
 
-    def _stream(
+    def _plan_ticket(
+        self, call: CallContext, ticket: PartitionTicket
+    ) -> tuple[_StoppableSource, SelectPlan]:
+        obj = self.catalog.object(ticket.bucket, ticket.key)
+        if ticket.output_serialization is None:  # a Flight SQL statement
+            reference, sql = split_table_reference(ticket.query)
+            if reference is None or (reference.bucket, reference.key) != (obj.bucket, obj.key):
+                raise protocol.TicketError("ticket does not match its statement")
+            if ticket.parameters is not None:
+                sql = bind(sql, protocol.handle_parameters(ticket.parameters))
+            spec = self._input_spec(obj, None)
+        else:  # an S3 request: the partition already holds any ScanRange
+            sql = ticket.query
+            spec = self._input_spec(obj, ticket.input_serialization)
+        source = _StoppableSource(obj.path, f"{obj.bucket}/{obj.key}", obj.size)
+        plan = self.engine.plan(sql, source, spec, flavor=ticket.flavor)
+        source.read[0] = 0  # count what the scan reads, not the header planning peeked at
+        return source, plan
+
+    def _partition_stream(
         self,
         context: flight.ServerCallContext,
-        plan: SelectPlan,
         ticket: PartitionTicket,
-        query_id: str,
-    ) -> Iterator[pa.RecordBatch]:
-        started = time.perf_counter()
-        rows = 0
-        nbytes = 0
-        status = "ok"
-        try:
-            for batch in self.engine.execute_arrow(plan, [ticket.partition]):
-                if context.is_cancelled():
-                    status = "cancelled"
-                    return
-                if time.perf_counter() - started > self.config.query_timeout_s:
-                    raise ResourceLimitError(
-                        f"query ran longer than {self.config.query_timeout_s} s",
-                        code="QueryTimeout",
-                    )
-                rows += batch.num_rows
-                nbytes += batch.nbytes
-                yield batch
-        except GeneratorExit:
-            status = "disconnected"
-            raise
-        except StorageError as exc:
-            status = exc.code
-            raise
-        finally:
-            self._running.release()
-            _log_event(
-                "query",
-                query_id=query_id,
-                object=f"{ticket.bucket}/{ticket.key}",
-                partition=ticket.partition.to_dict(),
-                bytes_scanned=_partition_bytes(ticket.partition, plan),
-                user=ticket.user,
-                rows=rows,
-                bytes=nbytes,
-                duration_ms=round((time.perf_counter() - started) * 1000, 2),
-                status=status,
-            )
+        plan: SelectPlan,
+        source: _StoppableSource,
+        fields: dict[str, Any],
+        key: bytes,
+    ) -> _Stream:
+        partition = ticket.partition
+        common = dict(source=source, context=context, server=self, fields=fields, stop_key=key)
+        if ticket.output_serialization is None:
+            schema = plan.arrow_schema
+            produce = lambda: self.engine.execute_arrow(plan, [partition])  # noqa: E731
+            return _Stream(schema, _QueryStream(produce=produce, schema=schema, **common))
+        extras = extras_from_ticket(ticket.output_serialization)
+        one = dataclasses.replace(
+            plan, partitions=(PlannedPartition(partition, _partition_bytes(partition, plan)),)
+        )
+        total = select_stats(one, 0)["BytesScanned"]
+        returned = [0]
+
+        def counts(kind: str) -> bytes:
+            scanned = total if kind == "Stats" else min(source.read[0], total)
+            return stats_metadata(kind, scanned, scanned, returned[0])
+
+        if extras.output_serialization is None:
+            schema = plan.arrow_schema
+            produce = lambda: self.engine.execute_arrow(plan, [partition])  # noqa: E731
+            measure: Callable[[pa.RecordBatch], int] = lambda b: b.nbytes  # noqa: E731
+        else:
+            schema = RECORDS_SCHEMA
+            output = extras.output_serialization
+            produce = lambda: _chunks(serialized_records(self.engine, one, output))  # noqa: E731
+            measure = lambda b: len(b.column(0)[0].as_buffer()) if b.num_rows else 0  # noqa: E731
+
+        def on_batch(batch: pa.RecordBatch) -> Item:
+            returned[0] += measure(batch)
+            return (batch, counts("Progress")) if extras.progress else batch
+
+        def on_idle() -> Item:
+            empty = empty_batch(schema)
+            return (empty, counts("Progress")) if extras.progress else empty
+
+        def on_end() -> Item:
+            fields["returned"] = returned[0]
+            return (empty_batch(schema), counts("Stats"))
+
+        query = _QueryStream(produce=produce, schema=schema, on_batch=on_batch, on_idle=on_idle,
+                             on_end=on_end, **common)
+        return _Stream(schema, query)
 
     # ------------------------------------------------------------------ DoAction
     @rpc_boundary
@@ -334,6 +801,7 @@ class StorageServer(flight.FlightServerBase):
         handler = self._ACTION_HANDLERS.get(action.type)
         if handler is None:
             raise protocol.UnknownCommandError(action.type)
+        self._fields(context)["action"] = action.type
         body = action.body.to_pybytes() if action.body is not None else b""
         return iter(handler(self, call, body))
 
@@ -342,6 +810,7 @@ class StorageServer(flight.FlightServerBase):
             ("CreatePreparedStatement", "prepare an s3-select statement"),
             ("ClosePreparedStatement", "close a prepared statement"),
             ("CancelFlightInfo", "cancel a query's endpoints"),
+            ("CancelQuery", "cancel a query's endpoints (deprecated Flight SQL action)"),
             ("CloseSession", "close the session"),
             ("health", "server status as JSON"),
         ]
@@ -349,11 +818,17 @@ class StorageServer(flight.FlightServerBase):
     def _action_create_prepared(self, call: CallContext, body: bytes) -> list[flight.Result]:
         request = protocol.decode_action("CreatePreparedStatement", body)
         query = request.query
-        handle = PreparedHandle(query=query, flavor=call.flavor, user=call.user)
+        handle = PreparedHandle(query=query, flavor=call.flavor, user=call.user_name)
         result = pb.ActionCreatePreparedStatementResult(
             prepared_statement_handle=protocol.encode_handle(handle, self.secret)
         )
-        if not protocol_has_parameters(query):
+        if _has_parameters(query):
+            # The parameter types are known once bound; still check the statement now.
+            reference, sql = split_table_reference(query)
+            if reference is not None:
+                self._check_access(call, reference.bucket)
+                self.catalog.object(reference.bucket, reference.key)
+        else:
             _, plan = self._plan_statement(call, query, call.flavor, None)
             result.dataset_schema = plan.arrow_schema.serialize().to_pybytes()
         return [flight.Result(protocol.pack_any(result))]
@@ -364,23 +839,65 @@ class StorageServer(flight.FlightServerBase):
         return []
 
     def _action_cancel(self, call: CallContext, body: bytes) -> list[flight.Result]:
-        protocol.decode_action("CancelFlightInfo", body)
-        # Streams stop when their client cancels (context.is_cancelled); nothing is queued here.
-        result = pb.CancelFlightInfoResult(status=pb.CANCEL_STATUS_CANCELLED)
-        return [flight.Result(result.SerializeToString())]
+        request = protocol.decode_action("CancelFlightInfo", body)
+        status = self._cancel_info(call, request.info)
+        return [flight.Result(pb.CancelFlightInfoResult(status=status).SerializeToString())]
+
+    def _action_cancel_query(self, call: CallContext, body: bytes) -> list[flight.Result]:
+        request = protocol.decode_action("CancelQuery", body)
+        status = self._cancel_info(call, request.info)
+        result = pb.ActionCancelQueryResult(result=int(status))
+        return [flight.Result(protocol.pack_any(result))]
+
+    def _cancel_info(self, call: CallContext, info_bytes: bytes) -> int:
+        """Mark every endpoint of a FlightInfo cancelled in this process.
+
+        Tickets are stateless, so a cancel reaches only this server: its running streams of
+        those tickets stop and later DoGets of them are refused here until they expire.
+        """
+        try:
+            info = flight.FlightInfo.deserialize(info_bytes)
+        except (pa.ArrowInvalid, TypeError, ValueError) as exc:
+            raise InvalidRequestError(f"CancelFlightInfo carries no valid FlightInfo ({exc})")
+        keys: dict[bytes, float] = {}
+        for endpoint in info.endpoints:
+            name, message = protocol.unpack_any(endpoint.ticket.ticket)
+            if name != "TicketStatementQuery":
+                continue
+            handle = message.statement_handle
+            ticket = protocol.decode_ticket(handle, self.secret)
+            if ticket.user != call.user_name:
+                raise AccessDeniedError("cannot cancel another user's query")
+            keys[_ticket_key(handle)] = ticket.issued_at + self.config.ticket_max_age_s
+        if not keys:
+            return pb.CANCEL_STATUS_NOT_CANCELLABLE
+        now = time.time()
+        with self._lock:
+            for stale in [k for k, until in self._cancelled.items() if until < now]:
+                del self._cancelled[stale]
+            self._cancelled.update(keys)
+        return pb.CANCEL_STATUS_CANCELLED
 
     def _action_close_session(self, call: CallContext, body: bytes) -> list[flight.Result]:
         result = pb.CloseSessionResult(status=pb.CloseSessionResult.CLOSED)
         return [flight.Result(result.SerializeToString())]
 
     def _action_health(self, call: CallContext, body: bytes) -> list[flight.Result]:
-        status = {"status": "ok", "server": SERVER_NAME, "version": SERVER_VERSION,
-                  "buckets": len(self.catalog.buckets())}
+        status = {
+            "status": "stopping" if self.aborting.is_set() else "ok",
+            "server": SERVER_NAME,
+            "version": SERVER_VERSION,
+            "buckets": len(self._readable_buckets(call)),
+            "running_queries": self.running_queries,
+            "max_concurrent_queries": self.config.max_concurrent_queries,
+            "auth": self.users is not None,
+            "tls": self.config.scheme == "grpc+tls",
+        }
         return [flight.Result(json.dumps(status).encode())]
 
     def _decode_handle(self, call: CallContext, data: bytes) -> PreparedHandle:
         handle = protocol.decode_handle(data, self.secret, max_age=self.config.ticket_max_age_s)
-        if handle.user != call.user:
+        if handle.user != call.user_name:
             raise AccessDeniedError("prepared statement belongs to another user")
         return handle
 
@@ -407,7 +924,7 @@ class StorageServer(flight.FlightServerBase):
         writer.write(pa.py_buffer(result.SerializeToString()))
 
     # ------------------------------------------------------------------ metadata
-    def _sql_info(self, message: Any) -> pa.Table:
+    def _sql_info(self, call: CallContext, message: Any) -> pa.Table:
         values: dict[int, Any] = {
             SqlInfo.FLIGHT_SQL_SERVER_NAME: SERVER_NAME,
             SqlInfo.FLIGHT_SQL_SERVER_VERSION: SERVER_VERSION,
@@ -415,8 +932,10 @@ class StorageServer(flight.FlightServerBase):
             SqlInfo.FLIGHT_SQL_SERVER_READ_ONLY: True,
             SqlInfo.FLIGHT_SQL_SERVER_SQL: True,
             SqlInfo.FLIGHT_SQL_SERVER_SUBSTRAIT: False,
-            SqlInfo.FLIGHT_SQL_SERVER_TRANSACTION: 0,
+            SqlInfo.FLIGHT_SQL_SERVER_TRANSACTION: 0,  # SQL_SUPPORTED_TRANSACTION_NONE
             SqlInfo.FLIGHT_SQL_SERVER_CANCEL: True,
+            SqlInfo.FLIGHT_SQL_SERVER_STATEMENT_TIMEOUT: int(self.config.query_timeout_s),
+            SqlInfo.FLIGHT_SQL_SERVER_TRANSACTION_TIMEOUT: 0,
             SqlInfo.SQL_DDL_CATALOG: False,
             SqlInfo.SQL_DDL_SCHEMA: False,
             SqlInfo.SQL_DDL_TABLE: False,
@@ -426,30 +945,26 @@ class StorageServer(flight.FlightServerBase):
         chosen = {k: values[k] for k in wanted if k in values}
         return pa.Table.from_batches([protocol.build_sql_info(chosen)])
 
-    def _catalogs(self, message: Any) -> pa.Table:
+    def _catalogs(self, call: CallContext, message: Any) -> pa.Table:
         return pa.Table.from_pylist([], schema=protocol.CATALOGS_SCHEMA)
 
-    def _db_schemas(self, message: Any) -> pa.Table:
-        pattern = message.db_schema_filter_pattern if message.HasField(
-            "db_schema_filter_pattern") else None
+    def _db_schemas(self, call: CallContext, message: Any) -> pa.Table:
+        pattern = _optional(message, "db_schema_filter_pattern")
         rows = [
             {"catalog_name": None, "db_schema_name": b}
-            for b in self.catalog.buckets()
+            for b in self._readable_buckets(call)
             if _like(b, pattern)
         ]
         return pa.Table.from_pylist(rows, schema=protocol.DB_SCHEMAS_SCHEMA)
 
-    def _tables(self, message: Any) -> pa.Table:
-        schema_pattern = message.db_schema_filter_pattern if message.HasField(
-            "db_schema_filter_pattern") else None
-        table_pattern = message.table_name_filter_pattern if message.HasField(
-            "table_name_filter_pattern") else None
+    def _tables(self, call: CallContext, message: Any) -> pa.Table:
+        schema_pattern = _optional(message, "db_schema_filter_pattern")
+        table_pattern = _optional(message, "table_name_filter_pattern")
         types = set(message.table_types)
+        buckets: list[str] = []
+        if not types or types & set(TABLE_TYPES):
+            buckets = [b for b in self._readable_buckets(call) if _like(b, schema_pattern)]
         rows = []
-        if types and not types & set(TABLE_TYPES):
-            buckets: list[str] = []
-        else:
-            buckets = [b for b in self.catalog.buckets() if _like(b, schema_pattern)]
         for bucket in buckets:
             for obj in self.catalog.objects(bucket):
                 if obj.format is None or not _like(obj.key, table_pattern):
@@ -469,15 +984,15 @@ class StorageServer(flight.FlightServerBase):
         return pa.Table.from_pylist(rows, schema=schema)
 
     def _object_schema(self, obj: ObjectInfo) -> pa.Schema:
-        source = FileSource(obj.path, f"{obj.bucket}/{obj.key}", obj.size)
         try:
-            plan = self.engine.plan("SELECT * FROM s3object", source, self._input_spec(obj))
+            plan = self.engine.plan("SELECT * FROM s3object", _source(obj),
+                                    self._input_spec(obj, None))
         except StorageError as exc:
             log.warning("no schema for %s/%s: %s", obj.bucket, obj.key, exc)
             return pa.schema([])
         return plan.arrow_schema
 
-    def _table_types(self, message: Any) -> pa.Table:
+    def _table_types(self, call: CallContext, message: Any) -> pa.Table:
         return pa.Table.from_pylist(
             [{"table_type": t} for t in TABLE_TYPES], schema=protocol.TABLE_TYPES_SCHEMA
         )
@@ -511,19 +1026,86 @@ class StorageServer(flight.FlightServerBase):
         "CreatePreparedStatement": _action_create_prepared,
         "ClosePreparedStatement": _action_close_prepared,
         "CancelFlightInfo": _action_cancel,
+        "CancelQuery": _action_cancel_query,
         "CloseSession": _action_close_session,
         "health": _action_health,
     }
 
 
-def protocol_has_parameters(query: str) -> bool:
-    """True when the statement has ``?`` markers (its schema waits for the bound values)."""
-    from flight_storage.parameters import placeholder_offsets
+@dataclass(frozen=True)
+class _Stream:
+    schema: pa.Schema
+    items: _QueryStream
 
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _tls_arguments(config: ServerConfig) -> dict[str, Any]:
+    if config.tls_cert is None or config.tls_key is None:
+        return {}
+    arguments: dict[str, Any] = {
+        "tls_certificates": [
+            flight.CertKeyPair(config.tls_cert.read_bytes(), config.tls_key.read_bytes())
+        ]
+    }
+    if config.tls_client_ca is not None:
+        arguments["verify_client"] = True
+        arguments["root_certificates"] = config.tls_client_ca.read_bytes()
+    return arguments
+
+
+def _source(obj: ObjectInfo) -> _StoppableSource:
+    return _StoppableSource(obj.path, f"{obj.bucket}/{obj.key}", obj.size)
+
+
+def _record_writer(plan: SelectPlan, output: Mapping[str, Any]) -> RecordWriter:
+    t = plan.translation
+    return RecordWriter(output, flavor=plan.flavor, output_names=t.output_names,
+                        output_is_json=t.output_is_json, is_aggregate=t.is_aggregate)
+
+
+def _chunks(chunks: Iterator[bytes]) -> Iterator[pa.RecordBatch]:
+    for chunk in chunks:
+        yield pa.RecordBatch.from_arrays([pa.array([chunk], pa.binary())],
+                                         schema=RECORDS_SCHEMA)
+
+
+def _endpoint_partitions(plan: SelectPlan) -> list[Partition]:
+    """One endpoint per partition when partitions are independent, else one for all."""
+    if plan.parallel_safe or len(plan.partitions) == 1:
+        return [p.partition for p in plan.partitions] or [Partition("object")]
+    return [Partition("object")]
+
+
+def _known_rows(plan: SelectPlan) -> int:
+    """The result's row count when planning knows it (no filter, limit or aggregate), else -1."""
+    rows = [p.rows for p in plan.partitions]
+    if not rows or any(r is None for r in rows) or _filters_rows(plan):
+        return -1
+    return sum(r for r in rows if r is not None)
+
+
+def _has_parameters(query: str) -> bool:
     try:
         return bool(placeholder_offsets(query))
     except StorageError:
         return False
+
+
+def _ticket_key(handle: bytes) -> bytes:
+    return hashlib.sha256(bytes(handle)).digest()[:16]
+
+
+def _query_id(ticket: PartitionTicket) -> str:
+    """Same for every endpoint of one FlightInfo (they share the issue time), so log lines of
+    planning and of each DoGet can be joined."""
+    seed = json.dumps([ticket.user, ticket.query, ticket.bucket, ticket.key, ticket.issued_at])
+    return hashlib.sha256(seed.encode()).hexdigest()[:12]
+
+
+def _optional(message: Any, name: str) -> str | None:
+    return getattr(message, name) if message.HasField(name) else None
 
 
 def _descriptor_command(descriptor: flight.FlightDescriptor) -> bytes:
@@ -532,12 +1114,9 @@ def _descriptor_command(descriptor: flight.FlightDescriptor) -> bytes:
     return bytes(descriptor.command)
 
 
-def _expiry(max_age_s: int) -> Any:
-    import datetime as dt
-
+def _expiry(at: float) -> Any:
     return pa.scalar(
-        dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=max_age_s),
-        type=pa.timestamp("ns", tz="UTC"),
+        dt.datetime.fromtimestamp(at, dt.timezone.utc), type=pa.timestamp("ns", tz="UTC")
     )
 
 
@@ -559,8 +1138,6 @@ def _like(value: str, pattern: str | None) -> bool:
     """SQL LIKE as Flight SQL filter patterns use it (``%`` and ``_``)."""
     if pattern is None or pattern == "":
         return True
-    import re
-
     regex = "".join(
         ".*" if ch == "%" else "." if ch == "_" else re.escape(ch) for ch in pattern
     )

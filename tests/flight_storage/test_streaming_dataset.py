@@ -9,7 +9,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from datafusion import SessionContext
 
-from flight_storage.engine import pruned_fragment
+from flight_storage.engine import pruned_fragments
 from flight_storage.streaming_dataset import StreamingDataset, generic_scan
 
 SCHEMA = pa.schema([("a", pa.int64()), ("b", pa.string())])
@@ -56,8 +56,25 @@ def test_parquet_row_groups_are_pruned_by_statistics(tmp_path: Path) -> None:
     table = pa.table({"a": list(range(1000)), "b": ["v"] * 1000})
     path = tmp_path / "t.parquet"
     pq.write_table(table, path, row_group_size=100)
-    fragment = pruned_fragment(ds.ParquetFileFormat(), pa.OSFile(str(path)), None, table.schema,
-                               ds.field("a") >= 950)
-    assert [rg.id for rg in fragment.row_groups] == [9]
-    whole = pruned_fragment(ds.ParquetFileFormat(), pa.OSFile(str(path)), None, table.schema, None)
-    assert len(whole.row_groups) == 10
+    kept = pruned_fragments(ds.ParquetFileFormat(), pa.OSFile(str(path)), None, table.schema,
+                            ds.field("a") >= 950)
+    assert [f.row_groups[0].id for f in kept] == [9]
+    whole = pruned_fragments(ds.ParquetFileFormat(), pa.OSFile(str(path)), [6, 7, 8],
+                             table.schema, None)
+    assert [f.row_groups[0].id for f in whole] == [6, 7, 8]  # file order, whatever pyarrow does
+
+
+def test_parquet_string_view_columns_are_read_as_strings() -> None:
+    import io
+
+    from flight_storage.engine import InputSpec, SelectEngine
+    from flight_storage.sources import BytesSource
+
+    table = pa.table({"a": pa.array(["x", "y", "z"], pa.string_view()), "n": [1, 2, 3]})
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer)
+    engine = SelectEngine()
+    plan = engine.plan("select a, n from s3object where a = 'y'", BytesSource(buffer.getvalue()),
+                       InputSpec("parquet"))
+    assert plan.arrow_schema.field("a").type == pa.string()
+    assert [r for b in engine.execute_arrow(plan) for r in b.to_pylist()] == [{"a": "y", "n": 2}]

@@ -1,0 +1,326 @@
+"""Who may call the server: a users file, salted password hashes, expiring bearer tokens.
+
+Authentication is off unless the server is started with ``--auth USERS_FILE``. The file is JSON::
+
+    {"users": {
+        "alice": {"password": "scrypt$16384$8$1$<salt b64>$<hash b64>", "buckets": ["sales"]},
+        "ops":   {"password": "pbkdf2_sha256$600000$<salt b64>$<hash b64>", "buckets": ["*"]}
+    }}
+
+``buckets`` lists the buckets the user may read (``"*"``: all). Passwords are never stored: an
+entry holds a salted scrypt (or PBKDF2-SHA256) hash, made by :func:`hash_password` or by the
+command line::
+
+    python -m flight_storage.auth add-user USERS_FILE alice --bucket sales
+
+Flight SQL clients log in the way the ADBC driver does: a ``Handshake`` call carrying
+``authorization: Basic <base64(user:password)>``; the server answers with
+``authorization: Bearer <token>`` and the client sends that header on every later call. Tokens
+are stateless and signed with the server secret (:class:`TokenSigner`): every replica that
+shares the secret accepts them until they expire. A client may also send ``Basic`` on every call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import binascii
+import getpass
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from flight_storage.errors import StorageError
+
+
+class AuthenticationError(StorageError):
+    """Missing, malformed or wrong credentials, or an expired token."""
+
+    code = "InvalidAccessKeyId"
+    status = "unauthenticated"
+
+
+class UsersFileError(ValueError):
+    """The users file cannot be read (raised at start-up, never to a client)."""
+
+
+# ----------------------------------------------------------------------------- password hashes
+
+_SCRYPT_N: Final = 1 << 14
+_SCRYPT_R: Final = 8
+_SCRYPT_P: Final = 1
+_PBKDF2_ROUNDS: Final = 600_000
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.b64decode(text.encode("ascii"), validate=True)
+
+
+def _verify_scrypt(password: bytes, fields: Sequence[str]) -> bool:
+    n, r, p, salt, digest = fields
+    expected = _unb64(digest)
+    got = hashlib.scrypt(
+        password, salt=_unb64(salt), n=int(n), r=int(r), p=int(p), dklen=len(expected),
+        maxmem=128 * int(r) * int(n) * 2 + (1 << 20),
+    )
+    return hmac.compare_digest(got, expected)
+
+
+def _verify_pbkdf2(password: bytes, fields: Sequence[str]) -> bool:
+    rounds, salt, digest = fields
+    expected = _unb64(digest)
+    got = hashlib.pbkdf2_hmac("sha256", password, _unb64(salt), int(rounds), len(expected))
+    return hmac.compare_digest(got, expected)
+
+
+# Scheme name -> (number of fields after the name, verifier).
+_SCHEMES: Final[Mapping[str, tuple[int, Callable[[bytes, Sequence[str]], bool]]]] = {
+    "scrypt": (5, _verify_scrypt),
+    "pbkdf2_sha256": (3, _verify_pbkdf2),
+}
+
+
+def hash_password(password: str, *, scheme: str = "scrypt") -> str:
+    """Hash a password with a fresh random salt, for the users file.
+
+    Args:
+        password: the clear-text password.
+        scheme: ``"scrypt"`` (default) or ``"pbkdf2_sha256"``.
+
+    Returns:
+        ``scrypt$N$r$p$salt$hash`` or ``pbkdf2_sha256$rounds$salt$hash`` (base64 fields).
+
+    Example:
+        >>> verify_password("s3cret", hash_password("s3cret"))
+        True
+    """
+    salt = secrets.token_bytes(16)
+    if scheme == "scrypt":
+        digest = hashlib.scrypt(
+            password.encode(), salt=salt, n=_SCRYPT_N, r=_SCRYPT_R, p=_SCRYPT_P, dklen=32
+        )
+        return f"scrypt${_SCRYPT_N}${_SCRYPT_R}${_SCRYPT_P}${_b64(salt)}${_b64(digest)}"
+    if scheme == "pbkdf2_sha256":
+        digest = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, _PBKDF2_ROUNDS, 32)
+        return f"pbkdf2_sha256${_PBKDF2_ROUNDS}${_b64(salt)}${_b64(digest)}"
+    raise ValueError(f"unknown password scheme {scheme!r}")
+
+
+def verify_password(password: str, stored: str) -> bool:
+    """True when ``password`` matches a hash made by :func:`hash_password`."""
+    name, _, rest = stored.partition("$")
+    entry = _SCHEMES.get(name)
+    if entry is None:
+        return False
+    count, verifier = entry
+    fields = rest.split("$")
+    if len(fields) != count:
+        return False
+    try:
+        return verifier(password.encode(), fields)
+    except (ValueError, binascii.Error):
+        return False
+
+
+# ----------------------------------------------------------------------------- users
+
+
+@dataclass(frozen=True)
+class User:
+    """One entry of the users file."""
+
+    name: str
+    password_hash: str
+    buckets: frozenset[str]
+
+    def may_read(self, bucket: str) -> bool:
+        """True when this user may read ``bucket``."""
+        return "*" in self.buckets or bucket in self.buckets
+
+
+@dataclass(frozen=True)
+class Users:
+    """The parsed users file."""
+
+    users: Mapping[str, User]
+
+    @classmethod
+    def load(cls, path: Path) -> Users:
+        """Read and check a users file.
+
+        Raises:
+            UsersFileError: unreadable, not JSON, or an entry without a valid hash.
+        """
+        try:
+            document = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise UsersFileError(f"{path}: cannot read users file ({exc})") from None
+        entries = document.get("users") if isinstance(document, dict) else None
+        if not isinstance(entries, dict):
+            raise UsersFileError(f'{path}: expected {{"users": {{name: entry}}}}')
+        users: dict[str, User] = {}
+        for name, entry in entries.items():
+            stored = entry.get("password") if isinstance(entry, dict) else None
+            buckets = entry.get("buckets", []) if isinstance(entry, dict) else None
+            if not isinstance(stored, str) or stored.partition("$")[0] not in _SCHEMES:
+                raise UsersFileError(f"{path}: user {name!r} has no valid password hash")
+            if not isinstance(buckets, list) or not all(isinstance(b, str) for b in buckets):
+                raise UsersFileError(f"{path}: user {name!r}: buckets must be a list of names")
+            if ":" in name or not name:
+                raise UsersFileError(f"{path}: invalid user name {name!r}")
+            users[name] = User(name, stored, frozenset(buckets))
+        return cls(users)
+
+    def check(self, name: str, password: str) -> User:
+        """The user, if the password is right.
+
+        Raises:
+            AuthenticationError: unknown user or wrong password (one message for both).
+        """
+        user = self.users.get(name)
+        # Hash even for an unknown name so the answer takes as long either way.
+        stored = user.password_hash if user is not None else _DUMMY_HASH
+        if not verify_password(password, stored) or user is None:
+            raise AuthenticationError("wrong user name or password")
+        return user
+
+
+_DUMMY_HASH: Final = (
+    "scrypt$16384$8$1$AAAAAAAAAAAAAAAAAAAAAA==$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
+)
+
+
+# ----------------------------------------------------------------------------- tokens
+
+_TOKEN_DOMAIN: Final = b"flight-select bearer token v1\x00"
+
+
+@dataclass(frozen=True)
+class TokenSigner:
+    """Issues and checks stateless bearer tokens: ``base64url(json).base64url(hmac)``.
+
+    Args:
+        secret: the server's signing secret (shared by replicas).
+        ttl_s: lifetime of a token in seconds.
+    """
+
+    secret: bytes
+    ttl_s: float
+
+    def issue(self, user: str, *, now: float | None = None) -> str:
+        """A token for ``user`` that expires after ``ttl_s`` seconds."""
+        issued = time.time() if now is None else now
+        body = json.dumps({"u": user, "e": issued + self.ttl_s}, separators=(",", ":")).encode()
+        mac = hmac.new(self.secret, _TOKEN_DOMAIN + body, hashlib.sha256).digest()
+        return f"{_b64url(body)}.{_b64url(mac)}"
+
+    def check(self, token: str, *, now: float | None = None) -> str:
+        """The user a valid token was issued to.
+
+        Raises:
+            AuthenticationError: malformed, forged or expired.
+        """
+        body_text, _, mac_text = token.partition(".")
+        try:
+            body, mac = _unb64url(body_text), _unb64url(mac_text)
+        except (ValueError, binascii.Error):
+            raise AuthenticationError("malformed bearer token") from None
+        expected = hmac.new(self.secret, _TOKEN_DOMAIN + body, hashlib.sha256).digest()
+        if not hmac.compare_digest(mac, expected):
+            raise AuthenticationError("bearer token is not valid (forged or from another server)")
+        try:
+            payload = json.loads(body)
+            user, expires = str(payload["u"]), float(payload["e"])
+        except (ValueError, KeyError, TypeError):
+            raise AuthenticationError("malformed bearer token") from None
+        if (time.time() if now is None else now) >= expires:
+            raise AuthenticationError("bearer token expired; log in again", code="ExpiredToken")
+        return user
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64url(text: str) -> bytes:
+    return base64.urlsafe_b64decode((text + "=" * (-len(text) % 4)).encode("ascii"))
+
+
+def parse_basic(value: str) -> tuple[str, str]:
+    """Decode the credentials of an ``authorization: Basic ...`` header value.
+
+    The ADBC driver leaves out the base64 padding, so padding is optional.
+
+    Raises:
+        AuthenticationError: not base64 of ``user:password``.
+    """
+    encoded = value.strip()
+    try:
+        text = base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True).decode()
+    except (ValueError, binascii.Error):
+        raise AuthenticationError("malformed Basic credentials") from None
+    name, sep, password = text.partition(":")
+    if not sep:
+        raise AuthenticationError("malformed Basic credentials")
+    return name, password
+
+
+# ----------------------------------------------------------------------------- command line
+
+
+def add_user(path: Path, name: str, password: str, buckets: Sequence[str]) -> None:
+    """Add or replace a user in a users file (created when missing, written atomically)."""
+    if not name or ":" in name:
+        raise UsersFileError(f"invalid user name {name!r}")
+    document: dict[str, Any] = {"users": {}}
+    if path.exists():
+        document = json.loads(path.read_text(encoding="utf-8"))
+    document.setdefault("users", {})[name] = {
+        "password": hash_password(password),
+        "buckets": sorted(set(buckets)),
+    }
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        json.dump(document, out, indent=2, sort_keys=True)
+        out.write("\n")
+    os.replace(tmp, path)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m flight_storage.auth add-user USERS_FILE NAME [--bucket B ...]``."""
+    parser = argparse.ArgumentParser(prog="python -m flight_storage.auth")
+    commands = parser.add_subparsers(dest="command", required=True)
+    add = commands.add_parser("add-user", help="add or replace a user in a users file")
+    add.add_argument("users_file", type=Path)
+    add.add_argument("name")
+    add.add_argument("--bucket", action="append", default=[],
+                     help="bucket the user may read (repeat; '*' for all)")
+    add.add_argument("--password-stdin", action="store_true",
+                     help="read the password from standard input instead of prompting")
+    args = parser.parse_args(argv)
+    if args.password_stdin:
+        password = sys.stdin.readline().rstrip("\n")
+    else:
+        password = getpass.getpass(f"password for {args.name}: ")
+    if not password:
+        print("empty password refused", file=sys.stderr)
+        return 2
+    add_user(args.users_file, args.name, password, args.bucket)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""Users file, password hashes and bearer tokens (no server)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from flight_storage.auth import (
+    AuthenticationError,
+    TokenSigner,
+    Users,
+    UsersFileError,
+    add_user,
+    hash_password,
+    parse_basic,
+    verify_password,
+)
+from tests.conftest import ROOT
+
+
+@pytest.mark.parametrize("scheme", ["scrypt", "pbkdf2_sha256"])
+def test_hash_round_trip_and_salt(scheme: str) -> None:
+    first, second = hash_password("pw", scheme=scheme), hash_password("pw", scheme=scheme)
+    assert first != second  # fresh salt each time
+    assert verify_password("pw", first) and verify_password("pw", second)
+    assert not verify_password("pW", first)
+    assert "pw" not in first.split("$", 1)[1]
+
+
+def test_garbled_hash_never_verifies() -> None:
+    assert not verify_password("pw", "scrypt$1$2")
+    assert not verify_password("pw", "md5$abc")
+    assert not verify_password("pw", "scrypt$16384$8$1$!!!$!!!")
+
+
+def test_users_file_permissions_and_check(tmp_path: Path) -> None:
+    path = tmp_path / "users.json"
+    add_user(path, "alice", "pw", ["sales"])
+    add_user(path, "root", "pw2", ["*"])
+    users = Users.load(path)
+    assert users.check("alice", "pw").may_read("sales")
+    assert not users.check("alice", "pw").may_read("private")
+    assert users.check("root", "pw2").may_read("anything")
+    for name, password in (("alice", "bad"), ("nobody", "pw")):
+        with pytest.raises(AuthenticationError) as info:
+            users.check(name, password)
+        assert info.value.message == "wrong user name or password"
+    assert path.stat().st_mode & 0o077 == 0
+
+
+@pytest.mark.parametrize("content", ["not json", '{"users": []}',
+                                     '{"users": {"a": {"password": "plain"}}}',
+                                     '{"users": {"a": {"password": "scrypt$x", "buckets": "s"}}}'])
+def test_bad_users_file_is_refused(tmp_path: Path, content: str) -> None:
+    path = tmp_path / "users.json"
+    path.write_text(content)
+    with pytest.raises(UsersFileError):
+        Users.load(path)
+
+
+def test_tokens_expire_and_cannot_be_forged() -> None:
+    signer = TokenSigner(b"k" * 32, ttl_s=60)
+    token = signer.issue("alice", now=1000.0)
+    assert signer.check(token, now=1059.0) == "alice"
+    with pytest.raises(AuthenticationError) as expired:
+        signer.check(token, now=1060.0)
+    assert expired.value.code == "ExpiredToken"
+    body, _, mac = token.partition(".")
+    forged = base64.urlsafe_b64encode(b'{"u":"root","e":99999}').rstrip(b"=").decode()
+    with pytest.raises(AuthenticationError):
+        signer.check(f"{forged}.{mac}", now=1000.0)
+    with pytest.raises(AuthenticationError):
+        TokenSigner(b"x" * 32, ttl_s=60).check(token, now=1000.0)
+    with pytest.raises(AuthenticationError):
+        signer.check("garbage", now=1000.0)
+
+
+def test_parse_basic_accepts_missing_padding() -> None:
+    encoded = base64.b64encode(b"alice:p:w").decode().rstrip("=")
+    assert parse_basic(encoded) == ("alice", "p:w")
+    with pytest.raises(AuthenticationError):
+        parse_basic(base64.b64encode(b"nocolon").decode())
+
+
+def test_add_user_command_line(tmp_path: Path) -> None:
+    path = tmp_path / "users.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "flight_storage.auth", "add-user", str(path), "carol",
+         "--bucket", "sales", "--password-stdin"],
+        input="secret-pw\n", capture_output=True, text=True, cwd=ROOT, timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    entry = json.loads(path.read_text())["users"]["carol"]
+    assert entry["buckets"] == ["sales"]
+    assert Users.load(path).check("carol", "secret-pw").name == "carol"

@@ -1,0 +1,103 @@
+"""Helpers shared by the server tests: test data, certificates, log lines, a Flight client.
+
+(Named ``test_server_*`` so it sits with the tests it serves; it defines no tests itself.)
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow.flight as flight
+
+from flight_storage import protocol
+from flight_storage.protocol import pb
+from tests.conftest import SAMPLES, ServerProcess
+
+BIG_ROWS = 1_000_000
+MEDIUM_ROWS = 150_000
+
+
+def write_rows(path: Path, rows: int) -> None:
+    """A CSV object ``id,name,value`` with ``rows`` records (ids 0..rows-1)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{i},name{i % 97},{i % 1000}\n" for i in range(rows)))
+
+
+def make_data(root: Path) -> Path:
+    """A data root: the samples' ``sales`` bucket, a ``big`` bucket and a ``private`` one."""
+    shutil.copytree(SAMPLES / "sales", root / "sales")
+    write_rows(root / "big" / "medium.csv", MEDIUM_ROWS)
+    write_rows(root / "big" / "huge.csv", BIG_ROWS)
+    (root / "private").mkdir()
+    (root / "private" / "secret.csv").write_text("s3cr3t,1\n")
+    return root
+
+
+def make_certificates(directory: Path) -> dict[str, Path]:
+    """A CA, a server certificate for 127.0.0.1/localhost and a client certificate (openssl)."""
+    def run(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=directory, check=True, capture_output=True)
+
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
+        "-days", "2", "-subj", "/CN=flight-select test CA")
+    (directory / "server.ext").write_text(
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n"
+    )
+    (directory / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
+    for name in ("server", "client"):
+        run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out",
+            f"{name}.csr", "-subj", f"/CN={name}")
+        run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+            "-CAcreateserial", "-out", f"{name}.pem", "-days", "2", "-extfile", f"{name}.ext")
+    return {n: directory / n for n in
+            ("ca.pem", "server.pem", "server.key", "client.pem", "client.key")}
+
+
+def events(server: ServerProcess, **match: Any) -> list[dict[str, Any]]:
+    """The server's JSON log lines whose fields include ``match``."""
+    out = []
+    for line in list(server.log_lines):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if all(record.get(k) == v for k, v in match.items()):
+            out.append(record)
+    return out
+
+
+def wait_for_event(server: ServerProcess, timeout: float = 30.0, **match: Any) -> dict[str, Any]:
+    """Poll the log until a matching line appears (fails the test after ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = events(server, **match)
+        if found:
+            return found[-1]
+        time.sleep(0.05)
+    raise AssertionError(f"no log line with {match}; log:\n{''.join(server.log_lines)[-4000:]}")
+
+
+def statement_descriptor(sql: str) -> flight.FlightDescriptor:
+    """A Flight SQL ``CommandStatementQuery`` descriptor."""
+    return flight.FlightDescriptor.for_command(
+        protocol.pack_any(pb.CommandStatementQuery(query=sql))
+    )
+
+
+def json_descriptor(request: dict[str, Any]) -> flight.FlightDescriptor:
+    """A descriptor carrying an S3 SelectObjectContent request as JSON."""
+    return flight.FlightDescriptor.for_command(json.dumps(request).encode())
+
+
+def error_document(exc: BaseException) -> dict[str, Any]:
+    """The JSON error document at the start of a Flight error's message."""
+    text = str(exc)
+    start = text.index("{")
+    document, _ = json.JSONDecoder().raw_decode(text[start:])
+    assert isinstance(document, dict)
+    return document
