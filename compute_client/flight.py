@@ -74,6 +74,13 @@ class QueryPlan:
     total_bytes: int
 
 
+def _like_literal(text: str) -> str:
+    """A Flight SQL filter pattern matching ``text`` only (``%`` and ``_`` escaped away)."""
+    # The server's patterns have no escape character: ``_`` matches itself too, and the
+    # exact-name check after the call drops any other match.
+    return text.replace("%", "_")
+
+
 def _to_client_error(exc: BaseException) -> ClientError:
     if isinstance(exc, flight.FlightUnavailableError) and "{" not in str(exc):
         return ServerUnavailableError(str(exc))
@@ -154,6 +161,36 @@ class FlightSelectClient:
                     yield chunk.data
         except (flight.FlightError, pa.ArrowException) as exc:
             raise _to_client_error(exc) from None
+
+    def _metadata(self, message: object) -> pa.Table:
+        descriptor = flight.FlightDescriptor.for_command(protocol.pack_any(message))
+        try:
+            info = self._client(self.options.location).get_flight_info(
+                descriptor, self._call_options()
+            )
+            tables = [
+                self._client(self.options.location)
+                .do_get(e.ticket, self._call_options())
+                .read_all()
+                for e in info.endpoints
+            ]
+        except (flight.FlightError, pa.ArrowException) as exc:
+            raise _to_client_error(exc) from None
+        return pa.concat_tables(tables) if tables else pa.table({})
+
+    def list_buckets(self) -> list[str]:
+        """The server's buckets (Flight SQL ``GetDbSchemas``), sorted."""
+        table = self._metadata(protocol.pb.CommandGetDbSchemas())
+        return sorted(str(v) for v in table.column("db_schema_name").to_pylist())
+
+    def list_objects(self, bucket: str) -> list[str]:
+        """Keys of ``bucket`` the server serves as tables (Flight SQL ``GetTables``)."""
+        table = self._metadata(
+            protocol.pb.CommandGetTables(db_schema_filter_pattern=_like_literal(bucket))
+        )
+        rows = zip(table.column("db_schema_name").to_pylist(),
+                   table.column("table_name").to_pylist())
+        return sorted(str(key) for schema, key in rows if schema == bucket)
 
     def read_all(self, query: str) -> pa.Table:
         """Execute ``query`` and read every endpoint into one table."""

@@ -3,6 +3,12 @@
 Filters arrive as a small neutral tree (:class:`Comparison`, :class:`InList`, :class:`NullTest`,
 :class:`StringMatch`, :class:`Not`, :class:`And`, :class:`Or`) so the DataFusion and Spark
 front ends share one renderer. Only what renders exactly is pushed; callers keep the rest.
+
+A column is named by a plain string, or by a :class:`Field` when the server must convert it
+before comparing (``Field("l_quantity", "INT")`` renders ``CAST(l_quantity AS INT)``: a CSV
+field the client reads as an integer). A :class:`Comparison` whose value is a :class:`Field`
+compares two columns. Deciding *whether* a comparison means on the server what it means on the
+client is the caller's job (it knows the column types); this module only renders.
 """
 
 from __future__ import annotations
@@ -23,16 +29,31 @@ class NotPushable(ValueError):
     """A filter or value that has no exact s3-select rendering."""
 
 
+_CAST_TYPES = frozenset({"INT", "INTEGER", "FLOAT", "DECIMAL", "STRING", "BOOL", "TIMESTAMP"})
+
+
+@dataclass(frozen=True)
+class Field:
+    """A column reference, optionally converted on the server (``CAST(name AS cast)``)."""
+
+    name: str
+    cast: str | None = None
+
+
 @dataclass(frozen=True)
 class Comparison:
-    column: str
+    """``column op value``; ``value`` is a literal or another column (:class:`Field`)."""
+
+    column: str | Field
     op: str
     value: Any
 
 
 @dataclass(frozen=True)
 class InList:
-    column: str
+    """``column IN (values...)``."""
+
+    column: str | Field
     values: tuple[Any, ...]
 
 
@@ -74,6 +95,17 @@ def quote_identifier(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def render_column(column: str | Field) -> str:
+    """A column operand: the quoted name, wrapped in ``CAST`` when the field asks for one."""
+    if isinstance(column, str):
+        return quote_identifier(column)
+    if column.cast is None:
+        return quote_identifier(column.name)
+    if column.cast.upper() not in _CAST_TYPES:
+        raise NotPushable(f"cast to {column.cast}")
+    return f"CAST({quote_identifier(column.name)} AS {column.cast.upper()})"
+
+
 def quote_table(bucket: str, key: str) -> str:
     """``"bucket"."key"`` for the FROM clause."""
     return '"' + bucket.replace('"', '""') + '"."' + key.replace('"', '""') + '"'
@@ -92,16 +124,35 @@ def _timestamp(value: dt.datetime) -> str:
 def _float(value: float) -> str:
     if value != value or value in (float("inf"), float("-inf")):
         raise NotPushable("non-finite float")
-    return repr(value)
+    text = repr(value)
+    if "e" in text or "E" in text:
+        # The dialect's number literals have no exponent; plain digits parse to the same double.
+        text = format(value, "f") if abs(value) >= 1 else ""
+        if not text or float(text) != value:
+            raise NotPushable(f"float {value!r} has no plain decimal literal")
+    return text
+
+
+def _decimal(value: decimal.Decimal) -> str:
+    if not value.is_finite():
+        raise NotPushable("non-finite decimal")
+    return format(value, "f")
+
+
+def _date(value: dt.date) -> str:
+    # s3-select timestamps need the ``T``; a date is midnight UTC, as the server reads a date
+    # column.
+    return f"CAST({_string(value.isoformat() + 'T')} AS TIMESTAMP)"
 
 
 _LITERALS: tuple[tuple[type, Callable[[Any], str]], ...] = (
     (bool, lambda v: "true" if v else "false"),
     (int, str),
     (float, _float),
-    (decimal.Decimal, str),
+    (decimal.Decimal, _decimal),
     (str, _string),
     (dt.datetime, _timestamp),
+    (dt.date, _date),
 )
 
 
@@ -128,7 +179,8 @@ def _render_comparison(node: Comparison) -> str:
         raise NotPushable(f"operator {node.op}")
     if node.value is None:
         raise NotPushable("comparison with NULL")
-    return f"{quote_identifier(node.column)} {_OPERATORS[node.op]} {literal(node.value)}"
+    right = render_column(node.value) if isinstance(node.value, Field) else literal(node.value)
+    return f"{render_column(node.column)} {_OPERATORS[node.op]} {right}"
 
 
 def _render_in(node: InList) -> str:
@@ -137,7 +189,7 @@ def _render_in(node: InList) -> str:
         raise NotPushable("IN without non-null values")
     if len(values) != len(node.values):
         raise NotPushable("IN list with NULL")
-    return f"{quote_identifier(node.column)} IN ({', '.join(literal(v) for v in values)})"
+    return f"{render_column(node.column)} IN ({', '.join(literal(v) for v in values)})"
 
 
 def _render_null(node: NullTest) -> str:
@@ -180,6 +232,8 @@ def build_query(
     limit: int | None = None,
 ) -> str:
     """The statement that reads ``columns`` of an object where every filter holds.
+
+    ``key`` may also name a prefix (``orders/``) once the server serves prefixes as tables.
 
     Example:
         >>> build_query("sales", "a.csv", ["_1"], [Comparison("_2", "=", "x")], 5)

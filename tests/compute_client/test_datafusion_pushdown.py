@@ -1,0 +1,248 @@
+"""DataFusion pushdown: the DataFusion internals it relies on, and exactness end to end.
+
+The first tests pin what datafusion-python does with a registered ``pyarrow.dataset.Dataset``
+(no server involved): if an upgrade changes any of it, these fail before a wrong answer can.
+The rest run a storage server in a subprocess and compare remote answers with DataFusion's own
+answers over the same files.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+from datafusion import SessionContext
+
+from compute_client.datafusion_source import (
+    FlightDataset,
+    collect,
+    register_flight_catalog,
+    register_flight_table,
+    scan_fetches,
+)
+from tests.conftest import ServerProcess
+
+# ------------------------------------------------------------------ DataFusion internals
+
+
+class _RecordingFragment:
+    def __init__(self, table: pa.Table, calls: list[tuple[str, Any]]) -> None:
+        self.table = table
+        self.calls = calls
+
+    def scanner(self, schema: pa.Schema | None = None, columns: Sequence[str] | None = None,
+                filter: pc.Expression | None = None, **kwargs: Any) -> ds.Scanner:
+        self.calls.append(("fragment.scanner", (schema is not None, columns, str(filter),
+                                                sorted(kwargs))))
+        # Deliberately ignores the filter: shows whether DataFusion re-checks it.
+        table = self.table.select(list(columns)) if columns is not None else self.table
+        return ds.dataset(table).scanner()
+
+
+class _RecordingDataset(ds.Dataset):
+    def __init__(self, table: pa.Table, fragments: int = 2) -> None:
+        self.table = table
+        self.fragments = fragments
+        self.calls: list[tuple[str, Any]] = []
+
+    @property
+    def schema(self) -> pa.Schema:  # type: ignore[override]
+        return self.table.schema
+
+    def scanner(self, **kwargs: Any) -> ds.Scanner:  # type: ignore[override]
+        self.calls.append(("dataset.scanner", (kwargs.get("columns"), str(kwargs.get("filter")))))
+        return ds.dataset(self.table).scanner(**kwargs)
+
+    def get_fragments(self, filter: pc.Expression | None = None  # type: ignore[override]
+                      ) -> Iterator[_RecordingFragment]:
+        self.calls.append(("get_fragments", str(filter)))
+        return iter([_RecordingFragment(self.table, self.calls) for _ in range(self.fragments)])
+
+
+def _recording(sql: str, fragments: int = 2) -> tuple[pa.Table, _RecordingDataset, Any]:
+    table = pa.table({"a": [1, 2, 3, 4], "b": ["x", "y", "x", "z"], "c": [1.0, 2.0, 3.0, 4.0]})
+    dataset = _RecordingDataset(table, fragments)
+    ctx = SessionContext()
+    ctx.register_dataset("t", dataset)
+    frame = ctx.sql(sql)
+    return frame.to_arrow_table(), dataset, frame
+
+
+def test_datafusion_calls_scanner_then_get_fragments_then_one_scanner_per_fragment() -> None:
+    _, dataset, _ = _recording("SELECT a FROM t WHERE b = 'x' AND c > 1.5", fragments=3)
+    filter_text = '((b == "x") and (c > 1.5))'
+    assert dataset.calls[0] == ("dataset.scanner", (["a"], filter_text))
+    assert dataset.calls[1] == ("get_fragments", filter_text)
+    scans = dataset.calls[2:]
+    assert [name for name, _ in scans] == ["fragment.scanner"] * 3
+    # The dataset schema comes positionally; the projection leaves out filter-only columns.
+    assert [args for _, args in scans] == [(True, ["a"], filter_text, ["batch_size"])] * 3
+
+
+def test_datafusion_does_not_recheck_a_pushed_filter() -> None:
+    # Exact pushdown: the fragments ignore the filter, so every row of both comes back.
+    result, _, _ = _recording("SELECT a FROM t WHERE b = 'x'")
+    assert sorted(result["a"].to_pylist()) == [1, 1, 2, 2, 3, 3, 4, 4]
+
+
+def test_datafusion_keeps_like_and_expressions_local_and_never_passes_a_limit() -> None:
+    result, dataset, frame = _recording(
+        "SELECT a FROM t WHERE b LIKE 'x%' AND a + 1 > 2 AND a < 4 LIMIT 10", fragments=1)
+    assert dataset.calls[1] == ("get_fragments", "(a < 4)")
+    assert result["a"].to_pylist() == [3]  # LIKE and a + 1 > 2 ran locally
+    assert all("limit" not in str(args) for _, args in dataset.calls)
+
+
+def test_optimized_plan_shows_fetch_only_when_nothing_above_drops_rows() -> None:
+    _, _, frame = _recording("SELECT a FROM t LIMIT 3")
+    assert scan_fetches(frame.optimized_logical_plan()) == {"t": [3]}
+    _, _, frame = _recording("SELECT a FROM t WHERE a < 4 LIMIT 3")
+    assert scan_fetches(frame.optimized_logical_plan()) == {"t": [3]}  # filter is in the scan
+    _, _, frame = _recording("SELECT a FROM t WHERE b LIKE 'x%' LIMIT 3")
+    assert scan_fetches(frame.optimized_logical_plan()) == {"t": [None]}
+    _, _, frame = _recording("SELECT a FROM t ORDER BY a LIMIT 3")
+    assert scan_fetches(frame.optimized_logical_plan()) == {"t": [None]}
+
+
+# ------------------------------------------------------------------ exactness against DataFusion
+
+WHERE_CLAUSES = [
+    "i > 9",
+    "i = 9007199254740993",
+    "i <= -1 OR i IS NULL",
+    "f > 1.5",
+    "f <= 0.1",
+    "NOT (f = 0.0)",
+    "d >= 12.34",
+    "d < 0",
+    "d IN (12.34, 12.35, 1.00)",
+    "dt >= DATE '2024-02-29'",
+    "dt < DATE '1970-01-01'",
+    "s = 'O''Brien'",
+    "s < 'a'",
+    "s IN ('plain', '100%', 'a_b', 'caf\u00e9', 'x', 'y')",
+    "s NOT IN ('plain', 'abc', 'x')",
+    "s LIKE 'a%'",
+    "s < s2",
+    "b",
+    "NOT b",
+    "b IS NULL AND i > 0",
+    "ts > TIMESTAMP '2024-01-01T00:00:00Z'",
+    "s IS NOT NULL AND (i > 10 OR d < 1) AND NOT (s = 'plain')",
+]
+
+
+def _local_and_remote(server: ServerProcess, data: Path, key: str,
+                      schema: pa.Schema | None) -> tuple[SessionContext, SessionContext,
+                                                         FlightDataset]:
+    local = SessionContext()
+    local.register_parquet("t", str(data / "t" / "typed.parquet"))
+    remote = SessionContext()
+    dataset = register_flight_table(remote, "t", server.location, f"t/{key}", schema=schema)
+    return local, remote, dataset
+
+
+def _rows(table: pa.Table) -> list[tuple[Any, ...]]:
+    return sorted((tuple(r.values()) for r in table.to_pylist()), key=repr)
+
+
+@pytest.mark.parametrize("clause", [
+    pytest.param(c, marks=pytest.mark.xfail(
+        strict=True, reason="DataFusion hands filters to a pyarrow dataset as Exact, and "
+        "pyarrow finds NaN > 1.5 false where DataFusion finds it true; the residual runs in "
+        "pyarrow")) if c == "f > 1.5" else c
+    for c in WHERE_CLAUSES
+])
+def test_parquet_answers_equal_datafusion_on_the_file(typed_server: ServerProcess,
+                                                      typed_data: Path, clause: str) -> None:
+    local, remote, dataset = _local_and_remote(typed_server, typed_data, "typed.parquet", None)
+    sql = f"SELECT id, s, i, d, dt FROM t WHERE {clause}"
+    assert _rows(remote.sql(sql).to_arrow_table()) == _rows(local.sql(sql).to_arrow_table())
+    assert dataset.last_scan is not None
+
+
+def test_parquet_pushes_what_is_exact(typed_server: ServerProcess, typed_data: Path) -> None:
+    _, remote, dataset = _local_and_remote(typed_server, typed_data, "typed.parquet", None)
+    remote.sql("SELECT id FROM t WHERE i > 9 AND d >= 12.34 AND dt < DATE '1970-01-01' "
+               "AND ts > TIMESTAMP '2024-01-01T00:00:00Z'").to_arrow_table()
+    scan = dataset.last_scan
+    assert scan is not None
+    assert scan.pushed == "i > 9 AND d >= 12.34"
+    assert scan.local.startswith("((dt < 1970-01-01) and (ts > 2024-01-01 ")
+    assert scan.query == ('SELECT id, dt, ts FROM "t"."typed.parquet" '
+                          "WHERE i > 9 AND d >= 12.34")
+
+
+def test_csv_with_declared_types_answers_like_datafusion(typed_server: ServerProcess,
+                                                         typed_data: Path) -> None:
+    # The baseline is DataFusion over the same Arrow values: the whole object as the server
+    # reads it (its CSV rules), with the declared types, filtered locally.
+    everything = SessionContext()
+    whole = register_flight_table(everything, "t", typed_server.location, "t/typed.csv",
+                                  schema={"id": pa.int64()})
+    local = SessionContext()
+    local.register_record_batches("t", [everything.sql("SELECT * FROM t").to_arrow_table()
+                                        .to_batches()])
+    assert whole.last_scan is not None and whole.last_scan.pushed == ""
+    remote = SessionContext()
+    dataset = register_flight_table(remote, "t", typed_server.location, "t/typed.csv",
+                                    schema={"id": pa.int64()})
+    for clause in ("id > 20", "id IN (1, 3, 30)", "s < s2", "s >= 'a' AND id < 30",
+                   "s = 'say \"hi\"'", "s IS NULL"):
+        sql = f"SELECT id, s FROM t WHERE {clause}"
+        assert _rows(remote.sql(sql).to_arrow_table()) == _rows(local.sql(sql).to_arrow_table())
+    remote.sql("SELECT s FROM t WHERE id > 20").to_arrow_table()
+    assert dataset.last_scan is not None and dataset.last_scan.pushed == "CAST(id AS INT) > 20"
+
+
+# ------------------------------------------------------------------ LIMIT, catalogs, logs
+
+
+def test_limit_is_pushed_only_where_safe(typed_server: ServerProcess) -> None:
+    ctx = SessionContext()
+    ceph = register_flight_table(ctx, "t", typed_server.location, "t/typed.parquet")
+    aws = register_flight_table(ctx, "a", typed_server.location, "t/typed.parquet",
+                                flavor="aws")
+    assert collect(ctx, "SELECT id FROM t LIMIT 3", {"t": ceph}).num_rows == 3
+    assert ceph.last_scan is not None and ceph.last_scan.limit == 3
+    assert ceph.last_scan.query == 'SELECT id FROM "t"."typed.parquet" LIMIT 3'
+    # Ceph's LIMIT counts scanned rows: with a pushed WHERE it is not sent.
+    got = collect(ctx, "SELECT id FROM t WHERE i > 9 LIMIT 2", {"t": ceph})
+    assert got.num_rows == 2 and ceph.last_scan.limit is None
+    got = collect(ctx, "SELECT id FROM a WHERE i > 9 LIMIT 2", {"a": aws})
+    assert got.num_rows == 2 and aws.last_scan is not None and aws.last_scan.limit == 2
+    # Nothing is left over for the next query.
+    ctx.sql("SELECT id FROM t").to_arrow_table()
+    assert ceph.last_scan.limit is None
+
+
+def test_catalog_of_two_servers(typed_server: ServerProcess,
+                                sample_server: ServerProcess) -> None:
+    ctx = SessionContext()
+    catalog = register_flight_catalog(ctx, "store",
+                                      [typed_server.location, sample_server.location])
+    assert {"t", "sales"} <= catalog.schema_names()
+    got = ctx.sql('SELECT count(*) AS n FROM store.t."typed.parquet" WHERE i > 9').to_arrow_table()
+    dataset = catalog.dataset("t", "typed.parquet")
+    assert dataset is not None and dataset.last_scan is not None
+    assert dataset.last_scan.pushed == "i > 9"
+    assert got["n"].to_pylist() == [dataset.last_scan.rows]
+    orders = ctx.sql('SELECT count(*) AS n FROM store.sales."orders/2024-01.csv"').to_arrow_table()
+    assert orders["n"].to_pylist()[0] > 0
+
+
+def test_scans_are_logged_at_info(typed_server: ServerProcess,
+                                  caplog: pytest.LogCaptureFixture) -> None:
+    ctx = SessionContext()
+    register_flight_table(ctx, "t", typed_server.location, "t/typed.parquet")
+    with caplog.at_level(logging.INFO, logger="compute_client.datafusion"):
+        ctx.sql("SELECT id FROM t WHERE i > 9").to_arrow_table()
+    text = caplog.text
+    assert "pushed='i > 9'" in text and "endpoint done" in text and "bytes=" in text
