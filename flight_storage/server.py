@@ -27,7 +27,7 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -59,13 +59,14 @@ from flight_storage.s3_request import (
 )
 from flight_storage.select_local import select_stats, serialized_records
 from flight_storage.statement import split_table_reference
+from flight_storage.tables import ResolvedTable, resolve_table
 from select_dialect import translate
 
 log = logging.getLogger("flight_storage.server")
 
 SERVER_NAME: Final = "flight-select"
 SERVER_VERSION: Final = "0.1.0"
-TABLE_TYPES: Final = ("OBJECT",)
+TABLE_TYPES: Final = ("OBJECT", "PREFIX")
 FLAVOR_HEADER: Final = "x-flight-select-flavor"
 FLAVORS: Final = ("ceph", "aws")
 _POLL_S: Final = 0.1
@@ -564,11 +565,11 @@ class StorageServer(flight.FlightServerBase):
         parameters: bytes | None,
         fields: dict[str, Any],
     ) -> flight.FlightInfo:
-        obj, plan = self._plan_statement(call, query, flavor, parameters)
+        table, plan = self._plan_statement(call, query, flavor, parameters)
         issued = time.time()
         tickets = [
             PartitionTicket(
-                query=query, flavor=flavor, bucket=obj.bucket, key=obj.key, partition=p,
+                query=query, flavor=flavor, bucket=table.bucket, key=table.key, partition=p,
                 input_serialization=plan.input.to_request(), user=call.user_name,
                 parameters=parameters, issued_at=issued,
             )
@@ -601,7 +602,7 @@ class StorageServer(flight.FlightServerBase):
 
     def _plan_statement(
         self, call: CallContext, query: str, flavor: str, parameters: bytes | None
-    ) -> tuple[ObjectInfo, SelectPlan]:
+    ) -> tuple[ResolvedTable, SelectPlan]:
         if len(query) > self.config.engine.max_query_chars:
             raise ResourceLimitError(
                 f"query text is {len(query)} characters; the limit is "
@@ -617,13 +618,13 @@ class StorageServer(flight.FlightServerBase):
                 code="MissingObject",
             )
         self._check_access(call, reference.bucket)
-        obj = self.catalog.object(reference.bucket, reference.key)
+        table = resolve_table(self.catalog, reference.bucket, reference.key,
+                              reference.input_serialization)
         if parameters is not None:
             sql = bind(sql, protocol.handle_parameters(parameters))
         elif _has_parameters(sql):
             raise InvalidRequestError("statement has ? parameters but none were bound")
-        spec = self._input_spec(obj, None)
-        return obj, self.engine.plan(sql, _source(obj), spec, flavor=flavor)
+        return table, self.engine.plan(sql, _sources(table.objects), table.input, flavor=flavor)
 
     def _input_spec(self, obj: ObjectInfo, request: Mapping[str, Any] | None) -> InputSpec:
         if request is None:
@@ -724,21 +725,24 @@ class StorageServer(flight.FlightServerBase):
     def _plan_ticket(
         self, call: CallContext, ticket: PartitionTicket
     ) -> tuple[_StoppableSource, SelectPlan]:
-        obj = self.catalog.object(ticket.bucket, ticket.key)
         if ticket.output_serialization is None:  # a Flight SQL statement
             reference, sql = split_table_reference(ticket.query)
-            if reference is None or (reference.bucket, reference.key) != (obj.bucket, obj.key):
+            if reference is None or (reference.bucket, reference.key) != (ticket.bucket,
+                                                                         ticket.key):
                 raise protocol.TicketError("ticket does not match its statement")
             if ticket.parameters is not None:
                 sql = bind(sql, protocol.handle_parameters(ticket.parameters))
-            spec = self._input_spec(obj, None)
+            table = resolve_table(self.catalog, ticket.bucket, ticket.key,
+                                  reference.input_serialization)
+            objects, spec = table.objects, table.input
         else:  # an S3 request: the partition already holds any ScanRange
             sql = ticket.query
-            spec = self._input_spec(obj, ticket.input_serialization)
-        source = _StoppableSource(obj.path, f"{obj.bucket}/{obj.key}", obj.size)
-        plan = self.engine.plan(sql, source, spec, flavor=ticket.flavor)
-        source.read[0] = 0  # count what the scan reads, not the header planning peeked at
-        return source, plan
+            obj = self.catalog.object(ticket.bucket, ticket.key)
+            objects, spec = (obj,), self._input_spec(obj, ticket.input_serialization)
+        sources = _sources(objects)
+        plan = self.engine.plan(sql, sources, spec, flavor=ticket.flavor)
+        sources[0].read[0] = 0  # count what the scan reads, not the header planning peeked at
+        return sources[0], plan
 
     def _partition_stream(
         self,
@@ -966,29 +970,33 @@ class StorageServer(flight.FlightServerBase):
             buckets = [b for b in self._readable_buckets(call) if _like(b, schema_pattern)]
         rows = []
         for bucket in buckets:
-            for obj in self.catalog.objects(bucket):
-                if obj.format is None or not _like(obj.key, table_pattern):
+            names = [(t.prefix, "PREFIX") for t in self.catalog.bucket_config(bucket).tables]
+            names += [(o.key, "OBJECT") for o in self.catalog.objects(bucket)
+                      if o.format is not None]
+            for name, kind in names:
+                if not _like(name, table_pattern) or (types and kind not in types):
                     continue
                 row: dict[str, Any] = {
                     "catalog_name": None,
                     "db_schema_name": bucket,
-                    "table_name": obj.key,
-                    "table_type": TABLE_TYPES[0],
+                    "table_name": name,
+                    "table_type": kind,
                 }
                 if message.include_schema:
-                    row["table_schema"] = self._object_schema(obj).serialize().to_pybytes()
+                    row["table_schema"] = self._table_schema(bucket, name).serialize().to_pybytes()
                 rows.append(row)
         schema = (
             protocol.TABLES_SCHEMA_WITH_SCHEMA if message.include_schema else protocol.TABLES_SCHEMA
         )
         return pa.Table.from_pylist(rows, schema=schema)
 
-    def _object_schema(self, obj: ObjectInfo) -> pa.Schema:
+    def _table_schema(self, bucket: str, name: str) -> pa.Schema:
         try:
-            plan = self.engine.plan("SELECT * FROM s3object", _source(obj),
-                                    self._input_spec(obj, None))
+            table = resolve_table(self.catalog, bucket, name)
+            plan = self.engine.plan("SELECT * FROM s3object", _sources(table.objects),
+                                    table.input)
         except StorageError as exc:
-            log.warning("no schema for %s/%s: %s", obj.bucket, obj.key, exc)
+            log.warning("no schema for %s/%s: %s", bucket, name, exc)
             return pa.schema([])
         return plan.arrow_schema
 
@@ -1057,6 +1065,15 @@ def _tls_arguments(config: ServerConfig) -> dict[str, Any]:
 
 def _source(obj: ObjectInfo) -> _StoppableSource:
     return _StoppableSource(obj.path, f"{obj.bucket}/{obj.key}", obj.size)
+
+
+def _sources(objects: Sequence[ObjectInfo]) -> list[_StoppableSource]:
+    """Sources of a table's objects sharing one stop switch and one read counter."""
+    first = _source(objects[0])
+    return [first] + [
+        _StoppableSource(o.path, f"{o.bucket}/{o.key}", o.size, first.stop, first.read)
+        for o in objects[1:]
+    ]
 
 
 def _record_writer(plan: SelectPlan, output: Mapping[str, Any]) -> RecordWriter:

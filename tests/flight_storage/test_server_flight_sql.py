@@ -70,11 +70,38 @@ def test_get_objects_lists_buckets_tables_and_columns(server: ServerProcess) -> 
     schemas = {s["db_schema_name"]: s for c in objects for s in c["catalog_db_schemas"]}
     assert list(schemas) == ["sales"]
     tables = {t["table_name"]: t for t in schemas["sales"]["db_schema_tables"]}
-    assert sorted(tables) == ["orders/2024-01.csv", "orders/2024-02.csv", "orders/2024-03.csv"]
-    columns = [c["column_name"] for c in tables["orders/2024-01.csv"]["table_columns"]]
+    # the configured prefix is a table of its own, beside each object under it
+    assert sorted(tables) == ["orders/", "orders/2024-01.csv", "orders/2024-02.csv",
+                              "orders/2024-03.csv"]
+    assert tables["orders/"]["table_type"] == "PREFIX"
+    assert tables["orders/2024-01.csv"]["table_type"] == "OBJECT"
     header = (SAMPLES / "sales/orders/2024-01.csv").read_text().splitlines()[0].split(",")
-    assert columns == header
-    assert types == ["OBJECT"]
+    for name in ("orders/2024-01.csv", "orders/"):
+        assert [c["column_name"] for c in tables[name]["table_columns"]] == header
+    assert types == ["OBJECT", "PREFIX"]
+
+
+def test_prefix_table_reads_every_object(server: ServerProcess) -> None:
+    with flightsql.connect(server.location) as conn, conn.cursor() as cursor:
+        cursor.execute('SELECT count(*) FROM "sales"."orders/"')
+        (count,) = cursor.fetchone()
+        cursor.execute('SELECT order_id FROM "sales"."orders/" WHERE region = \'north\'')
+        ids = [int(r[0]) for r in cursor.fetchall()]
+    expected = [int(r[0]) for month in ("01", "02", "03")
+                for r in csv.reader(io.StringIO(
+                    (SAMPLES / f"sales/orders/2024-{month}.csv").read_text()))
+                if r[2] == "north"]
+    assert int(count) == 6000
+    assert sorted(ids) == expected and ids
+
+
+def test_with_options_in_the_statement(server: ServerProcess) -> None:
+    with flightsql.connect(server.location) as conn, conn.cursor() as cursor:
+        cursor.execute("SELECT _1 FROM \"sales\".\"orders_noheader.csv\" "
+                       "WITH (FileHeaderInfo = 'IGNORE') LIMIT 2")
+        rows = cursor.fetchall()
+    first_two = [r[0] for r in _noheader_rows()[1:3]]  # IGNORE skips the first line
+    assert [r[0] for r in rows] == first_two
 
 
 def test_get_table_schema_matches_query_schema(server: ServerProcess) -> None:
