@@ -438,9 +438,15 @@ class SelectEngine:
         chosen = (
             list(partitions) if partitions is not None else [p.partition for p in plan.partitions]
         )
-        scan = chain_scans([s for p in chosen for s in self._scans(plan, p)])
+        if _order_free(plan.translation):
+            # An aggregate without LIMIT does not care about record order: let DataFusion read
+            # the pieces in parallel, one fragment each.
+            pieces = [s for p in self._expand(plan, chosen) for s in self._scans(plan, p)]
+            scans = pieces or [chain_scans([])]
+        else:
+            scans = [chain_scans([s for p in chosen for s in self._scans(plan, p)])]
         ctx = _session(self.config)
-        ctx.register_dataset(TABLE, StreamingDataset(plan.input_schema, [scan]))
+        ctx.register_dataset(TABLE, StreamingDataset(plan.input_schema, scans))
         try:
             frame = ctx.sql_with_options(plan.translation.sql, _READ_ONLY)
             for batch in frame.execute_stream():
@@ -457,6 +463,12 @@ class SelectEngine:
         schema = plan.arrow_schema
         for batch in self.execute(plan, partitions):
             yield to_arrow_result(batch, schema)
+
+    def _expand(self, plan: SelectPlan, chosen: Sequence[Partition]) -> list[Partition]:
+        """Replace a whole-table partition by the plan's finer partitions."""
+        if [p.kind for p in chosen] == ["object"]:
+            return [p.partition for p in plan.partitions]
+        return list(chosen)
 
     def _scans(self, plan: SelectPlan, partition: Partition) -> list[ScanFunction]:
         """One scan per (object, piece) the partition covers."""
@@ -602,6 +614,10 @@ def _named(error: InputFormatError, object_name: str) -> InputFormatError:
         return error
     return type(error)(f"{object_name}: {error.message}", code=error.code, offset=error.offset,
                        row=error.row)
+
+
+def _order_free(translation: Translation) -> bool:
+    return translation.is_aggregate and translation.limit is None
 
 
 def _parquet_errors(batches: Iterable[pa.RecordBatch], name: str) -> Iterator[pa.RecordBatch]:

@@ -82,3 +82,19 @@ def test_parquet_row_group_partitions_tile_the_object(n, group_rows, per_partiti
     split = _rows_of(engine, plan, [p.partition for p in plan.partitions])
     assert [r[0] for r in split] == [i for i in range(n) if i % 3 == 0]
     assert sum(p.rows or 0 for p in plan.partitions) == n
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(values=st.lists(st.integers(-999, 999), min_size=1, max_size=200),
+       partition_bytes=st.integers(8, 400))
+def test_aggregates_read_in_parallel_equal_one_pass(values, partition_bytes) -> None:
+    data = "".join(f"{v},{v % 5}\n" for v in values).encode()
+    sql = "select count(*), sum(cast(_1 as int)), min(cast(_1 as int)) from s3object where _2 = '1'"
+    results = []
+    for size in (1 << 30, partition_bytes):
+        engine = SelectEngine(EngineConfig(partition_bytes=size))
+        plan = engine.plan(sql, BytesSource(data), InputSpec("csv"))
+        results.append([r for b in engine.execute_arrow(plan) for r in b.to_pylist()])
+    assert results[0] == results[1]
+    matching = [v for v in values if v % 5 == 1]
+    assert list(results[0][0].values())[0] == len(matching)
