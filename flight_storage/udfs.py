@@ -1,11 +1,13 @@
 """Vectorised kernels for the UDFs named in :mod:`select_dialect.udf_names`.
 
-Every kernel works on whole ``pyarrow`` arrays with ``pyarrow.compute`` (calendar arithmetic included); the only Python loops are over the *distinct* values of an argument that
-is a pattern (``to_string`` formats, dynamic ``LIKE`` patterns, date parts) and, in
-``s3_json_to_string``, a per-row ``json.loads`` for string values that contain a backslash
-escape (rare). A kernel that meets a processing error raises :func:`processing_error`; the
-engine turns DataFusion's error text back into ``(code, message)`` with
-:func:`parse_processing_error`.
+Every kernel works on whole ``pyarrow`` arrays with ``pyarrow.compute`` (calendar arithmetic
+included); the only Python loops are over the *distinct* values of an argument that is a
+pattern (``to_string`` formats, dynamic ``LIKE`` patterns, date parts), in
+``s3_json_to_string`` a per-row ``json.loads`` for string values that contain a backslash
+escape (rare), and in ``s3_json_in`` / ``s3_json_equal`` one decode per distinct pair of JSON
+container texts (only queries that compare JSON arrays use them). A kernel that meets a
+processing error raises :func:`processing_error`; the engine turns DataFusion's error text
+back into ``(code, message)`` with :func:`parse_processing_error`.
 
 Example:
     >>> import datafusion
@@ -49,6 +51,20 @@ _TIMESTAMP_TEXT = (
     r"^(?P<y>[0-9]{4})(?:-(?P<mo>[0-9]{2})(?:-(?P<d>[0-9]{2}))?)?T"
     r"(?:(?P<h>[0-9]{2}):(?P<mi>[0-9]{2})(?::(?P<s>[0-9]{2})(?:\.(?P<f>[0-9]{1,9}))?)?"
     r"(?P<z>Z|[+-][0-9]{2}:[0-9]{2})?)?$"
+)
+
+# ISO 8601 basic format (Ceph accepts it: ``19171028T021607Z``), rewritten to the extended
+# form before parsing: with seconds (and an optional fraction), or hours and minutes only.
+_BASIC_TIMESTAMPS = (
+    (
+        r"^([0-9]{4})([0-9]{2})([0-9]{2})T([0-9]{2})([0-9]{2})([0-9]{2})(\.[0-9]{1,9})?"
+        r"(Z|[+-][0-9]{2}:[0-9]{2})?$",
+        r"\1-\2-\3T\4:\5:\6\7\8",
+    ),
+    (
+        r"^([0-9]{4})([0-9]{2})([0-9]{2})T([0-9]{2})([0-9]{2})(Z|[+-][0-9]{2}:[0-9]{2})?$",
+        r"\1-\2-\3T\4:\5\6",
+    ),
 )
 
 _NS = {"second": 10**9, "minute": 60 * 10**9, "hour": 3600 * 10**9, "day": 86400 * 10**9}
@@ -131,6 +147,8 @@ def cast_int(values: pa.Array) -> pa.Array:
     bad = pc.and_(values.is_valid(), pc.invert(pc.fill_null(good, False)))
     if _any(bad):
         raise _conversion_error(_first_invalid(values, bad))
+    # Arrow's string -> int cast rejects a leading "+"; it is valid s3-select ("+00").
+    text = pc.replace_substring_regex(text, r"^\+", "")
     try:
         return pc.cast(text, pa.int64())
     except (pa.ArrowInvalid, OverflowError):
@@ -203,6 +221,74 @@ def json_to_double(values: pa.Array) -> pa.Array:
     return pc.if_else(pc.fill_null(pc.equal(values, "false"), False), 0.0, out)
 
 
+def _json_same(a: Any, b: Any) -> bool:
+    """Equality of two decoded JSON values: numbers by value, containers member-wise,
+    booleans only with booleans (``true`` is not ``1``)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_json_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_same(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+def _decode(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise processing_error("InvalidJsonValue", f"not a JSON value: {text[:60]!r}") from None
+
+
+def _json_pairs(first: pa.Array, second: pa.Array, decide: Callable[[Any, Any], bool]) -> pa.Array:
+    """Apply ``decide`` to the decoded values of each *distinct* (first, second) pair.
+
+    JSON texts are decoded once per distinct pair: a constant needle against repeated
+    arrays costs one decode per distinct array. Only queries that compare JSON containers
+    reach this (``x IN s.arr[*]``, ``(1,2) = s.arr``); a row with a NULL argument (MISSING)
+    gives NULL.
+    """
+    keys = pc.binary_join_element_wise(first, second, "\x00")
+    encoded = pc.dictionary_encode(keys)
+    answers = []
+    for key in encoded.dictionary.to_pylist():
+        left, right = key.split("\x00", 1)
+        answers.append(decide(_decode(left), _decode(right)))
+    return pc.take(pa.array(answers, pa.bool_()), encoded.indices)
+
+
+def _contains(needle: Any, haystack: Any) -> bool:
+    if isinstance(haystack, list):
+        return any(_json_same(needle, element) for element in haystack)
+    return _json_same(needle, haystack)
+
+
+def json_in(needles: pa.Array, haystacks: pa.Array) -> pa.Array:
+    """``s3_json_in``: the needle (JSON text) equals an element of the haystack array (a
+    non-array haystack is a one-element list); NULL when either is NULL (MISSING)."""
+    return _json_pairs(needles, haystacks, _contains)
+
+
+def json_equal(first: pa.Array, second: pa.Array) -> pa.Array:
+    """``s3_json_equal``: structural equality of two JSON texts (``[2,3.0]`` = ``[2,3]``)."""
+    return _json_pairs(first, second, _json_same)
+
+
+def json_quote(values: pa.Array) -> pa.Array:
+    """``s3_json_quote``: a string as a JSON string literal (control characters, rare, are
+    escaped per value by the JSON encoder)."""
+    escaped = pc.replace_substring(values, "\\", "\\\\")
+    escaped = pc.replace_substring(escaped, '"', '\\"')
+    out = pc.binary_join_element_wise('"', escaped, '"', "")
+    control = pc.fill_null(pc.match_substring_regex(values, "[\\x00-\\x1f]"), False)
+    if _any(control):
+        rows = pc.take(values, pc.indices_nonzero(control)).to_pylist()
+        out = pc.replace_with_mask(out, control, pa.array([json.dumps(v) for v in rows], pa.utf8()))
+    return out
+
+
 # ---------------------------------------------------------------------------- timestamps
 
 
@@ -222,8 +308,11 @@ def _struct(
 
 
 def to_timestamp(values: pa.Array) -> pa.Array:
-    """``s3_to_timestamp``: parse ``YYYY[-MM[-DD]]T[HH:MM[:SS[.f…]][Z|±HH:MM]]``."""
+    """``s3_to_timestamp``: parse ``YYYY[-MM[-DD]]T[HH:MM[:SS[.f…]][Z|±HH:MM]]`` or the
+    basic form ``YYYYMMDDTHHMM[SS[.f…]][Z|±HH:MM]``."""
     text = pc.utf8_upper(pc.utf8_trim_whitespace(values))
+    for pattern, replacement in _BASIC_TIMESTAMPS:
+        text = pc.replace_substring_regex(text, pattern, replacement)
     matched = pc.fill_null(pc.match_substring_regex(text, _TIMESTAMP_TEXT), False)
     bad = pc.and_(values.is_valid(), pc.invert(matched))
     if _any(bad):
@@ -270,6 +359,14 @@ def timestamp_from_utc(instants: pa.Array, precision: pa.Array) -> pa.Array:
     ns = pc.cast(pc.cast(instants, pa.timestamp("ns", tz="UTC")), pa.int64())
     zeros = pa.array([0] * len(instants), pa.int64())
     return _struct(ns, zeros, zeros, pc.fill_null(precision, 4), zeros, instants.is_valid())
+
+
+def timestamp_z(instants: pa.Array, precision: pa.Array) -> pa.Array:
+    """``s3_timestamp_z``: an Arrow instant as an s3 timestamp written in UTC (``Z``)."""
+    ns = pc.cast(pc.cast(instants, pa.timestamp("ns", tz="UTC")), pa.int64())
+    zeros = pa.array([0] * len(instants), pa.int64())
+    zone = pa.array([ZONE_Z] * len(instants), pa.int64())
+    return _struct(ns, zeros, zone, pc.fill_null(precision, 4), zeros, instants.is_valid())
 
 
 def _fields(ts: pa.Array) -> dict[str, pa.Array]:
@@ -546,12 +643,16 @@ KERNELS: dict[str, Kernel] = {
     U.JSON_TO_STRING: json_to_string,
     U.TO_TIMESTAMP: to_timestamp,
     U.TIMESTAMP_FROM_UTC: timestamp_from_utc,
+    U.TIMESTAMP_Z: timestamp_z,
     U.TIMESTAMP_TO_STRING: timestamp_to_string,
     U.LOCAL_TIME: local_time,
     U.DATE_ADD: date_add,
     U.DATE_DIFF: date_diff,
     U.TO_STRING: to_string,
     U.LIKE: like,
+    U.JSON_IN: json_in,
+    U.JSON_EQUAL: json_equal,
+    U.JSON_QUOTE: json_quote,
 }
 
 

@@ -25,6 +25,7 @@ from sqlglot.tokens import TokenType
 
 # Function names parsed into ``exp.Anonymous`` (translated by name in transforms.py).
 ANONYMOUS_FUNCTIONS: tuple[str, ...] = (
+    "ADD",
     "CHARACTER_LENGTH",
     "CHAR_LENGTH",
     "COALESCE",

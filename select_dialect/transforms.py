@@ -19,6 +19,7 @@ output tree is built only from nodes created here, never from user text.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -75,6 +76,9 @@ _DATE_PART_PRECISION: dict[str, int] = {
 }
 
 _EXTRACT_LOCAL_PARTS = frozenset({"year", "month", "day", "hour", "minute", "second", "week"})
+
+# What Ceph's ``version()`` returns: the ceph/s3select release whose dialect is followed.
+CEPH_S3SELECT_VERSION = "41.a"
 
 _CYCLE_MESSAGE = "number of calls exceed maximum size, probably a cyclic reference to alias"
 
@@ -288,6 +292,8 @@ class Lowering:
             exp.Length: self._char_length,
             exp.Coalesce: self._coalesce_node,
             exp.Nullif: self._nullif_node,
+            exp.Tuple: self._json_array,
+            exp.Array: self._json_array,
         }
         self._functions: dict[str, Callable[[list[exp.Expression]], Typed]] = {
             "INT": lambda args: self._cast(self._one(args, "int"), "int"),
@@ -304,6 +310,8 @@ class Lowering:
             "DATE_DIFF": self._date_diff,
             "UTCNOW": self._utcnow,
             "TO_STRING": self._to_string,
+            "ADD": self._add,
+            "VERSION": self._version,
         }
 
     # ------------------------------------------------------------------ entry points
@@ -314,6 +322,10 @@ class Lowering:
         if handler is None:
             raise UnsupportedFeatureError(f"unsupported expression: {_describe(node)}")
         return handler(node)
+
+    def lower_alias(self, name: str) -> Typed:
+        """Lower the projection defined ``AS name`` (once; later uses get a copy)."""
+        return self._alias(name.lower())
 
     def lower_condition(self, node: exp.Expression) -> exp.Expression:
         """Lower a WHERE condition to a boolean expression."""
@@ -593,8 +605,8 @@ class Lowering:
         path: list[tuple[Any, ...]] = []
         for step in steps:
             if step is _ANY_INDEX:
-                raise UnsupportedFeatureError("[*] is supported only in the FROM clause")
-            if isinstance(step, int):
+                path.append(("any_index",))
+            elif isinstance(step, int):
                 path.append(("index", step))
             else:
                 path.append(("key", str(step)))
@@ -641,6 +653,8 @@ class Lowering:
         return klass(this=a, expression=b), kind
 
     def _comparison(self, node: exp.Binary) -> Typed:
+        if isinstance(node.this, _ARRAY_NODES) or isinstance(node.expression, _ARRAY_NODES):
+            return self._json_equality(type(node), node.this, node.expression), BOOL
         return self.compare(type(node), self.lower(node.this), self.lower(node.expression)), BOOL
 
     def compare(self, klass: type[exp.Expression], left: Typed, right: Typed) -> exp.Expression:
@@ -663,6 +677,14 @@ class Lowering:
             a, b = self.as_number(left), self.as_number(right)
         elif JSON in pair and pair & TEXTUAL:
             a, b = self.as_string(left), self.as_string(right)
+        elif pair == {JSON, BOOL} and self.flavor == "aws" and klass in (exp.EQ, exp.NEQ):
+            # AWS/MinIO: values of different types are unequal (42 != true, "true" != true);
+            # a JSON boolean's text is exactly true/false.
+            json_side, bool_side = (left, right) if lk == JSON else (right, left)
+            a, b = json_side[0], exp.If(
+                this=paren(bool_side[0]), true=lit_str("true"), false=lit_str("false")
+            )
+            a, b = (a, b) if lk == JSON else (b, a)
         elif BOOL in pair:
             a, b = self.as_bool(left), self.as_bool(right)
         elif FIELD in pair and pair & NUMERIC:
@@ -728,17 +750,72 @@ class Lowering:
     def _in(self, node: exp.In) -> Typed:
         if node.args.get("query") is not None or node.args.get("unnest") is not None:
             raise UnsupportedFeatureError("subqueries are not supported")
-        if node.args.get("field") is not None or isinstance(node.this, (exp.Tuple, exp.Array)):
-            raise UnsupportedFeatureError("IN over JSON arrays is not supported")
+        field = node.args.get("field")
+        if field is not None:
+            return self._in_json(node.this, field)
+        if not node.expressions:
+            raise QuerySemanticError("IN needs at least one value")
+        if any(isinstance(n, _ARRAY_NODES) for n in (node.this, *node.expressions)):
+            comparisons = [
+                paren(self._json_equality(exp.EQ, node.this, item)) for item in node.expressions
+            ]
+            return exp.Paren(this=balanced(comparisons, exp.Or)), BOOL
         subject = self.lower(node.this)
         items = [self.lower(item) for item in node.expressions]
-        if not items:
-            raise QuerySemanticError("IN needs at least one value")
         kinds = {kind for _, kind in items}
         if subject[1] in NUMERIC and kinds <= NUMERIC or subject[1] in TEXTUAL and kinds <= TEXTUAL:
             return exp.In(this=paren(subject[0]), expressions=[i[0] for i in items]), BOOL
         comparisons = [paren(self.compare(exp.EQ, subject, item)) for item in items]
         return exp.Paren(this=balanced(comparisons, exp.Or)), BOOL
+
+    def _in_json(self, subject: exp.Expression, field: exp.Expression) -> Typed:
+        """``x IN s.arr[*]`` / ``x IN s.arr``: membership in a JSON array of the row."""
+        haystack = self.lower(field)
+        if haystack[1] != JSON:
+            raise UnsupportedFeatureError(
+                f"IN over a path needs a JSON array of the row: {_describe(field)}"
+            )
+        needle = self.as_json_text(self.lower(subject))
+        return fn(U.JSON_IN, needle, haystack[0]), BOOL
+
+    def _json_equality(
+        self, klass: type[exp.Expression], left: exp.Expression, right: exp.Expression
+    ) -> exp.Expression:
+        """``=`` / ``!=`` with an array or tuple side: structural JSON equality. A MISSING
+        side is unequal to any array (``!=`` is true), as in MinIO."""
+        if klass not in (exp.EQ, exp.NEQ):
+            raise QuerySemanticError("arrays can only be compared with = or !=")
+        a = self.as_json_text(self.lower(left))
+        b = self.as_json_text(self.lower(right))
+        equal = exp.Coalesce(this=fn(U.JSON_EQUAL, a, b), expressions=[exp.Boolean(this=False)])
+        return equal if klass is exp.EQ else exp.Not(this=equal)
+
+    def as_json_text(self, typed: Typed) -> exp.Expression:
+        """The value as JSON text (what a JSON path column holds); NULL stays NULL."""
+        node, kind = typed
+        static = _static_json(node, kind)
+        if static is not None:
+            return lit_str(static)
+        if kind == JSON:
+            return node
+        if kind in NUMERIC or kind == BOOL:
+            return cast(paren(node), "VARCHAR")
+        if kind == NULL:
+            return typed_null(JSON)
+        return fn(U.JSON_QUOTE, self.as_string(typed))
+
+    def _json_array(self, node: exp.Expression) -> Typed:
+        """A tuple ``(1, 'a')`` or array ``[1, 'a']`` literal, as JSON array text."""
+        texts = [self.as_json_text(self.lower(item)) for item in node.expressions]
+        if all(isinstance(t, exp.Literal) for t in texts):
+            return lit_str("[" + ",".join(t.this for t in texts) + "]"), JSON
+        parts: list[exp.Expression] = [lit_str("[")]
+        for i, text in enumerate(texts):
+            if i:
+                parts.append(lit_str(","))
+            parts.append(exp.Coalesce(this=text, expressions=[lit_str("null")]))
+        parts.append(lit_str("]"))
+        return fn("concat", *parts), JSON
 
     def _like(self, node: exp.Expression) -> Typed:
         escape_typed: Typed | None = None
@@ -961,7 +1038,23 @@ class Lowering:
         if args:
             raise QuerySemanticError("utcnow takes no arguments")
         now = fn("date_trunc", lit_str("second"), fn("now"))
-        return fn(U.TIMESTAMP_FROM_UTC, now, exp.Literal.number(4)), TS
+        # Ceph prints utcnow() with "+00:00" (no zone written); AWS writes "Z".
+        convert = U.TIMESTAMP_FROM_UTC if self.flavor == "ceph" else U.TIMESTAMP_Z
+        return fn(convert, now, exp.Literal.number(4)), TS
+
+    def _add(self, args: list[exp.Expression]) -> Typed:
+        """Ceph's ``add(a, b)``: the ``+`` operator as a function."""
+        if len(args) != 2:
+            raise QuerySemanticError("add takes two arguments")
+        return self._arithmetic(exp.Add(this=args[0], expression=args[1]))
+
+    def _version(self, args: list[exp.Expression]) -> Typed:
+        """Ceph's ``version()``: the s3select engine version whose dialect this follows."""
+        if args:
+            raise QuerySemanticError("version takes no arguments")
+        if self.flavor != "ceph":
+            raise UnsupportedFeatureError("unsupported function: version")
+        return lit_str(CEPH_S3SELECT_VERSION), STRING
 
     def _to_string(self, args: list[exp.Expression]) -> Typed:
         if len(args) != 2:
@@ -976,6 +1069,21 @@ class _Quoted(str):
 
 
 _ANY_INDEX = _Quoted("[*]")
+
+_ARRAY_NODES = (exp.Tuple, exp.Array)
+
+
+def _static_json(node: exp.Expression, kind: str) -> str | None:
+    """JSON text of a literal known while translating (else None)."""
+    if isinstance(node, exp.Literal):
+        if node.is_string:
+            return json.dumps(node.this) if kind in TEXTUAL else node.this
+        return node.this
+    if isinstance(node, exp.Boolean):
+        return "true" if node.this else "false"
+    if isinstance(node, exp.Null):
+        return "null"
+    return None
 
 _CAST_TARGETS: dict[Any, str] = {
     exp.DataType.Type.INT: "int",

@@ -58,6 +58,11 @@ class Translation:
         limit: the LIMIT value, if any.
         limit_counts_input: True when LIMIT counts scanned rows (Ceph), already applied in
             ``sql`` below the WHERE clause.
+        row_as_record: JSON input only: the single output column is the whole row (``SELECT
+            *``, or in the aws flavour the bare FROM alias, ``SELECT s FROM s3object s``).
+            AWS/MinIO print a row that is an object as the record itself (its members are
+            the output fields, ``{}`` when MISSING) and any other value under
+            ``output_names[0]``; Ceph prints its ``path. : value`` listing.
     """
 
     sql: str
@@ -70,10 +75,29 @@ class Translation:
     json_paths: dict[str, tuple[tuple[Any, ...], ...]] = field(default_factory=dict)
     limit: int | None = None
     limit_counts_input: bool = False
+    row_as_record: bool = False
+
+
+# The S3 error code of every syntax error in the Ceph flavour (RGW reports no finer code).
+CEPH_SYNTAX_CODE = "UnsupportedSyntax"
 
 
 def parse(sql: str, flavor: str = "ceph") -> exp.Select:
-    """Parse one s3-select statement (syntax errors become :class:`QuerySyntaxError`)."""
+    """Parse one s3-select statement (syntax errors become :class:`QuerySyntaxError`).
+
+    The error names the line, column and offending text; its code is AWS's
+    (``ParseUnexpectedToken``, ...) in the ``aws`` flavour and ``UnsupportedSyntax``, what
+    RGW reports, in the ``ceph`` flavour.
+    """
+    try:
+        return _parse(sql, flavor)
+    except QuerySyntaxError as error:
+        if flavor == "ceph":
+            error.code = CEPH_SYNTAX_CODE
+        raise
+
+
+def _parse(sql: str, flavor: str) -> exp.Select:
     if len(sql.encode("utf-8", errors="replace")) > MAX_QUERY_BYTES:
         raise UnsupportedFeatureError(
             f"query is longer than {MAX_QUERY_BYTES} bytes", code="ExpressionTooLong"
@@ -145,6 +169,10 @@ def translate(
         raise UnsupportedFeatureError(f"unsupported flavor {flavor}")
     try:
         return _translate(sql, input_format, flavor, columns, header, table)
+    except QuerySyntaxError as error:
+        if flavor == "ceph":
+            error.code = CEPH_SYNTAX_CODE
+        raise
     except RecursionError:
         raise UnsupportedFeatureError(
             "expression is nested too deeply", code="ExpressionTooComplex"
@@ -163,7 +191,12 @@ def _translate(
     _check_shape(statement)
     source: S3Table = statement.args["from_"].this
     from_path = tuple(source.args.get("path") or ())
+    if from_path[:1] == (("any_index",),):
+        from_path = from_path[1:]  # s3object[*]: each document; the reader's rows start here
     table_alias = source.args.get("alias")
+    if table_alias is None and flavor == "aws" and from_path and from_path[-1][0] == "key":
+        # PartiQL: FROM S3Object[*].Rules[*].id binds the row to the name "id".
+        table_alias = exp.to_identifier(from_path[-1][1])
     table_names = {str(source.this.this), "s3object"}
     if table_alias is not None:
         table_names.add(str(table_alias.this))
@@ -179,7 +212,8 @@ def _translate(
         aliases=aliases,
     )
 
-    select_star = len(projections) == 1 and _is_star(projections[0])
+    select_star = len(projections) == 1 and _is_star(projections[0], table_names)
+    row_as_record = select_star and input_format == "json"
     outputs: list[exp.Expression] = []
     output_names: list[str] = []
     output_is_json: list[bool] = []
@@ -195,10 +229,16 @@ def _translate(
         output_is_json.extend(False for _ in output_names)
     else:
         for position, projection in enumerate(projections, start=1):
-            if _is_star(projection):
+            if _is_star(projection, table_names):
                 raise UnsupportedFeatureError("* must be the only projection")
             body = projection.this if isinstance(projection, exp.Alias) else projection
-            node, kind = lowering.lower(body)
+            if isinstance(projection, exp.Alias):
+                # Through the alias: inside its own definition the name is the column
+                # (``date_add(day, 2, shipdate) as shipdate``), and WHERE / other
+                # projections reuse the same lowered tree.
+                node, kind = lowering.lower_alias(projection.alias)
+            else:
+                node, kind = lowering.lower(body)
             if aggregate:
                 _check_grouped(node)
             outputs.append(exp.alias_(node, f"c{len(outputs)}", quoted=True))
@@ -206,6 +246,10 @@ def _translate(
                 name: str | None = projection.alias
             else:
                 name = lowering.output_name(body)
+            row_alias = _is_row_alias(body, table_alias, flavor, input_format, aliases)
+            if row_alias and len(projections) == 1:
+                row_as_record = True
+                name = str(table_alias.this) if name is None else name
             if name is None:
                 unnamed += 1
                 name = f"_{unnamed if flavor == 'ceph' else position}"
@@ -229,11 +273,13 @@ def _translate(
             .limit(exp.Literal.number(limit))
             .subquery(exp.Identifier(this=table, quoted=True))
         )
-    query = exp.select(*outputs).from_(source_sql)
+    # copy=False: the trees were built here for this statement (a copy of a 256 KB WHERE
+    # clause costs seconds).
+    query = exp.select(*outputs, copy=False).from_(source_sql, copy=False)
     if condition is not None:
-        query = query.where(condition)
+        query = query.where(condition, copy=False)
     if limit is not None and not counts_input:
-        query = query.limit(exp.Literal.number(limit))
+        query = query.limit(exp.Literal.number(limit), copy=False)
 
     return Translation(
         sql=to_sql(query),
@@ -246,6 +292,7 @@ def _translate(
         json_paths=dict(lowering.state.json_paths),
         limit=limit,
         limit_counts_input=counts_input,
+        row_as_record=row_as_record,
     )
 
 
@@ -294,8 +341,33 @@ def _collect_aliases(
     return aliases
 
 
-def _is_star(node: exp.Expression) -> bool:
-    return isinstance(node, exp.Star) or (isinstance(node, exp.Column) and isinstance(node.this, exp.Star))
+def _is_star(node: exp.Expression, table_names: set[str]) -> bool:
+    """``*`` or ``<table or alias>.*``."""
+    if isinstance(node, exp.Star):
+        return True
+    if isinstance(node, exp.Column) and isinstance(node.this, exp.Star):
+        prefix = node.table
+        if prefix and prefix.lower() not in {name.lower() for name in table_names}:
+            raise QuerySemanticError(f"unknown table {prefix!r} in {prefix}.*")
+        return True
+    return False
+
+
+def _is_row_alias(
+    node: exp.Expression,
+    table_alias: exp.Identifier | None,
+    flavor: str,
+    input_format: str,
+    aliases: dict[str, exp.Expression],
+) -> bool:
+    """``SELECT s FROM s3object s`` on JSON (aws flavour): the projection is the row."""
+    if flavor != "aws" or input_format != "json" or table_alias is None:
+        return False
+    bare = isinstance(node, exp.Column) and not node.table
+    if not (bare and isinstance(node.this, exp.Identifier)):
+        return False
+    name = node.this.this.lower()
+    return name == str(table_alias.this).lower() and name not in aliases
 
 
 def _star_names(

@@ -29,12 +29,16 @@ JSON_TO_DOUBLE = "s3_json_to_double"
 JSON_TO_STRING = "s3_json_to_string"
 TO_TIMESTAMP = "s3_to_timestamp"
 TIMESTAMP_FROM_UTC = "s3_timestamp_from_utc"
+TIMESTAMP_Z = "s3_timestamp_z"
 TIMESTAMP_TO_STRING = "s3_timestamp_to_string"
 LOCAL_TIME = "s3_local_time"
 DATE_ADD = "s3_date_add"
 DATE_DIFF = "s3_date_diff"
 TO_STRING = "s3_to_string"
 LIKE = "s3_like"
+JSON_IN = "s3_json_in"
+JSON_EQUAL = "s3_json_equal"
+JSON_QUOTE = "s3_json_quote"
 
 UDFS: tuple[UdfSignature, ...] = (
     UdfSignature(CAST_INT, ("utf8",), "int64"),
@@ -44,12 +48,20 @@ UDFS: tuple[UdfSignature, ...] = (
     UdfSignature(JSON_TO_STRING, ("utf8",), "utf8"),
     UdfSignature(TO_TIMESTAMP, ("utf8",), "s3_timestamp"),
     UdfSignature(TIMESTAMP_FROM_UTC, ("timestamp_ns_utc", "int64"), "s3_timestamp"),
+    # the same instant written with the zone "Z" (AWS's UTCNOW)
+    UdfSignature(TIMESTAMP_Z, ("timestamp_ns_utc", "int64"), "s3_timestamp"),
     UdfSignature(TIMESTAMP_TO_STRING, ("s3_timestamp",), "utf8"),
     UdfSignature(LOCAL_TIME, ("s3_timestamp",), "timestamp_ns"),
     UdfSignature(DATE_ADD, ("utf8", "int64", "s3_timestamp"), "s3_timestamp"),
     UdfSignature(DATE_DIFF, ("utf8", "s3_timestamp", "s3_timestamp"), "int64"),
     UdfSignature(TO_STRING, ("s3_timestamp", "utf8"), "utf8"),
     UdfSignature(LIKE, ("utf8", "utf8", "utf8"), "bool"),
+    # needle (JSON text), haystack (JSON text): is the needle an element of the array?
+    UdfSignature(JSON_IN, ("utf8", "utf8"), "bool"),
+    # structural equality of two JSON texts (numbers compare as numbers)
+    UdfSignature(JSON_EQUAL, ("utf8", "utf8"), "bool"),
+    # a string as a JSON string literal
+    UdfSignature(JSON_QUOTE, ("utf8",), "utf8"),
 )
 
 UDF_NAMES: frozenset[str] = frozenset(signature.name for signature in UDFS)
@@ -60,6 +72,7 @@ BUILTIN_FUNCTIONS: frozenset[str] = frozenset(
         "avg",
         "btrim",
         "character_length",
+        "concat",
         "count",
         "date_part",
         "date_trunc",

@@ -35,8 +35,9 @@ Duplicate keys
     A lookup sees the last duplicate, in both flavours. Container text (the whole-row path
     ``()`` included) re-serializes every member in document order, duplicates included, so
     ``select *`` in Ceph's format can print the first value of each key and AWS-style output
-    can decide for itself. Numbers are re-serialized canonically (``1.50`` -> ``1.5``,
-    ``1E2`` -> ``100.0``); integers stay integers and floats keep a fraction.
+    can decide for itself. Numbers are re-serialized canonically as the shortest
+    round-trip decimal (``1.50`` -> ``1.5``); an integral value prints without a fraction
+    (``3.0`` -> ``3``, ``1E2`` -> ``100``), as Ceph and MinIO print doubles.
 
 Errors
     :class:`~flight_storage.errors.InputFormatError` with code ``JSONParsingError`` (naming
@@ -213,8 +214,25 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+# Integral floats below this magnitude become ints (exact in a double: 2**53).
+_EXACT_INTEGRAL: Final = float(2**53)
+
+
+def _parse_float(text: str) -> float | int:
+    """A JSON number with a fraction or exponent: an integral value is kept as an int
+    (``3.0`` -> ``3``, ``1E2`` -> ``100``), as Ceph and MinIO print such doubles."""
+    value = float(text)
+    if value.is_integer() and -_EXACT_INTEGRAL < value < _EXACT_INTEGRAL:
+        return int(value)
+    return value
+
+
 def _new_decoder() -> json.JSONDecoder:
-    return json.JSONDecoder(object_pairs_hook=_object_from_pairs, parse_constant=_reject_constant)
+    return json.JSONDecoder(
+        object_pairs_hook=_object_from_pairs,
+        parse_constant=_reject_constant,
+        parse_float=_parse_float,
+    )
 
 
 def _pairs(obj: dict[str, Any]) -> Iterable[tuple[str, Any]]:

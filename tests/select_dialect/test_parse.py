@@ -47,19 +47,28 @@ def test_ceph_not_negates_a_conjunction() -> None:
     assert isinstance(aws, exp.And)
 
 
-def test_syntax_error_carries_position_and_text() -> None:
+@pytest.mark.parametrize(("flavor", "code"), [("aws", "ParseUnexpectedToken"), ("ceph", "UnsupportedSyntax")])
+def test_syntax_error_carries_position_and_text(flavor: str, code: str) -> None:
     with pytest.raises(QuerySyntaxError) as info:
-        parse('select count(*) from stdin where _1 like "%aeio%" like;')
+        parse('select count(*) from stdin where _1 like "%aeio%" like;', flavor)
     error = info.value
     assert (error.line, error.column) == (1, 54)
     assert error.offending == "like"
-    assert error.code == "ParseUnexpectedToken"
+    assert error.code == code  # RGW reports every syntax error as UnsupportedSyntax
+    assert "line 1, column 54" in error.message and "'like'" in error.message
+    assert error.to_dict()["offending"] == "like"
 
 
 def test_multi_line_syntax_error_line() -> None:
     with pytest.raises(QuerySyntaxError) as info:
         parse("select _1\nfrom s3object\nwhere _1 = = 2")
     assert info.value.line == 3
+    assert info.value.column is not None and info.value.offending
+
+
+def test_add_and_version_are_ceph_functions() -> None:
+    projection = parse("select add(-5, 0.5), version() from stdin").expressions
+    assert [str(p.this) for p in projection] == ["ADD", "VERSION"]
 
 
 def test_only_one_select_statement() -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import datafusion
 import pyarrow as pa
 import pytest
 
+from flight_storage import udfs as kernels
 from flight_storage.udfs import (
     parse_processing_error,
     processing_error,
@@ -279,3 +281,63 @@ def test_json_values() -> None:
 def test_csv_field_versus_number() -> None:
     rows = [["2", " 0.765111"], ["3", "x"]]
     assert run("select _1 from s3object where _2 = 0.765111", rows, flavor="aws") == [("2",)]
+
+
+# ------------------------------------------------------------------ JSON containers, formats
+
+
+def test_json_in_compares_decoded_values() -> None:
+    needles = pa.array(['"bar"', "3.0", "[2,3,4]", "8.5", "8.5", "1", "true", None, '"x"'])
+    haystacks = pa.array(
+        ['["foo","bar"]', "[2,3,4]", "[[2,3,4],[7,8.5,9]]", "[[2,3,4],[7,8.5,9]]",
+         "[2,3,4,7,8.5,9]", "[true]", "[1]", "[1]", None]
+    )  # fmt: skip
+    assert kernels.json_in(needles, haystacks).to_pylist() == [
+        True, True, True, False, True, False, False, None, None
+    ]  # fmt: skip
+    # A non-array haystack is a one-element list.
+    assert kernels.json_in(pa.array(["2"]), pa.array(["2.0"])).to_pylist() == [True]
+
+
+def test_json_equal_is_structural() -> None:
+    first = pa.array(["[7,8.5,9]", '{"a":[1,2]}', "true", "[1]", None])
+    second = pa.array(["[7.0,8.5,9]", '{"a":[1,2.0]}', "1", "[1,1]", "[1]"])
+    assert kernels.json_equal(first, second).to_pylist() == [True, True, False, False, None]
+
+
+def test_json_quote_escapes() -> None:
+    values = pa.array(['a"b\\c', "x\ny\t", "é", None])
+    out = kernels.json_quote(values).to_pylist()
+    assert out[:3] == ['"a\\"b\\\\c"', '"x\\ny\\t"', '"é"'] and out[3] is None
+    assert [json.loads(v) for v in out[:3]] == values.to_pylist()[:3]
+
+
+def test_to_timestamp_accepts_the_iso_basic_format() -> None:
+    parsed = kernels.to_timestamp(pa.array(["19171028T021607Z", "20071028T0216+01:00", "20071028T021607.5Z"]))
+    assert timestamp_to_string(parsed).to_pylist() == [
+        "1917-10-28T02:16:07Z",
+        "2007-10-28T02:16:00+01:00",
+        "2007-10-28T02:16:07.500000Z",
+    ]
+    with pytest.raises(Exception, match="S3SELECT_ERROR<CastFailed"):
+        kernels.to_timestamp(pa.array(["1917102T021607Z"]))
+
+
+def test_cast_int_accepts_a_plus_sign() -> None:
+    assert kernels.cast_int(pa.array(["+00", " +7 ", "-3", None])).to_pylist() == [0, 7, -3, None]
+
+
+def test_compact_timestamp_extract_year() -> None:
+    rows = [["19171028T021607Z"], ["19551231T235959Z"]]
+    assert run("select extract(year from to_timestamp(_1)) from s3object", rows) == [(1917,), (1955,)]
+    assert run("select cast(to_string(to_timestamp(_1), 'x') as int) from s3object", rows) == [(0,), (0,)]
+
+
+def test_utcnow_is_written_in_utc_per_flavor() -> None:
+    ceph = run("select utcnow() from s3object")[0][0]
+    aws = run("select utcnow() from s3object", flavor="aws")[0][0]
+    assert ceph.endswith("+00:00") and aws.endswith("Z")
+
+
+def test_add_and_version_run() -> None:
+    assert run("select add(-5, 0.5), add(1, 2), version() from stdin") == [(-4.5, 3, "41.a")]
