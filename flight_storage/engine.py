@@ -230,7 +230,7 @@ def _without_views(schema: pa.Schema) -> pa.Schema:
     for f in schema:
         target = next((t for test, t in _VIEWS if test(f.type)), None)
         fields.append(f.with_type(target) if target is not None else f)
-    return pa.schema(fields)
+    return pa.schema(fields)  # file metadata (e.g. pandas') dropped: batches carry none
 
 
 def _as_sources(source: ObjectSource | Sequence[ObjectSource]) -> tuple[ObjectSource, ...]:
@@ -376,6 +376,11 @@ class SelectEngine:
             if not 0 <= start <= end:
                 raise InvalidRequestError(
                     f"invalid ScanRange {start}..{end}", code="InvalidScanRange"
+                )
+            if start >= size > 0:
+                raise InvalidRequestError(
+                    f"ScanRange starts at byte {start}, past the end of the {size}-byte object",
+                    code="InvalidScanRange",
                 )
             stop = min(end + 1, size)
             if start >= stop:

@@ -34,6 +34,7 @@ def serialized_records(
         output_names=translation.output_names,
         output_is_json=translation.output_is_json,
         is_aggregate=translation.is_aggregate,
+        row_as_record=translation.row_as_record,
     )
     for batch in engine.execute(plan):
         chunk = writer.write(batch)

@@ -1079,7 +1079,8 @@ def _sources(objects: Sequence[ObjectInfo]) -> list[_StoppableSource]:
 def _record_writer(plan: SelectPlan, output: Mapping[str, Any]) -> RecordWriter:
     t = plan.translation
     return RecordWriter(output, flavor=plan.flavor, output_names=t.output_names,
-                        output_is_json=t.output_is_json, is_aggregate=t.is_aggregate)
+                        output_is_json=t.output_is_json, is_aggregate=t.is_aggregate,
+                        row_as_record=t.row_as_record)
 
 
 def _chunks(chunks: Iterator[bytes]) -> Iterator[pa.RecordBatch]:

@@ -363,6 +363,10 @@ class RecordWriter:
         output_names: display name per output column (JSON keys).
         output_is_json: per column, True when its Utf8 values are JSON text.
         is_aggregate: the query is an aggregate (one result row).
+        row_as_record: the single column is a whole JSON row (``SELECT *`` on JSON input, or
+            the bare FROM alias): AWS prints an object row as the record itself (``{}`` when
+            MISSING) and, in CSV, its member values as the fields; Ceph prints one
+            ``path. : value`` line per leaf and a ``#=== n ===#`` separator per row.
 
     Raises:
         InvalidRequestError: unknown flavour, both/neither of CSV and JSON, empty
@@ -384,6 +388,7 @@ class RecordWriter:
         output_names: Sequence[str],
         output_is_json: Sequence[bool],
         is_aggregate: bool,
+        row_as_record: bool = False,
     ) -> None:
         if flavor not in _FLAVOURS:
             raise InvalidRequestError(f"unknown flavour {flavor!r}")
@@ -409,13 +414,17 @@ class RecordWriter:
         # Ceph's one aggregate row in CSV has no record delimiter after it.
         self._separate_only = is_aggregate and self._style.ceph and not self._json
         self._rows_written = 0
+        self._row_as_record = row_as_record
 
     def write(self, batch: pa.RecordBatch) -> bytes:
         """Serialize one batch; returns the bytes of its records."""
         n = batch.num_rows
         if n == 0:
             return b""
-        rows = self._json_rows(batch) if self._json else self._csv_rows(batch)
+        if self._row_as_record and batch.num_columns == 1:
+            rows = self._record_rows(batch.column(0))
+        else:
+            rows = self._json_rows(batch) if self._json else self._csv_rows(batch)
         if self._separate_only:
             body = self._record_delimiter.join(rows.to_pylist())
             prefix = self._record_delimiter if self._rows_written else ""
@@ -427,6 +436,33 @@ class RecordWriter:
     def finish(self) -> bytes:
         """Bytes to send after the last batch (nothing is buffered: always empty)."""
         return b""
+
+    # ------------------------------------------------------------------ whole-row records
+
+    def _record_rows(self, column: pa.Array) -> pa.Array:
+        text = column.cast(pa.string())
+        if self._style.ceph:
+            first = self._rows_written
+            return pa.array([_ceph_leaf_lines(v, first + i) for i, v in enumerate(text.to_pylist())],
+                            pa.string())
+        if self._json:
+            n = len(text)
+            wrapped = _join(["{", _json_dumps(self._name(0)), ":", text, "}"], n)
+            rows = pc.if_else(pc.starts_with(text, "{"), text, wrapped)
+            return rows.fill_null("{}")
+        fields = [_record_fields(v) for v in text.to_pylist()]
+        width = max((len(f) for f in fields), default=0)
+        columns = [pa.array([f[i] if i < len(f) else None for f in fields], pa.string())
+                   for i in range(width)]
+        n = len(text)
+        if not columns:
+            return pa.repeat(pa.scalar("", pa.string()), n)
+        quoted = [self._csv_field(c.fill_null(self._style.csv_null), n) for c in columns]
+        joined = pc.binary_join_element_wise(*quoted, _lit(self._field_delimiter, n))
+        # a row with fewer fields than the widest one keeps only its own fields
+        return pa.array([self._field_delimiter.join(q[: len(f)]) if len(f) < width else j
+                         for f, q, j in zip(fields, zip(*[c.to_pylist() for c in quoted]),
+                                            joined.to_pylist())], pa.string())
 
     # ------------------------------------------------------------------ CSV
 
@@ -494,6 +530,53 @@ class RecordWriter:
 
     def _name(self, i: int) -> str:
         return self._names[i] if i < len(self._names) else f"_{i + 1}"
+
+
+def _scalar_text(value: Any) -> str:
+    """A decoded JSON scalar as S3 prints it in CSV and in Ceph's debug lines."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (dict, list)):
+        return _json_dumps(value)
+    return json.dumps(value)
+
+
+def _record_fields(text: str | None) -> list[str]:
+    """MinIO/AWS CSV of a whole JSON row: an object's member values are the fields."""
+    if text is None:
+        return []
+    value = json.loads(text)
+    if isinstance(value, dict):
+        return [_scalar_text(v) if v is not None else "" for v in value.values()]
+    return [_scalar_text(value)]
+
+
+def _ceph_leaf_lines(text: str | None, row: int) -> str:
+    """Ceph's ``select *`` on JSON: ``path. : value`` per leaf (first occurrence of each path,
+    arrays see-through), then ``#=== row ===#``."""
+    leaves: dict[str, str] = {}
+    if text is not None:
+        _collect_leaves(json.loads(text, object_pairs_hook=list), [], leaves)
+    lines = "".join(f"{path} : {value}\n" for path, value in leaves.items())
+    return f"{lines}#=== {row} ===#"
+
+
+def _collect_leaves(value: Any, path: list[str], leaves: dict[str, str]) -> None:
+    if isinstance(value, list) and value and all(
+        isinstance(p, tuple) and len(p) == 2 for p in value
+    ):  # an object, as (key, value) pairs in document order
+        for key, member in value:
+            _collect_leaves(member, [*path, key], leaves)
+    elif isinstance(value, list):
+        for element in value:
+            _collect_leaves(element, path, leaves)
+    else:
+        name = "".join(f"{step}." for step in path)
+        leaves.setdefault(name, _scalar_text(value))
 
 
 def _json_quote(values: pa.Array) -> pa.Array:

@@ -306,3 +306,29 @@ def test_bad_output_serialization(serialization: dict[str, Any]) -> None:
         RecordWriter(
             serialization, flavor="aws", output_names=[], output_is_json=[], is_aggregate=False
         )
+
+
+def _record_writer(output: dict | None, flavor: str) -> RecordWriter:
+    return RecordWriter(output, flavor=flavor, output_names=["_1"], output_is_json=[True],
+                        is_aggregate=False, row_as_record=True)
+
+
+def test_whole_row_records_in_aws_json_output() -> None:
+    rows = pa.record_batch({"j0": pa.array(['{"a":1,"b":"x"}', None, "[1,2]"])})
+    out = _record_writer({"JSON": {}}, "aws").write(rows)
+    assert out == b'{"a":1,"b":"x"}\n{}\n{"_1":[1,2]}\n'
+
+
+def test_whole_row_records_in_aws_csv_output() -> None:
+    rows = pa.record_batch({"j0": pa.array(['{"a":1,"b":"x,y","c":null}', '{"a":true}'])})
+    out = _record_writer({"CSV": {}}, "aws").write(rows)
+    assert out == b'1,"x,y",\ntrue\n'
+
+
+def test_ceph_select_star_on_json_prints_leaf_lines() -> None:
+    row = '{"a":{"b":1,"c":"x"},"a":{"b":2},"l":[{"k":"v1"},{"k":"v2"}]}'
+    writer = _record_writer(None, "ceph")
+    first = writer.write(pa.record_batch({"j0": pa.array([row])}))
+    second = writer.write(pa.record_batch({"j0": pa.array(['{"z":null}'])}))
+    assert first == b"a.b. : 1\na.c. : x\nl.k. : v1\n#=== 0 ===#\n"
+    assert second == b"z. : null\n#=== 1 ===#\n"
