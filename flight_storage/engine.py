@@ -541,6 +541,10 @@ class SelectEngine:
 
         def scan(columns: Sequence[str] | None,
                  filter: pc.Expression | None) -> Iterator[pa.RecordBatch]:
+            if isinstance(filter, pa.Scalar):  # DataFusion folded the filter to a constant
+                if filter.as_py() is not True:
+                    return
+                filter = None
             file_format = ds.ParquetFileFormat()
             with source.open() as stream:
                 file = pa.PythonFile(stream, mode="r")

@@ -27,6 +27,7 @@ _ENGINE_ERRORS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"Divide by zero|Division by zero", re.I), "DivisionByZero"),
     (re.compile(r"overflow", re.I), "NumericValueOutOfRange"),
     (re.compile(r"Resources exhausted|memory", re.I), "ResourceLimitExceeded"),
+    (re.compile(r"RecursionLimitExceeded|recursion limit", re.I), "ExpressionTooComplex"),
 )
 _EMBEDDED = re.compile(r"\[flight-select:(\w+):(\w+)\] (.*)")
 _EMBEDDED_CLASSES: dict[str, type[StorageError]] = {

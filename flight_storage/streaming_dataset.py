@@ -39,6 +39,19 @@ def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
+def apply_filter(batch: pa.RecordBatch, filter: pc.Expression) -> pa.RecordBatch:
+    """Keep the rows where ``filter`` is true; DataFusion may fold a filter to a constant
+    (``WHERE _1 = '0' AND _1 = '1'`` arrives as the literal ``false``), which
+    ``RecordBatch.filter`` does not take."""
+    if isinstance(filter, pa.Scalar):  # a folded filter may even arrive as a plain scalar
+        return batch if filter.as_py() is True else batch.slice(0, 0)
+    try:
+        return batch.filter(filter)
+    except pa.ArrowTypeError:
+        table = ds.dataset(pa.Table.from_batches([batch])).to_table(filter=filter)
+        return table.combine_chunks().to_batches()[0] if table.num_rows else batch.slice(0, 0)
+
+
 def generic_scan(factory: BatchFactory, schema: pa.Schema) -> ScanFunction:
     """A scan over a reader that pushes nothing down: conform, filter, then project."""
 
@@ -46,7 +59,7 @@ def generic_scan(factory: BatchFactory, schema: pa.Schema) -> ScanFunction:
         for batch in factory():
             batch = conform(batch, schema)
             if filter is not None:
-                batch = batch.filter(filter)
+                batch = apply_filter(batch, filter)
             if columns is not None:
                 batch = batch.select(list(columns))
             if batch.num_rows:

@@ -78,3 +78,11 @@ def test_parquet_string_view_columns_are_read_as_strings() -> None:
                        InputSpec("parquet"))
     assert plan.arrow_schema.field("a").type == pa.string()
     assert [r for b in engine.execute_arrow(plan) for r in b.to_pylist()] == [{"a": "y", "n": 2}]
+
+
+def test_filter_folded_to_a_constant_is_applied() -> None:
+    batch = pa.record_batch({"a": [1, 2], "b": ["0", "1"]}, schema=SCHEMA)
+    ctx = SessionContext()
+    ctx.register_dataset("t", StreamingDataset(SCHEMA, [generic_scan(lambda: [batch], SCHEMA)]))
+    assert ctx.sql("SELECT a FROM t WHERE b = '0' AND b = '1'").to_pydict() == {"a": []}
+    assert ctx.sql("SELECT a FROM t WHERE b = '0' OR true").to_pydict() == {"a": [1, 2]}
