@@ -558,12 +558,13 @@ def _fast_table(data: bytes, options: CsvInputOptions) -> pa.Table | None:
     for char in (options.comment, "\r"):
         if char and data.find(char.encode("utf-8")) != -1:
             return None
-    for char in (options.quote, options.escape):
+    for char in dict.fromkeys((options.quote, options.escape)):
         if char and data.find(char.encode("utf-8")) != -1:
             pattern = _rfc_block_pattern(options)
             if pattern is None or pattern.fullmatch(data) is None:
                 return None
             quote_char = options.quote or False
+            break
     # pyarrow.csv skips empty lines and a leading byte-order mark; our rules keep both
     if data.startswith((b"\n", b"\xef\xbb\xbf")) or data.find(b"\n\n") != -1:
         return None
@@ -595,24 +596,35 @@ def _fast_table(data: bytes, options: CsvInputOptions) -> pa.Table | None:
 
 
 def _rfc_block_pattern(options: CsvInputOptions) -> re.Pattern[bytes] | None:
-    """Whole-block pattern of RFC-4180 records that ``pyarrow.csv`` reads like our rules.
+    """Whole-block pattern of records that ``pyarrow.csv`` reads exactly like our rules.
 
-    Quoted fields start and end at delimiters, contain no line ends and escape quotes only
-    by doubling; the pattern uses possessive quantifiers so it never backtracks.
+    Quoted fields start and end at delimiters and contain no line ends. Under RFC rules they
+    escape quotes only by doubling. Under Ceph's rules (quotes anywhere toggle and vanish, the
+    escape character disables the next one) the two agree only when a quoted field holds no
+    quote at all and the block holds no escape character, so the pattern admits exactly that.
+    It uses possessive quantifiers so it never backtracks.
     """
     fd, quote = options.field_delimiter, options.quote
     if (
-        options.rules != RULES_RFC
-        or options.quoted_record_delimiter
+        options.quoted_record_delimiter
         or quote is None
-        or options.escape not in (quote, None)
         or len(fd) != 1
         or not quote.isascii()
     ):
         return None
     q, d = re.escape(quote.encode()), re.escape(fd.encode())
-    dq = q + q if options.escape == quote else b"(?!)"
-    field = b"(?:" + q + b"(?:[^" + q + b"\n]|" + dq + b")*+" + q + b"|[^" + q + d + b"\n]*+)"
+    if options.rules == RULES_CEPH:
+        if options.escape is not None and (len(options.escape) != 1 or not options.escape.isascii()):
+            return None
+        e = re.escape(options.escape.encode()) if options.escape else b""
+        inside = b"[^" + q + e + b"\n]"
+        bare = b"[^" + q + d + e + b"\n]"
+        field = b"(?:" + q + inside + b"*+" + q + b"|" + bare + b"*+)"
+    elif options.rules == RULES_RFC and options.escape in (quote, None):
+        dq = q + q if options.escape == quote else b"(?!)"
+        field = b"(?:" + q + b"(?:[^" + q + b"\n]++|" + dq + b")*+" + q + b"|[^" + q + d + b"\n]*+)"
+    else:
+        return None
     record = field + b"(?:" + d + field + b")*+"
     return re.compile(b"(?:" + record + b"\n)*+(?:" + record + b")?+")
 
