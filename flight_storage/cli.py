@@ -94,7 +94,7 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     security.add_argument("--tls-client-ca", type=Path,
                           help="PEM CA that client certificates must chain to (mutual TLS)")
     limits = serve.add_argument_group("limits")
-    limits.add_argument("--partition-mb", type=int, default=64,
+    limits.add_argument("--partition-mb", type=int, default=16,
                         help="split CSV/NDJSON objects into byte ranges of this size")
     limits.add_argument("--memory-limit-mb", type=int, default=1024,
                         help="DataFusion memory pool per query")

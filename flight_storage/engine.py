@@ -69,7 +69,7 @@ class EngineConfig:
     """
 
     batch_rows: int = 65536
-    partition_bytes: int = 64 << 20
+    partition_bytes: int = 16 << 20
     row_groups_per_partition: int = 4
     memory_limit_bytes: int | None = 1 << 30
     max_query_chars: int = 256 * 1024
