@@ -23,6 +23,10 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "data" / "samples"
@@ -37,7 +41,35 @@ class ServerHandle:
 
     location: str
     process: subprocess.Popen[str] | None = None
-    events: list[dict[str, object]] = field(default_factory=list)
+    events: list[dict[str, int]] = field(default_factory=list)
+
+
+def partition_read_event(line: str) -> dict[str, int] | None:
+    """``{"rows", "bytes", "scanned"}`` of one served partition from a server log line, or None.
+
+    Understands the server's JSON log lines: ``{"event": "call", "method": "DO_GET", "rows",
+    "bytes", "scanned"}`` and the older ``{"event": "query", "bytes", "bytes_scanned"}``.
+    """
+    start = line.find("{")
+    if start < 0:
+        return None
+    try:
+        event = json.loads(line[start:])
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(event, dict):
+        return None
+    is_read = event.get("event") == "query" or (
+        event.get("event") == "call" and event.get("method") == "DO_GET" and "bytes" in event
+    )
+    if not is_read:
+        return None
+    scanned = event.get("scanned", event.get("bytes_scanned", 0))
+    return {
+        "rows": int(event.get("rows") or 0),
+        "bytes": int(event.get("bytes") or 0),
+        "scanned": int(scanned or 0),
+    }
 
 
 @contextmanager
@@ -60,14 +92,9 @@ def storage_server(location: str | None, data_dir: Path) -> Iterator[ServerHandl
 
     def collect(stream: object) -> None:
         for text in iter(process.stderr.readline, ""):  # type: ignore[union-attr]
-            start = text.find('{"')
-            if start >= 0:
-                try:
-                    event = json.loads(text[start:])
-                except json.JSONDecodeError:
-                    continue
-                if event.get("event") == "query":
-                    handle.events.append(event)
+            event = partition_read_event(text)
+            if event is not None:
+                handle.events.append(event)
 
     reader = threading.Thread(target=collect, args=(process.stderr,), daemon=True)
     reader.start()
@@ -80,13 +107,28 @@ def storage_server(location: str | None, data_dir: Path) -> Iterator[ServerHandl
         reader.join(timeout=5)
 
 
-def run(location: str, out: Path, tables: Sequence[str] = ORDER_TABLES) -> dict[str, object]:
-    """Run the Spark job against ``location``; return what it read and wrote."""
+def run(
+    location: str,
+    out: Path,
+    tables: Sequence[str] = ORDER_TABLES,
+    session: SparkSession | None = None,
+) -> dict[str, object]:
+    """Run the Spark job against ``location``; return what it read and wrote.
+
+    Args:
+        location: the storage server.
+        out: output folder; the result goes to ``out/revenue_by_region_month`` (Parquet).
+        tables: the order objects (``bucket/key``) to read.
+        session: a Spark session to use (with the source registered); by default a local one
+            is started and stopped at the end.
+    """
     from pyspark.sql import functions as F
 
-    from compute_client.spark_source import local_session
+    from compute_client.spark_source import local_session, register
 
-    spark = local_session("flight-select-pipeline")
+    spark = session if session is not None else local_session("flight-select-pipeline")
+    if session is not None:
+        register(spark)
     frames = [
         spark.read.format("flight-select")
         .option("location", location)
@@ -114,30 +156,35 @@ def run(location: str, out: Path, tables: Sequence[str] = ORDER_TABLES) -> dict[
     out.mkdir(parents=True, exist_ok=True)
     target = out / "revenue_by_region_month"
     revenue.write.mode("overwrite").parquet(str(target))
-    spark.stop()
+    orders.unpersist()
+    if session is None:
+        spark.stop()
     return {"rows_read": rows_read, "result": result, "output": target}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``flight-select-pipeline``."""
-    parser = argparse.ArgumentParser(prog="flight-select-pipeline", description=__doc__.split("\n")[0])
+def main(argv: Sequence[str] | None = None, session: SparkSession | None = None) -> int:
+    """Entry point of ``flight-select-pipeline`` (``session``: reuse a Spark session)."""
+    parser = argparse.ArgumentParser(
+        prog="flight-select-pipeline", description=(__doc__ or "").split("\n")[0]
+    )
     parser.add_argument("--location", help="an existing server (default: start one)")
-    parser.add_argument("--data", type=Path, default=SAMPLES, help="data dir for the started server")
+    parser.add_argument(
+        "--data", type=Path, default=SAMPLES, help="data dir for the started server"
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "out" / "pipeline")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     started = time.perf_counter()
     with storage_server(args.location, args.data) as server:
-        summary = run(server.location, args.out)
-        time.sleep(0.2)  # let the server flush its last query log lines
+        summary = run(server.location, args.out, session=session)
     print("\nrevenue of delivered orders by region and month:")
     print(f"  {'month':8} {'region':12} {'orders':>7} {'revenue':>12}")
     for row in summary["result"]:  # type: ignore[union-attr]
         print(f"  {row['month']:8} {str(row['region']):12} {row['orders']:>7} {row['revenue']:>12}")
     print(f"\nrows read by Spark:           {summary['rows_read']}")
     if server.events:
-        scanned = sum(int(e.get("bytes_scanned", 0)) for e in server.events)  # type: ignore[call-overload]
-        sent = sum(int(e.get("bytes", 0)) for e in server.events)  # type: ignore[call-overload]
+        scanned = sum(e["scanned"] for e in server.events)
+        sent = sum(e["bytes"] for e in server.events)
         queries = len(server.events)
         print(f"bytes scanned by the server:  {scanned} ({queries} partition reads)")
         print(f"bytes sent to Spark (Arrow):  {sent}")

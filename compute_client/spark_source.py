@@ -1,20 +1,35 @@
 """PySpark Python Data Source ``flight-select``: one Spark partition per Flight endpoint.
 
-    spark = ...
-    register(spark)          # registers the source and enables filter pushdown
+    spark = local_session("example")     # or register(spark) on a session of your own
     df = (spark.read.format("flight-select")
           .option("location", "grpc://127.0.0.1:8815")
           .option("table", "sales/orders/2024-01.csv")
-          .load())
+          .load()
+          .where("status = 'delivered'"))   # evaluated by the storage server
 
-Options: ``location`` (required), ``table`` (``bucket/key``) or ``query`` (a raw s3-select
-statement, aggregates included), ``columns`` (comma-separated projection), ``flavor``,
-``username``/``password``, ``tls_root_certs`` (a PEM file path), ``timeout``.
+Batch options:
+
+| option | meaning |
+|---|---|
+| ``location`` | ``grpc://host:port`` or ``grpc+tls://host:port`` (required) |
+| ``table`` | the object, ``bucket/key`` |
+| ``query`` | instead of ``table``: a raw s3-select statement (aggregates too); no filter pushed |
+| ``columns`` | comma-separated projection (column pruning; a user schema prunes too) |
+| ``flavor`` | ``ceph`` (default) or ``aws`` |
+| ``username``, ``password`` | Basic credentials, exchanged for a bearer token |
+| ``tls_root_certs`` | path of a PEM file with the CA to trust |
+| ``timeout`` | per-call timeout in seconds |
+
+Streaming (``spark.readStream.format("flight-select")``) is :mod:`compute_client.spark_stream`.
+
+Filters Spark offers are translated by :mod:`compute_client.spark_filters`, which pushes a filter
+only when the server's answer is provably Spark's; the others are returned to Spark.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -23,49 +38,24 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
-from pyspark.sql.datasource import (
-    DataSource,
-    DataSourceReader,
-    EqualTo,
-    Filter,
-    GreaterThan,
-    GreaterThanOrEqual,
-    In,
-    InputPartition,
-    IsNotNull,
-    IsNull,
-    LessThan,
-    LessThanOrEqual,
-    Not,
-    StringContains,
-    StringEndsWith,
-    StringStartsWith,
-)
+from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPartition
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
-from compute_client import pushdown
+from compute_client import pushdown, spark_filters
 from compute_client.flight import ConnectionOptions, Endpoint, FlightSelectClient
 
 SOURCE_NAME = "flight-select"
-
-_COMPARISONS: dict[type, str] = {
-    EqualTo: "=",
-    GreaterThan: ">",
-    GreaterThanOrEqual: ">=",
-    LessThan: "<",
-    LessThanOrEqual: "<=",
-}
-_MATCHES: dict[type, str] = {
-    StringStartsWith: "starts",
-    StringEndsWith: "ends",
-    StringContains: "contains",
-}
+log = logging.getLogger("compute_client.spark_source")
 
 
 def local_session(app_name: str, cores: int = 2) -> SparkSession:
-    """A local Spark session whose Python workers run this interpreter, bound to loopback,
-    with the source registered."""
+    """A local Spark session bound to loopback whose Python workers run this interpreter, with
+    the source registered and filter pushdown enabled.
+
+    Example:
+        >>> spark = local_session("example")  # doctest: +SKIP
+    """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -76,6 +66,7 @@ def local_session(app_name: str, cores: int = 2) -> SparkSession:
         .config("spark.ui.enabled", "false")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.session.timeZone", "UTC")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
@@ -84,37 +75,47 @@ def local_session(app_name: str, cores: int = 2) -> SparkSession:
 
 
 def register(spark: SparkSession) -> None:
-    """Register the data source and turn on Python filter pushdown for this session."""
+    """Register the data source (batch and streaming) and turn on Python filter pushdown.
+
+    A reader that implements ``pushFilters`` fails while
+    ``spark.sql.python.filterPushdown.enabled`` is off (its default), hence the one call.
+    """
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     spark.dataSource.register(FlightSelectDataSource)
 
 
-def _column(attribute: Sequence[str]) -> str:
-    if len(attribute) != 1:
-        raise pushdown.NotPushable("nested column")
-    return attribute[0]
+# ---------------------------------------------------------------------------- options
+def connection_options(options: dict[str, str]) -> ConnectionOptions:
+    """The connection part of the options (shared by batch and streaming)."""
+    location = options.get("location")
+    if not location:
+        raise ValueError("flight-select: option 'location' is required")
+    certs = options.get("tls_root_certs")
+    tls_root_certs = None
+    if certs:
+        with open(certs, "rb") as pem:
+            tls_root_certs = pem.read()
+    return ConnectionOptions(
+        location=location,
+        flavor=options.get("flavor", "ceph"),
+        username=options.get("username"),
+        password=options.get("password"),
+        tls_root_certs=tls_root_certs,
+        timeout_s=float(options["timeout"]) if options.get("timeout") else None,
+    )
 
 
-def spark_filter(f: Filter) -> pushdown.Filter:
-    """Translate one Spark filter into the neutral tree, or raise ``NotPushable``."""
-    kind = type(f)
-    if kind in _COMPARISONS:
-        return pushdown.Comparison(_column(f.attribute), _COMPARISONS[kind], f.value)
-    if kind in _MATCHES:
-        return pushdown.StringMatch(_column(f.attribute), _MATCHES[kind], f.value)
-    if kind is In:
-        return pushdown.InList(_column(f.attribute), tuple(f.value))
-    if kind is IsNull:
-        return pushdown.NullTest(_column(f.attribute), True)
-    if kind is IsNotNull:
-        return pushdown.NullTest(_column(f.attribute), False)
-    if kind is Not:
-        return pushdown.Not(spark_filter(f.child))
-    raise pushdown.NotPushable(kind.__name__)
+def split_columns(text: str | None) -> tuple[str, ...] | None:
+    """The ``columns`` option as a tuple (None when absent)."""
+    if not text:
+        return None
+    return tuple(c.strip() for c in text.split(",") if c.strip())
 
 
 @dataclass(frozen=True)
-class _Options:
+class BatchOptions:
+    """Parsed batch options: which object or query, which columns, and how to connect."""
+
     connection: ConnectionOptions
     bucket: str | None
     key: str | None
@@ -122,114 +123,188 @@ class _Options:
     columns: tuple[str, ...] | None
 
     @classmethod
-    def parse(cls, options: dict[str, str]) -> _Options:
-        location = options.get("location")
-        if not location:
-            raise ValueError("flight-select: option 'location' is required")
+    def parse(cls, options: dict[str, str]) -> BatchOptions:
+        """Validate the options Spark passes (names are case-insensitive in Spark)."""
+        options = {k.lower(): v for k, v in options.items()}
         table, query = options.get("table"), options.get("query")
         if (table is None) == (query is None):
             raise ValueError("flight-select: give exactly one of 'table' or 'query'")
         bucket = key = None
         if table is not None:
             bucket, _, key = table.partition("/")
-            if not key:
+            if not bucket or not key:
                 raise ValueError("flight-select: 'table' must be bucket/key")
-        certs = options.get("tls_root_certs")
-        connection = ConnectionOptions(
-            location=location,
-            flavor=options.get("flavor", "ceph"),
-            username=options.get("username"),
-            password=options.get("password"),
-            tls_root_certs=open(certs, "rb").read() if certs else None,
-            timeout_s=float(options["timeout"]) if "timeout" in options else None,
-        )
-        columns = options.get("columns")
-        return cls(
-            connection,
-            bucket,
-            key,
-            query,
-            tuple(c.strip() for c in columns.split(",")) if columns else None,
-        )
+        return cls(connection_options(options), bucket, key, query,
+                   split_columns(options.get("columns")))
 
-    def statement(self, columns: Sequence[str] | None,
-                  filters: Sequence[pushdown.Filter]) -> str:
-        if self.query is not None:
-            return self.query
+    def star_statement(self) -> str:
+        """``SELECT *`` over the object (its full server schema)."""
         assert self.bucket is not None and self.key is not None
-        return pushdown.build_query(self.bucket, self.key, columns, filters)
+        return f"SELECT * FROM {pushdown.quote_table(self.bucket, self.key)}"
 
 
+def select_statement(
+    bucket: str, key: str, refs: Sequence[str], predicates: Sequence[str]
+) -> str:
+    """``SELECT refs FROM "bucket"."key" WHERE p1 AND p2 ...`` (refs already rendered)."""
+    projection = ", ".join(refs) if refs else "*"
+    sql = f"SELECT {projection} FROM {pushdown.quote_table(bucket, key)}"
+    if predicates:
+        sql += " WHERE " + " AND ".join(predicates)
+    return sql
+
+
+def spark_schema(arrow_schema: pa.Schema) -> StructType:
+    """The Spark schema of a server result (every column nullable)."""
+    return from_arrow_schema(pa.schema([f.with_nullable(True) for f in arrow_schema]))
+
+
+def project(schema: pa.Schema, columns: Sequence[str]) -> pa.Schema:
+    """``columns`` of ``schema`` (exact name, else the one case-insensitive match)."""
+    fields = []
+    for name in columns:
+        index = schema.get_field_index(name)
+        if index < 0:
+            matches = [f for f in schema if f.name.lower() == name.lower()]
+            if len(matches) != 1:
+                raise ValueError(
+                    f"flight-select: column {name!r} is not in the server's schema "
+                    f"({', '.join(schema.names)})"
+                )
+            fields.append(matches[0])
+        else:
+            fields.append(schema.field(index))
+    return pa.schema(fields)
+
+
+# ---------------------------------------------------------------------------- batch
 class FlightSelectDataSource(DataSource):
-    """Reads a table (object) or a raw s3-select query from a flight-select server."""
+    """Reads an object or a raw s3-select query from a flight-select server; also streams
+    the objects under a prefix (see :mod:`compute_client.spark_stream`)."""
 
     @classmethod
     def name(cls) -> str:
         return SOURCE_NAME
 
     def schema(self) -> StructType:
-        parsed = _Options.parse(dict(self.options))
+        options = dict(self.options)
+        if _is_stream(options):
+            from compute_client.spark_stream import stream_schema
+
+            return stream_schema(options)
+        parsed = BatchOptions.parse(options)
         with FlightSelectClient(parsed.connection) as client:
-            plan = client.execute(parsed.statement(parsed.columns, ()))
-        return from_arrow_schema(plan.schema)
+            if parsed.query is not None:
+                return spark_schema(client.execute(parsed.query).schema)
+            schema = client.execute(parsed.star_statement()).schema
+        if parsed.columns is not None:
+            schema = project(schema, parsed.columns)
+        return spark_schema(schema)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return FlightSelectReader(dict(self.options), schema)
 
+    def streamReader(self, schema: StructType) -> Any:
+        from compute_client.spark_stream import FlightSelectStreamReader
+
+        return FlightSelectStreamReader(dict(self.options), schema)
+
+
+def _is_stream(options: dict[str, str]) -> bool:
+    return "prefix" in {k.lower() for k in options}
+
 
 class FlightSelectReader(DataSourceReader):
-    """Plans the pushed statement on the driver; each endpoint becomes one partition."""
+    """Plans the pushed statement on the driver; each Flight endpoint becomes one partition.
+
+    Args:
+        options: the data source options.
+        schema: the schema Spark reads (the server's, or the user's: its columns are the
+            projection).
+    """
 
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
-        self.options = _Options.parse(options)
+        self.options = BatchOptions.parse(options)
         self.schema = schema
-        self.pushed: list[pushdown.Filter] = []
+        self.predicates: list[str] = []
+        self._refs: dict[str, spark_filters.ColumnRef] | None = None
+
+    def _column_refs(self) -> dict[str, spark_filters.ColumnRef]:
+        if self._refs is None:
+            with FlightSelectClient(self.options.connection) as client:
+                server = client.execute(self.options.star_statement()).schema
+            self._refs = spark_filters.column_refs(server, self.schema)
+        return self._refs
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
-        """Keep the filters that render exactly; give back the others to Spark."""
+        """Push every filter with an exact s3-select rendering; give the others back."""
         if self.options.query is not None:
             yield from filters
             return
-        for f in filters:
-            try:
-                node = spark_filter(f)
-                pushdown.render_filter(node)
-            except pushdown.NotPushable:
-                yield f
-                continue
-            self.pushed.append(node)
+        pushed, rest = spark_filters.render_all(filters, self._column_refs())
+        self.predicates.extend(pushed)
+        log.debug("pushed %s, kept %s", pushed, rest)
+        yield from rest
 
     def statement(self) -> str:
         """The s3-select statement this reader sends."""
-        columns = list(self.options.columns or self.schema.fieldNames())
-        return self.options.statement(columns, self.pushed)
+        if self.options.query is not None:
+            return self.options.query
+        assert self.options.bucket is not None and self.options.key is not None
+        refs = self._column_refs()
+        projection = [refs[f.name].ref for f in self.schema.fields]
+        return select_statement(self.options.bucket, self.options.key, projection,
+                                self.predicates)
 
     def partitions(self) -> Sequence[InputPartition]:
         with FlightSelectClient(self.options.connection) as client:
             plan = client.execute(self.statement())
-        return [_EndpointPartition(json.dumps(e.to_json())) for e in plan.endpoints]
+        by_position = self.options.query is None
+        return [EndpointPartition(json.dumps(e.to_json()), by_position) for e in plan.endpoints]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, _EndpointPartition)
-        endpoint = Endpoint.from_json(json.loads(partition.value))
-        target = to_arrow_schema(self.schema)
-        with FlightSelectClient(self.options.connection) as client:
-            for batch in client.read(endpoint):
-                yield _conform(batch, target)
+        assert isinstance(partition, EndpointPartition)
+        target = to_arrow_schema(self.schema, timezone="UTC")
+        yield from read_endpoint(self.options.connection, partition, target)
 
 
-class _EndpointPartition(InputPartition):
-    def __init__(self, value: str) -> None:
+class EndpointPartition(InputPartition):
+    """One Flight endpoint (JSON of :class:`~compute_client.flight.Endpoint`).
+
+    ``by_position``: the statement's projection is the Spark schema in order, so columns map
+    by position (their server names may be ``_N``).
+    """
+
+    def __init__(self, value: str, by_position: bool) -> None:
         super().__init__(value)
+        self.by_position = by_position
 
 
-def _conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
-    """Spark needs its own schema exactly: names, order, types."""
-    columns: list[Any] = []
+def read_endpoint(
+    connection: ConnectionOptions, partition: EndpointPartition, target: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    """Stream one endpoint's batches, conformed to ``target`` (Spark's Arrow schema)."""
+    endpoint = Endpoint.from_json(json.loads(partition.value))
+    with FlightSelectClient(connection) as client:
+        for batch in client.read(endpoint):
+            yield conform(batch, target, by_position=partition.by_position)
+
+
+def _cast(column: pa.Array, target: pa.DataType) -> pa.Array:
+    if column.type == target:
+        return column
+    if pa.types.is_timestamp(column.type) and pa.types.is_timestamp(target):
+        # Spark holds microseconds; finer server timestamps are truncated, as Spark would.
+        return column.cast(target, safe=False)
+    return column.cast(target)
+
+
+def conform(batch: pa.RecordBatch, schema: pa.Schema, *, by_position: bool) -> pa.RecordBatch:
+    """Spark needs its own Arrow schema exactly: names, order, types, nullability."""
+    columns: list[pa.Array] = []
     for index, target in enumerate(schema):
-        position = batch.schema.get_field_index(target.name)
-        column = batch.column(position if position >= 0 else index)
-        if column.type != target.type:
-            column = column.cast(target.type)
-        columns.append(column)
+        position = index if by_position else batch.schema.get_field_index(target.name)
+        if position < 0:
+            position = index
+        columns.append(_cast(batch.column(position), target.type))
     return pa.RecordBatch.from_arrays(columns, schema=schema)

@@ -1,0 +1,358 @@
+"""Streaming ``flight-select``: list new objects under a prefix, fetch each through the server.
+
+    (spark.readStream.format("flight-select")
+         .option("location", "grpc://127.0.0.1:8815")
+         .option("prefix", "sales/orders/")          # bucket/key-prefix
+         .option("where", "status = 'delivered'")    # s3-select predicate, run on the server
+         .option("maxFilesPerTrigger", "10")
+         .load())
+
+Two steps, after the list/fetch design of incremental object-store sources:
+
+* **list** (driver): finds objects whose key sorts after the last admitted key (start-after
+  semantics, as S3 ListObjectsV2 pages), one page of ``listPageSize`` keys at a time, buffering
+  the page between triggers so a trigger lists only when its buffer runs dry. Objects must
+  therefore appear in key order (date- or sequence-named keys); a key that sorts before one
+  already admitted is never seen. The server offers no paged listing RPC yet: a page is
+  ``GetTables(db_schema_filter_pattern=bucket, table_name_filter_pattern=prefix%)`` filtered
+  client-side to keys after the start key.
+* **fetch** (executors): each admitted object is planned with the pushed statement
+  (``SELECT columns FROM "bucket"."key" WHERE <where>``); each of its Flight endpoints is one
+  Spark partition. An object deleted before it is fetched is skipped with a warning.
+
+Offsets (kept by Spark in the checkpoint) are ``{"v": 1, "after": key, "batch": [[key, bytes],
+...]}``: the last admitted key and the objects of the batch that ends there, so a batch
+replayed after a restart reads exactly the same objects. Objects are the unit of progress: a
+batch either commits with all its objects or is replayed whole.
+
+Options beyond the batch ones (``location``, ``columns``, ``flavor``, auth, TLS, ``timeout``):
+``prefix`` (required), ``where``, ``maxFilesPerTrigger``, ``maxBytesPerTrigger`` (object bytes
+as the server reports them), ``listPageSize`` (default 1000), ``startAfter`` (a key: only
+later keys are read).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.flight as flight
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxBytes,
+    ReadMaxFiles,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from compute_client import pushdown, spark_filters
+from compute_client.errors import RemoteQueryError
+from compute_client.flight import ConnectionOptions, FlightSelectClient
+from compute_client.spark_source import (
+    EndpointPartition,
+    connection_options,
+    project,
+    read_endpoint,
+    spark_schema,
+    split_columns,
+)
+from flight_storage import protocol
+
+log = logging.getLogger("compute_client.spark_stream")
+
+OFFSET_VERSION = 1
+UNKNOWN_SIZE = -1  # offsets record -1 when no byte limit asked for sizes
+_GONE = ("NoSuchKey", "NoSuchBucket")
+
+
+@dataclass(frozen=True)
+class StreamOptions:
+    """Parsed streaming options."""
+
+    connection: ConnectionOptions
+    bucket: str
+    prefix: str
+    columns: tuple[str, ...] | None
+    where: str | None
+    max_files: int | None
+    max_bytes: int | None
+    page_size: int
+    start_after: str
+
+    @classmethod
+    def parse(cls, options: dict[str, str]) -> StreamOptions:
+        """Validate the options (Spark passes option names case-insensitively)."""
+        options = {k.lower(): v for k, v in options.items()}
+        bucket, _, prefix = options.get("prefix", "").partition("/")
+        if not bucket:
+            raise ValueError("flight-select: option 'prefix' must be bucket/key-prefix")
+        page_size = int(options.get("listpagesize", "1000"))
+        if page_size < 1:
+            raise ValueError("flight-select: 'listPageSize' must be positive")
+        return cls(
+            connection=connection_options(options),
+            bucket=bucket,
+            prefix=prefix,
+            columns=split_columns(options.get("columns")),
+            where=options.get("where") or None,
+            max_files=_positive(options, "maxfilespertrigger"),
+            max_bytes=_positive(options, "maxbytespertrigger"),
+            page_size=page_size,
+            start_after=options.get("startafter", ""),
+        )
+
+
+def _positive(options: dict[str, str], name: str) -> int | None:
+    if not options.get(name):
+        return None
+    value = int(options[name])
+    if value < 1:
+        raise ValueError(f"flight-select: {name} must be positive")
+    return value
+
+
+@dataclass(frozen=True)
+class ListedObject:
+    """One object found by the list step."""
+
+    key: str
+    size: int
+
+
+def _like_prefix(prefix: str) -> str:
+    """A Flight SQL LIKE pattern covering ``prefix`` (wildcards in it only widen the match;
+    results are filtered exactly afterwards)."""
+    return prefix + "%"
+
+
+def list_page(
+    client: FlightSelectClient, options: StreamOptions, after: str, limit: int
+) -> list[str]:
+    """Up to ``limit`` keys under the prefix that sort after ``after``, in key order."""
+    command = protocol.pb.CommandGetTables(
+        db_schema_filter_pattern=options.bucket,
+        table_name_filter_pattern=_like_prefix(options.prefix),
+    )
+    descriptor = flight.FlightDescriptor.for_command(protocol.pack_any(command))
+    # FlightSelectClient has no metadata call yet; it exposes its connection only privately.
+    connection = client._client(options.connection.location)
+    call_options = client._call_options()
+    try:
+        info = connection.get_flight_info(descriptor, call_options)
+        tables = [connection.do_get(e.ticket, call_options).read_all() for e in info.endpoints]
+    except flight.FlightError as exc:
+        raise RemoteQueryError.from_text(str(exc)) from None
+    keys = sorted(
+        key
+        for table in tables
+        for bucket, key in zip(
+            table.column("db_schema_name").to_pylist(), table.column("table_name").to_pylist(),
+            strict=True,
+        )
+        if bucket == options.bucket and key.startswith(options.prefix) and key > after
+    )
+    return keys[:limit]
+
+
+def _object_size(client: FlightSelectClient, options: StreamOptions, key: str) -> int | None:
+    """The object's bytes as the server plans them; None when it is gone."""
+    try:
+        plan = client.execute(f"SELECT * FROM {pushdown.quote_table(options.bucket, key)}")
+    except RemoteQueryError as exc:
+        if exc.code in _GONE:
+            return None
+        raise
+    return max(plan.total_bytes, 0)
+
+
+def stream_schema(options: dict[str, str]) -> StructType:
+    """The schema of the first object under the prefix (pruned by ``columns``)."""
+    parsed = StreamOptions.parse(options)
+    with FlightSelectClient(parsed.connection) as client:
+        keys = list_page(client, parsed, parsed.start_after, 1)
+        if not keys:
+            raise ValueError(
+                f"flight-select: no object under {parsed.bucket}/{parsed.prefix} to take a "
+                "schema from; give one with .schema(...)"
+            )
+        table = pushdown.quote_table(parsed.bucket, keys[0])
+        schema = client.execute(f"SELECT * FROM {table}").schema
+    if parsed.columns is not None:
+        schema = project(schema, parsed.columns)
+    return spark_schema(schema)
+
+
+class FetchPartition(EndpointPartition):
+    """One endpoint of one object's fetch."""
+
+    def __init__(self, value: str, key: str) -> None:
+        super().__init__(value, by_position=True)
+        self.key = key
+
+
+def _limits(default_files: int | None, default_bytes: int | None,
+            limit: ReadLimit) -> tuple[int | None, int | None]:
+    """(max files, max bytes) for one trigger; ReadAllAvailable lifts both."""
+    if isinstance(limit, ReadAllAvailable):
+        return None, None
+    if isinstance(limit, ReadMaxFiles):
+        return limit.max_files, default_bytes
+    if isinstance(limit, ReadMaxBytes):
+        return default_files, limit.max_bytes
+    if isinstance(limit, ReadMaxRows):  # rows are unknown before fetching: one object
+        return 1, default_bytes
+    return default_files, default_bytes
+
+
+class FlightSelectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """The list step on the driver, the fetch step on executors.
+
+    Args:
+        options: the data source options.
+        schema: the stream's schema; its columns are the projection sent to the server.
+    """
+
+    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+        self.options = StreamOptions.parse(options)
+        self.schema = schema
+        self._buffer: list[ListedObject] = []
+        self._buffer_end: str | None = None  # last key the buffer's listing reached
+        self._available_now = False
+        self._target: str | None = None  # AvailableNow: admit nothing after this key
+
+    # ------------------------------------------------------------------ offsets
+    def initialOffset(self) -> dict:
+        return {"v": OFFSET_VERSION, "after": self.options.start_after, "batch": []}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_files is not None:
+            return ReadMaxFiles(self.options.max_files)
+        if self.options.max_bytes is not None:
+            return ReadMaxBytes(self.options.max_bytes)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Admit only what exists now (the target is fixed at the first ``latestOffset``)."""
+        self._available_now = True
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        after = str(start["after"])
+        with FlightSelectClient(self.options.connection) as client:
+            if self._available_now and self._target is None:
+                self._target = self._last_key(client, after)
+                log.info("AvailableNow: reading up to %r", self._target)
+            max_files, max_bytes = _limits(self.options.max_files, self.options.max_bytes, limit)
+            admitted = self._admit(client, after, max_files, max_bytes)
+        if not admitted:
+            return start
+        return {
+            "v": OFFSET_VERSION,
+            "after": admitted[-1].key,
+            "batch": [[o.key, o.size] for o in admitted],
+        }
+
+    def _last_key(self, client: FlightSelectClient, after: str) -> str:
+        last = after
+        while True:
+            page = list_page(client, self.options, last, self.options.page_size)
+            if not page:
+                return last
+            last = page[-1]
+
+    def _candidates(self, client: FlightSelectClient, after: str) -> Iterator[ListedObject]:
+        """Objects after ``after`` in key order: the buffer first, then page by page; a short
+        page ends the listing for this trigger."""
+        if self._buffer_end is None or self._buffer_end < after:  # first call, or a restart
+            self._buffer, self._buffer_end = [], after
+        self._buffer = [o for o in self._buffer if o.key > after]
+        index = 0
+        done = False
+        while True:
+            while index < len(self._buffer):
+                yield self._buffer[index]
+                index += 1
+            if done:
+                return
+            keys = list_page(client, self.options, self._buffer_end, self.options.page_size)
+            done = len(keys) < self.options.page_size
+            if not keys:
+                return
+            self._buffer_end = keys[-1]
+            self._buffer += [o for o in (self._listed(client, k) for k in keys) if o is not None]
+
+    def _listed(self, client: FlightSelectClient, key: str) -> ListedObject | None:
+        if self.options.max_bytes is None:
+            return ListedObject(key, UNKNOWN_SIZE)  # sizes cost a planning call each
+        size = _object_size(client, self.options, key)
+        if size is None:
+            log.warning("skipping %s/%s: deleted before it was fetched", self.options.bucket, key)
+            return None
+        return ListedObject(key, size)
+
+    def _admit(self, client: FlightSelectClient, after: str, max_files: int | None,
+               max_bytes: int | None) -> list[ListedObject]:
+        admitted: list[ListedObject] = []
+        total = 0
+        for candidate in self._candidates(client, after):
+            if self._target is not None and candidate.key > self._target:
+                break
+            if max_files is not None and len(admitted) >= max_files:
+                break
+            size = max(candidate.size, 0)
+            if max_bytes is not None and admitted and total + size > max_bytes:
+                break
+            admitted.append(candidate)
+            total += size
+        return admitted
+
+    # ------------------------------------------------------------------ fetch
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        parts: list[InputPartition] = []
+        with FlightSelectClient(self.options.connection) as client:
+            for key, _ in end.get("batch", []):
+                try:
+                    plan = client.execute(self.statement(client, key))
+                except RemoteQueryError as exc:
+                    if exc.code not in _GONE:
+                        raise
+                    log.warning("skipping %s/%s: deleted before it was fetched (%s)",
+                                self.options.bucket, key, exc.code)
+                    continue
+                parts += [FetchPartition(json.dumps(e.to_json()), key) for e in plan.endpoints]
+        return parts
+
+    def statement(self, client: FlightSelectClient, key: str) -> str:
+        """The fetch statement of one object: the stream's columns and ``where``."""
+        table = pushdown.quote_table(self.options.bucket, key)
+        server = client.execute(f"SELECT * FROM {table}").schema
+        refs = spark_filters.column_refs(server, self.schema)
+        sql = f"SELECT {', '.join(refs[f.name].ref for f in self.schema.fields)} FROM {table}"
+        if self.options.where:
+            sql += f" WHERE ({self.options.where})"
+        return sql
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, FetchPartition)
+        target = to_arrow_schema(self.schema, timezone="UTC")
+        try:
+            yield from read_endpoint(self.options.connection, partition, target)
+        except RemoteQueryError as exc:
+            if exc.code not in _GONE:
+                raise
+            log.warning("skipping %s/%s: deleted before it was fetched (%s)",
+                        self.options.bucket, partition.key, exc.code)
+
+    def commit(self, end: dict) -> None:
+        self._buffer = [o for o in self._buffer if o.key > str(end["after"])]
+
+    def stop(self) -> None:
+        self._buffer = []
+
