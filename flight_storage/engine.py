@@ -39,7 +39,7 @@ from flight_storage.errors import (
 from flight_storage.formats import compression, csv_input, json_input
 from flight_storage.formats.typed_columns import TypedColumns
 from flight_storage.protocol import Partition
-from flight_storage.sources import ObjectSource
+from flight_storage.sources import ObjectSource, random_access
 from flight_storage.streaming_dataset import (
     ScanFunction,
     StreamingDataset,
@@ -546,8 +546,8 @@ class SelectEngine:
                     return
                 filter = None
             file_format = ds.ParquetFileFormat()
-            with source.open() as stream:
-                file = pa.PythonFile(stream, mode="r")
+            # positioned reads: pyarrow may read several row groups at once
+            with random_access(source) as file:
                 file_schema = file_format.inspect(file)
                 if file_schema.equals(schema):
                     fragments = pruned_fragments(file_format, file, groups, schema, filter)

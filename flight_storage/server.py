@@ -253,6 +253,10 @@ class _StoppableSource:
     def open(self) -> Any:
         return io.BufferedReader(_StoppableFile(self.path, self.stop, self.read), 1 << 20)
 
+    def open_random_access(self) -> pa.NativeFile:
+        """Positioned reads for Parquet (stopped by dropping the DataFusion stream instead)."""
+        return pa.OSFile(str(self.path))
+
 
 Item = pa.RecordBatch | tuple[pa.RecordBatch, bytes]
 

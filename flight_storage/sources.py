@@ -1,4 +1,8 @@
-"""Where an object's bytes come from: a file under the data root, or bytes in memory."""
+"""Where an object's bytes come from: a file under the data root, or bytes in memory.
+
+Text readers stream with :meth:`open`; Parquet reads row groups at their offsets, possibly from
+several threads at once, so it asks for :func:`random_access`, a file with positioned reads.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,8 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Protocol
+
+import pyarrow as pa
 
 
 class ObjectSource(Protocol):
@@ -30,6 +36,10 @@ class FileSource:
     def open(self) -> BinaryIO:
         return open(self.path, "rb")
 
+    def open_random_access(self) -> pa.NativeFile:
+        """A file for positioned reads (several readers may share it safely)."""
+        return pa.OSFile(str(self.path))
+
 
 @dataclass(frozen=True)
 class BytesSource:
@@ -44,3 +54,16 @@ class BytesSource:
 
     def open(self) -> BinaryIO:
         return io.BytesIO(self.data)
+
+    def open_random_access(self) -> pa.NativeFile:
+        """A file for positioned reads (several readers may share it safely)."""
+        return pa.BufferReader(self.data)
+
+
+def random_access(source: ObjectSource) -> pa.NativeFile:
+    """A positioned-read file for ``source`` (falls back to reading it whole into memory)."""
+    opener = getattr(source, "open_random_access", None)
+    if opener is not None:
+        return opener()
+    with source.open() as stream:
+        return pa.BufferReader(stream.read())

@@ -98,3 +98,25 @@ def test_aggregates_read_in_parallel_equal_one_pass(values, partition_bytes) -> 
     assert results[0] == results[1]
     matching = [v for v in values if v % 5 == 1]
     assert list(results[0][0].values())[0] == len(matching)
+
+
+def test_parquet_partitions_read_concurrently_from_one_file(tmp_path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from flight_storage.sources import FileSource
+
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"a": list(range(20000)), "b": [f"v{i}" for i in range(20000)]}),
+                   path, row_group_size=500)
+    source = FileSource(path, "b/t.parquet", path.stat().st_size)
+    engine = SelectEngine(EngineConfig(row_groups_per_partition=2))
+    plan = engine.plan("select a from s3object where a % 7 = 0", source, InputSpec("parquet"))
+
+    def read(partition):
+        return [r["a"] for b in engine.execute_arrow(plan, [partition]) for r in b.to_pylist()]
+
+    with ThreadPoolExecutor(4) as pool:
+        parts = list(pool.map(read, [p.partition for p in plan.partitions] * 3))
+    expected = [i for i in range(20000) if i % 7 == 0]
+    assert [a for part in parts[: len(plan.partitions)] for a in part] == expected
+    assert sum(len(p) for p in parts) == 3 * len(expected)
