@@ -9,6 +9,7 @@ It speaks the same Flight SQL messages as any client (``CommandStatementQuery`` 
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -62,6 +63,23 @@ class Endpoint:
         locations = data.get("locations", [])
         assert isinstance(locations, list)
         return cls(base64.b64decode(str(data["ticket"])), tuple(str(x) for x in locations))
+
+
+@dataclass(frozen=True)
+class ListedObject:
+    """An object as the server lists it."""
+
+    key: str
+    size: int
+    mtime_ns: int
+
+
+@dataclass(frozen=True)
+class ObjectPage:
+    """A page of a listing; ``next_start_after`` is None on the last page."""
+
+    objects: tuple[ListedObject, ...]
+    next_start_after: str | None
 
 
 @dataclass(frozen=True)
@@ -191,6 +209,22 @@ class FlightSelectClient:
         rows = zip(table.column("db_schema_name").to_pylist(),
                    table.column("table_name").to_pylist())
         return sorted(str(key) for schema, key in rows if schema == bucket)
+
+    def list_objects_page(self, bucket: str, prefix: str = "", start_after: str = "",
+                          max_keys: int = 1000) -> ObjectPage:
+        """One page of the objects under ``bucket/prefix`` sorting after ``start_after``
+        (the server's ``ListObjects`` action; the server lists only that page)."""
+        body = json.dumps({"bucket": bucket, "prefix": prefix, "start_after": start_after,
+                           "max_keys": max_keys}).encode()
+        try:
+            results = list(self._client(self.options.location).do_action(
+                flight.Action("ListObjects", body), self._call_options()))
+        except (flight.FlightError, pa.ArrowException) as exc:
+            raise _to_client_error(exc) from None
+        document = json.loads(results[0].body.to_pybytes())
+        objects = tuple(ListedObject(str(o["key"]), int(o["size"]), int(o["mtime_ns"]))
+                        for o in document["objects"])
+        return ObjectPage(objects, document.get("next_start_after"))
 
     def read_all(self, query: str) -> pa.Table:
         """Execute ``query`` and read every endpoint into one table."""

@@ -13,9 +13,8 @@ Two steps, after the list/fetch design of incremental object-store sources:
   semantics, as S3 ListObjectsV2 pages), one page of ``listPageSize`` keys at a time, buffering
   the page between triggers so a trigger lists only when its buffer runs dry. Objects must
   therefore appear in key order (date- or sequence-named keys); a key that sorts before one
-  already admitted is never seen. The server offers no paged listing RPC yet: a page is
-  ``GetTables(db_schema_filter_pattern=bucket, table_name_filter_pattern=prefix%)`` filtered
-  client-side to keys after the start key.
+  already admitted is never seen. A page is one call of the server's ``ListObjects`` action
+  (``{bucket, prefix, start_after, max_keys}``), which returns keys with their sizes.
 * **fetch** (executors): each admitted object is planned with the pushed statement
   (``SELECT columns FROM "bucket"."key" WHERE <where>``); each of its Flight endpoints is one
   Spark partition. An object deleted before it is fetched is skipped with a warning.
@@ -40,7 +39,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.flight as flight
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import (
@@ -64,12 +62,9 @@ from compute_client.spark_source import (
     spark_schema,
     split_columns,
 )
-from flight_storage import protocol
-
 log = logging.getLogger("compute_client.spark_stream")
 
 OFFSET_VERSION = 1
-UNKNOWN_SIZE = -1  # offsets record -1 when no byte limit asked for sizes
 _GONE = ("NoSuchKey", "NoSuchBucket")
 
 
@@ -127,63 +122,26 @@ class ListedObject:
     size: int
 
 
-def _like_prefix(prefix: str) -> str:
-    """A Flight SQL LIKE pattern covering ``prefix`` (wildcards in it only widen the match;
-    results are filtered exactly afterwards)."""
-    return prefix + "%"
-
-
 def list_page(
     client: FlightSelectClient, options: StreamOptions, after: str, limit: int
-) -> list[str]:
-    """Up to ``limit`` keys under the prefix that sort after ``after``, in key order."""
-    command = protocol.pb.CommandGetTables(
-        db_schema_filter_pattern=options.bucket,
-        table_name_filter_pattern=_like_prefix(options.prefix),
-    )
-    descriptor = flight.FlightDescriptor.for_command(protocol.pack_any(command))
-    # FlightSelectClient has no metadata call yet; it exposes its connection only privately.
-    connection = client._client(options.connection.location)
-    call_options = client._call_options()
-    try:
-        info = connection.get_flight_info(descriptor, call_options)
-        tables = [connection.do_get(e.ticket, call_options).read_all() for e in info.endpoints]
-    except flight.FlightError as exc:
-        raise RemoteQueryError.from_text(str(exc)) from None
-    keys = sorted(
-        key
-        for table in tables
-        for bucket, key in zip(
-            table.column("db_schema_name").to_pylist(), table.column("table_name").to_pylist(),
-            strict=True,
-        )
-        if bucket == options.bucket and key.startswith(options.prefix) and key > after
-    )
-    return keys[:limit]
-
-
-def _object_size(client: FlightSelectClient, options: StreamOptions, key: str) -> int | None:
-    """The object's bytes as the server plans them; None when it is gone."""
-    try:
-        plan = client.execute(f"SELECT * FROM {pushdown.quote_table(options.bucket, key)}")
-    except RemoteQueryError as exc:
-        if exc.code in _GONE:
-            return None
-        raise
-    return max(plan.total_bytes, 0)
+) -> list[ListedObject]:
+    """Up to ``limit`` objects under the prefix whose keys sort after ``after``, in key order,
+    with their sizes: one ``ListObjects`` page, so a trigger never re-lists the bucket."""
+    page = client.list_objects_page(options.bucket, options.prefix, after, limit)
+    return [ListedObject(o.key, o.size) for o in page.objects]
 
 
 def stream_schema(options: dict[str, str]) -> StructType:
     """The schema of the first object under the prefix (pruned by ``columns``)."""
     parsed = StreamOptions.parse(options)
     with FlightSelectClient(parsed.connection) as client:
-        keys = list_page(client, parsed, parsed.start_after, 1)
-        if not keys:
+        first = list_page(client, parsed, parsed.start_after, 1)
+        if not first:
             raise ValueError(
                 f"flight-select: no object under {parsed.bucket}/{parsed.prefix} to take a "
                 "schema from; give one with .schema(...)"
             )
-        table = pushdown.quote_table(parsed.bucket, keys[0])
+        table = pushdown.quote_table(parsed.bucket, first[0].key)
         schema = client.execute(f"SELECT * FROM {table}").schema
     if parsed.columns is not None:
         schema = project(schema, parsed.columns)
@@ -265,7 +223,7 @@ class FlightSelectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
             page = list_page(client, self.options, last, self.options.page_size)
             if not page:
                 return last
-            last = page[-1]
+            last = page[-1].key
 
     def _candidates(self, client: FlightSelectClient, after: str) -> Iterator[ListedObject]:
         """Objects after ``after`` in key order: the buffer first, then page by page; a short
@@ -281,21 +239,12 @@ class FlightSelectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
                 index += 1
             if done:
                 return
-            keys = list_page(client, self.options, self._buffer_end, self.options.page_size)
-            done = len(keys) < self.options.page_size
-            if not keys:
+            listed = list_page(client, self.options, self._buffer_end, self.options.page_size)
+            done = len(listed) < self.options.page_size
+            if not listed:
                 return
-            self._buffer_end = keys[-1]
-            self._buffer += [o for o in (self._listed(client, k) for k in keys) if o is not None]
-
-    def _listed(self, client: FlightSelectClient, key: str) -> ListedObject | None:
-        if self.options.max_bytes is None:
-            return ListedObject(key, UNKNOWN_SIZE)  # sizes cost a planning call each
-        size = _object_size(client, self.options, key)
-        if size is None:
-            log.warning("skipping %s/%s: deleted before it was fetched", self.options.bucket, key)
-            return None
-        return ListedObject(key, size)
+            self._buffer_end = listed[-1].key
+            self._buffer += listed
 
     def _admit(self, client: FlightSelectClient, after: str, max_files: int | None,
                max_bytes: int | None) -> list[ListedObject]:

@@ -175,6 +175,22 @@ class Catalog:
         return ObjectInfo(bucket, key, resolved, st.st_size, st.st_mtime_ns, fmt, compression,
                           json_lines)
 
+    def list_page(self, bucket: str, prefix: str = "", start_after: str = "",
+                  max_keys: int = 1000) -> ObjectPage:
+        """Up to ``max_keys`` objects under ``prefix`` whose keys sort after ``start_after``."""
+        if max_keys < 1:
+            raise InvalidRequestError("max_keys must be at least 1")
+        page: list[ObjectInfo] = []
+        more = False
+        for obj in self.objects(bucket, prefix):
+            if obj.key <= start_after:
+                continue
+            if len(page) == max_keys:
+                more = True
+                break
+            page.append(obj)
+        return ObjectPage(tuple(page), page[-1].key if more and page else None)
+
     def objects(self, bucket: str, prefix: str = "") -> Iterator[ObjectInfo]:
         """Objects of ``bucket`` whose key starts with ``prefix``, in key order."""
         base = self.bucket_path(bucket)
@@ -196,6 +212,14 @@ class Catalog:
                 yield self.object(bucket, key)
             except (ObjectNotFoundError, AccessDeniedError):
                 continue  # vanished between listing and stat, or a link out: not listed
+
+
+@dataclass(frozen=True)
+class ObjectPage:
+    """One page of a listing in key order; ``next_start_after`` is None on the last page."""
+
+    objects: tuple[ObjectInfo, ...]
+    next_start_after: str | None
 
 
 def split_object_path(name: str) -> tuple[str, str]:

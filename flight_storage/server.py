@@ -821,6 +821,8 @@ class StorageServer(flight.FlightServerBase):
             ("CancelQuery", "cancel a query's endpoints (deprecated Flight SQL action)"),
             ("CloseSession", "close the session"),
             ("health", "server status as JSON"),
+            ("ListObjects", "a page of a bucket's objects: JSON {bucket, prefix, start_after, "
+             "max_keys} -> {objects: [{key, size, mtime_ns}], next_start_after}"),
         ]
 
     def _action_create_prepared(self, call: CallContext, body: bytes) -> list[flight.Result]:
@@ -889,6 +891,25 @@ class StorageServer(flight.FlightServerBase):
     def _action_close_session(self, call: CallContext, body: bytes) -> list[flight.Result]:
         result = pb.CloseSessionResult(status=pb.CloseSessionResult.CLOSED)
         return [flight.Result(result.SerializeToString())]
+
+    def _action_list_objects(self, call: CallContext, body: bytes) -> list[flight.Result]:
+        try:
+            request = json.loads(body or b"{}")
+            bucket = str(request["bucket"])
+            prefix = str(request.get("prefix", ""))
+            start_after = str(request.get("start_after", ""))
+            max_keys = int(request.get("max_keys", 1000))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise InvalidRequestError(f"ListObjects takes JSON {{bucket, prefix, start_after, "
+                                      f"max_keys}} ({exc})") from None
+        self._check_access(call, bucket)
+        page = self.catalog.list_page(bucket, prefix, start_after, min(max_keys, 10000))
+        document = {
+            "objects": [{"key": o.key, "size": o.size, "mtime_ns": o.mtime_ns}
+                        for o in page.objects],
+            "next_start_after": page.next_start_after,
+        }
+        return [flight.Result(json.dumps(document).encode())]
 
     def _action_health(self, call: CallContext, body: bytes) -> list[flight.Result]:
         status = {
@@ -1041,6 +1062,7 @@ class StorageServer(flight.FlightServerBase):
         "CancelQuery": _action_cancel_query,
         "CloseSession": _action_close_session,
         "health": _action_health,
+        "ListObjects": _action_list_objects,
     }
 
 

@@ -122,3 +122,13 @@ def test_with_options_override_the_bucket_configuration(tmp_path: Path) -> None:
 def test_bad_with_options_are_clear_errors(text: str) -> None:
     with pytest.raises(InvalidRequestError):
         split_table_reference(text)
+
+
+def test_list_page_pages_in_key_order(tmp_path: Path) -> None:
+    catalog = _bucket(tmp_path, {f"in/{i:02d}.csv": "1\n" for i in range(7)} | {"x.csv": "1\n"})
+    first = catalog.list_page("b", "in/", "", 3)
+    assert [o.key for o in first.objects] == ["in/00.csv", "in/01.csv", "in/02.csv"]
+    assert first.next_start_after == "in/02.csv"
+    last = catalog.list_page("b", "in/", "in/04.csv", 3)
+    assert [o.key for o in last.objects] == ["in/05.csv", "in/06.csv"]
+    assert last.next_start_after is None
