@@ -531,6 +531,7 @@ class SelectEngine:
                 flavor=plan.flavor,
                 byte_range=_byte_range(partition),
                 batch_rows=min(self.config.batch_rows, 8192),
+                max_record_size=self.config.max_record_bytes,
             )
 
     def _parquet_scan(self, plan: SelectPlan, source: ObjectSource,

@@ -126,6 +126,7 @@ def iter_json_batches(
     flavor: str = "ceph",
     byte_range: tuple[int, int] | None = None,
     batch_rows: int = 8192,
+    max_record_size: int | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Read JSON rows and yield the JSON text at each path as Utf8 columns.
 
@@ -139,12 +140,14 @@ def iter_json_batches(
         flavor: ``"ceph"`` or ``"aws"`` (how ``from_path`` selects rows).
         byte_range: inclusive ``(start, end)`` byte offsets; LINES only.
         batch_rows: maximum rows per batch.
+        max_record_size: longest LINES record in bytes (AWS: 1 MiB); None for no limit.
 
     Yields:
         Record batches with one nullable Utf8 column per entry of ``paths``, in order.
 
     Raises:
-        InputFormatError: ``JSONParsingError`` or ``InvalidTextEncoding``.
+        InputFormatError: ``JSONParsingError``, ``InvalidTextEncoding`` or
+            ``OverMaxRecordSize``.
         InvalidRequestError: a byte range with DOCUMENT input.
         ValueError: an unknown flavor, a malformed step or ``batch_rows < 1``.
 
@@ -162,7 +165,7 @@ def iter_json_batches(
     evaluate = _PathEvaluator(paths)
     schema = pa.schema([pa.field(name, pa.string(), nullable=True) for name in paths])
     if options.type == "LINES":
-        documents = _line_documents(source, byte_range)
+        documents = _line_documents(source, byte_range, max_record_size)
     elif byte_range is not None:
         raise InvalidRequestError(
             "a scan range is supported only for CSV and JSON LINES input",
@@ -672,7 +675,7 @@ def _line_blocks(
 
 
 def _line_documents(
-    source: BinaryIO, byte_range: tuple[int, int] | None
+    source: BinaryIO, byte_range: tuple[int, int] | None, max_record_size: int | None = None
 ) -> Iterator[tuple[Any, int]]:
     decoder = _new_decoder()
     # The scanner alone parses a value at an index (no whitespace skipping, no checks):
@@ -688,6 +691,14 @@ def _line_documents(
         for number, line in enumerate(text.split("\n")):
             if not line:
                 continue
+            if (max_record_size is not None and len(line) * 4 > max_record_size
+                    and len(line.encode()) > max_record_size):
+                raise InputFormatError(
+                    f"record {record + 1} at byte offset "
+                    f"{base + _line_offset(block, skip, number)} is longer than "
+                    f"{max_record_size} bytes",
+                    code="OverMaxRecordSize", row=record + 1,
+                )
             try:
                 value, end = scan_once(line, 0)
             except (StopIteration, ValueError, RecursionError):
