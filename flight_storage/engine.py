@@ -178,7 +178,7 @@ class SelectPlan:
         return arrow_result_schema(self.result_schema, names)
 
 
-def _session(config: EngineConfig) -> SessionContext:
+def _session(config: EngineConfig, translation: Translation | None = None) -> SessionContext:
     session_config = (
         SessionConfig()
         .with_batch_size(8192)
@@ -191,6 +191,9 @@ def _session(config: EngineConfig) -> SessionContext:
         runtime = runtime.with_fair_spill_pool(config.memory_limit_bytes)
     ctx = SessionContext(session_config, runtime)
     udfs.register_udfs(ctx)
+    if translation is not None and translation.filter_over_aliases:
+        # Keep the filter above the subquery that computes the aliases once per row.
+        ctx.remove_optimizer_rule("push_down_filter")
     return ctx
 
 
@@ -450,7 +453,7 @@ class SelectEngine:
             scans = pieces or [chain_scans([])]
         else:
             scans = [chain_scans([s for p in chosen for s in self._scans(plan, p)])]
-        ctx = _session(self.config)
+        ctx = _session(self.config, plan.translation)
         ctx.register_dataset(TABLE, StreamingDataset(plan.input_schema, scans))
         try:
             frame = ctx.sql_with_options(plan.translation.sql, _READ_ONLY)

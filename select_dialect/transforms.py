@@ -7,8 +7,11 @@ rewrites it into nodes whose DataFusion meaning is exact:
 
 * references: positional ``_N``, header names, Parquet columns, table-alias prefixes and JSON
   paths become quoted column references (JSON paths are registered as extra input columns);
-* aliases are expanded where used (each alias is lowered once and the lowered tree reused),
-  cyclic references are rejected;
+* aliases are expanded where used (each alias is lowered once and the lowered tree reused;
+  DataFusion's common-subexpression elimination then computes it once per row within a
+  projection); aliases the WHERE clause reads are instead computed once per row in subqueries
+  below the filter and read as columns (``Lowering.materialize``); cyclic references are
+  rejected;
 * operators get the flavour's coercions (CSV text vs numbers, JSON text, timestamps);
 * functions map onto DataFusion builtins when their semantics are exact, else onto the UDFs of
   :mod:`select_dialect.udf_names`.
@@ -243,6 +246,13 @@ class Lowering:
         self.state = LoweringState()
         self._alias_done: dict[str, Typed] = {}
         self._alias_stack: list[str] = []
+        # Aliases computed once per row in a subquery below the WHERE clause (see translate):
+        # name -> (column name, lowered expression).
+        self.materialize: set[str] = set()
+        # name -> (column name, lowered expression, subquery level: 1 + the deepest level of
+        # the materialized aliases it reads)
+        self.materialized: dict[str, tuple[str, exp.Expression, int]] = {}
+        self._reads: list[set[str]] = []
         self._json_by_steps: dict[tuple[tuple[Any, ...], ...], str] = {}
         self._dispatch: dict[type[exp.Expression], Callable[[Any], Typed]] = {
             exp.Literal: self._literal,
@@ -622,17 +632,29 @@ class Lowering:
 
     def _alias(self, key: str) -> Typed:
         done = self._alias_done.get(key)
-        if done is not None:
-            return done[0].copy(), done[1]
+        if done is None:
+            done = self._lower_alias_once(key)
+        if key in self.materialized and self._reads:
+            self._reads[-1].add(key)
+        return done[0].copy(), done[1]
+
+    def _lower_alias_once(self, key: str) -> Typed:
         if len(self._alias_stack) > 64:
             raise QuerySemanticError(_CYCLE_MESSAGE)
         self._alias_stack.append(key)
+        self._reads.append(set())
         try:
             typed = self.lower(self.aliases[key])
         finally:
             self._alias_stack.pop()
+            reads = self._reads.pop()
+        if key in self.materialize:
+            name = f"__alias_{len(self.materialized)}"
+            level = 1 + max((self.materialized[r][2] for r in reads), default=0)
+            self.materialized[key] = (name, typed[0], level)
+            typed = (col(name), typed[1])
         self._alias_done[key] = typed
-        return typed[0].copy(), typed[1]
+        return typed
 
     # ------------------------------------------------------------------ operators
 

@@ -63,6 +63,9 @@ class Translation:
             AWS/MinIO print a row that is an object as the record itself (its members are
             the output fields, ``{}`` when MISSING) and any other value under
             ``output_names[0]``; Ceph prints its ``path. : value`` listing.
+        filter_over_aliases: the WHERE clause reads aliases computed in a subquery below it
+            (once per row); the engine must keep DataFusion from pushing the filter back down
+            through that subquery (its ``push_down_filter`` rule would inline them again).
     """
 
     sql: str
@@ -76,6 +79,7 @@ class Translation:
     limit: int | None = None
     limit_counts_input: bool = False
     row_as_record: bool = False
+    filter_over_aliases: bool = False
 
 
 # The S3 error code of every syntax error in the Ceph flavour (RGW reports no finer code).
@@ -212,12 +216,18 @@ def _translate(
         aliases=aliases,
     )
 
+    where = statement.args.get("where")
+    aggregate = any(is_aggregate(p) for p in projections)
+    if where is not None and not aggregate:
+        # An alias the WHERE clause uses is computed once per row, in a subquery below the
+        # filter, and read as a column by the filter and by the projections.
+        lowering.materialize = _aliases_used(where.this, aliases)
+
     select_star = len(projections) == 1 and _is_star(projections[0], table_names)
     row_as_record = select_star and input_format == "json"
     outputs: list[exp.Expression] = []
     output_names: list[str] = []
     output_is_json: list[bool] = []
-    aggregate = any(is_aggregate(p) for p in projections)
     unnamed = 0
     if select_star and input_format == "json":
         outputs.append(exp.alias_(lowering._json_path(()), "c0", quoted=True))
@@ -256,7 +266,6 @@ def _translate(
             output_names.append(name)
             output_is_json.append(kind == JSON)
 
-    where = statement.args.get("where")
     condition = None
     if where is not None:
         if is_aggregate(where.this):
@@ -271,6 +280,15 @@ def _translate(
             exp.select(exp.Star())
             .from_(source_sql.copy())
             .limit(exp.Literal.number(limit))
+            .subquery(exp.Identifier(this=table, quoted=True))
+        )
+    levels = sorted({level for _, _, level in lowering.materialized.values()})
+    for level in levels:  # an alias reading other aliases is computed one subquery above them
+        computed = [exp.alias_(node, name, quoted=True)
+                    for name, node, at in lowering.materialized.values() if at == level]
+        source_sql = (
+            exp.select(exp.Star(), *computed, copy=False)
+            .from_(source_sql, copy=False)
             .subquery(exp.Identifier(this=table, quoted=True))
         )
     # copy=False: the trees were built here for this statement (a copy of a 256 KB WHERE
@@ -293,7 +311,22 @@ def _translate(
         limit=limit,
         limit_counts_input=counts_input,
         row_as_record=row_as_record,
+        filter_over_aliases=bool(lowering.materialized),
     )
+
+
+def _aliases_used(condition: exp.Expression, aliases: dict[str, exp.Expression]) -> set[str]:
+    """Non-aggregate aliases that ``condition`` reads, directly or through other aliases."""
+    used: set[str] = set()
+    pending = [condition]
+    while pending:
+        for column in pending.pop().find_all(exp.Column):
+            key = column.name.lower()
+            if (not column.table and key in aliases and key not in used
+                    and not is_aggregate(aliases[key])):
+                used.add(key)
+                pending.append(aliases[key])
+    return used
 
 
 def _check_shape(statement: exp.Select) -> None:

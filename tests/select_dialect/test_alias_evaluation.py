@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datafusion
 import pyarrow as pa
-import pytest
 
 from flight_storage import udfs
 from select_dialect import translate, udf_names
@@ -27,12 +26,14 @@ def _evaluated_rows(sql: str) -> tuple[int, int]:
 
     ctx = datafusion.SessionContext()
     udfs.register_udfs(ctx)
+    translation = translate(sql, input_format="csv", flavor="aws")
+    if translation.filter_over_aliases:  # as flight_storage.engine does
+        assert ctx.remove_optimizer_rule("push_down_filter")
     ctx.register_udf(
         datafusion.udf(counting_cast_int, [pa.utf8()], pa.int64(), "immutable", name=udf_names.CAST_INT)
     )
     batch = pa.record_batch({"_1": pa.array([str(i) for i in range(ROWS)]), "_2": pa.array(["x"] * ROWS)})
     ctx.register_record_batches("s3object", [[batch]])
-    translation = translate(sql, input_format="csv", flavor="aws")
     returned = sum(b.num_rows for b in ctx.sql(translation.sql).collect())
     return returned, seen["values"]
 
@@ -48,14 +49,27 @@ def test_alias_used_in_where_only_is_computed_once_per_row() -> None:
     assert (returned, evaluated) == (10, ROWS)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="DataFusion evaluates the WHERE clause in its own FilterExec and the projection "
-    "after it; push_down_filter inlines an alias computed in a subquery back into the filter "
-    "(even for a volatile UDF, checked with datafusion 55), so an alias used in both is "
-    "computed for every row and again for the rows that pass (110, not 100)",
-)
 def test_alias_used_in_where_and_projection_is_computed_once_per_row() -> None:
     returned, evaluated = _evaluated_rows("select int(_1) as a, a + 1 as b from s3object where a > 89")
     assert returned == 10
     assert evaluated == ROWS
+
+
+def test_alias_used_in_where_and_other_aliases_is_computed_once_per_row() -> None:
+    returned, evaluated = _evaluated_rows(
+        "select int(_1) as a, a * 2 as b, _2 from s3object where a > 89 and b < 190")
+    assert returned == 5
+    assert evaluated == ROWS
+
+
+def test_engine_keeps_the_filter_above_materialized_aliases() -> None:
+    from flight_storage.engine import InputSpec, SelectEngine
+    from flight_storage.sources import BytesSource
+
+    data = "".join(f"{i},x\n" for i in range(ROWS)).encode()
+    engine = SelectEngine()
+    plan = engine.plan("select int(_1) as a, a + 1 as b from s3object where a > 89",
+                       BytesSource(data), InputSpec("csv"))
+    assert plan.translation.filter_over_aliases
+    rows = [r for batch in engine.execute_arrow(plan) for r in batch.to_pylist()]
+    assert rows == [{"a": i, "b": i + 1} for i in range(90, 100)]

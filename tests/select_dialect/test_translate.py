@@ -90,9 +90,17 @@ def test_like_to_regex(pattern: str, escape: str | None, regex: str) -> None:
 
 def test_aliases_are_expanded_and_reused() -> None:
     validate(
+        "select int(_1) as a1, a1 + 1 as a2 from s3object",
+        'SELECT s3_cast_int("_1") AS "c0", s3_cast_int("_1") + 1 AS "c1" FROM "s3object"',
+    )
+
+
+def test_aliases_read_by_where_are_computed_below_it() -> None:
+    validate(
         "select int(_1) as a1, a1 + 1 as a2 from s3object where a2 > 3",
-        'SELECT s3_cast_int("_1") AS "c0", s3_cast_int("_1") + 1 AS "c1" FROM "s3object" '
-        'WHERE (s3_cast_int("_1") + 1) > 3',
+        'SELECT "__alias_0" AS "c0", "__alias_1" AS "c1" FROM (SELECT *, "__alias_0" + 1 AS '
+        '"__alias_1" FROM (SELECT *, s3_cast_int("_1") AS "__alias_0" FROM "s3object") AS '
+        '"s3object") AS "s3object" WHERE "__alias_1" > 3',
     )
 
 
