@@ -1,0 +1,502 @@
+"""Shared helpers of the benchmarks: data, servers, timing, memory sampling and reports.
+
+Everything a benchmark generates lives under :data:`WORK` (gitignored); results go to
+:data:`RESULTS` as ``<name>.json``, ``<name>.md`` and ``<name>*.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib.metadata
+import json
+import logging
+import os
+import platform
+import secrets
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pyarrow as pa
+
+log = logging.getLogger("benchmarks")
+
+ROOT = Path(__file__).resolve().parents[1]
+WORK = ROOT / "benchmarks" / "work"
+RESULTS = ROOT / "benchmarks" / "results"
+BIN = Path(sys.executable).parent
+MAX_PARALLEL_READS = 8
+"""DoGet streams one query keeps open at once (the server refuses more than its
+``--max-concurrent-queries``, 16 by default, with SlowDown)."""
+
+LINEITEM_COLUMNS: tuple[str, ...] = (
+    "l_orderkey", "l_partkey", "l_suppkey", "l_linenumber", "l_quantity", "l_extendedprice",
+    "l_discount", "l_tax", "l_returnflag", "l_linestatus", "l_shipdate", "l_commitdate",
+    "l_receiptdate", "l_shipinstruct", "l_shipmode", "l_comment",
+)
+"""Header of tpchgen-cli's lineitem CSV (RFC 4180, ``l_comment`` always quoted)."""
+
+CSV_USE_HEADER = {"CSV": {"FileHeaderInfo": "USE"}}
+LINEITEM_BYTES_PER_SF = 732_000_000
+"""About how many bytes of lineitem CSV one TPC-H scale factor gives (measured at SF 0.01)."""
+
+LIBRARIES = (
+    "pyarrow", "datafusion", "sqlglot", "pyspark", "duckdb", "py-partiql-parser", "psutil",
+    "tpchgen-cli", "matplotlib", "adbc-driver-flightsql", "protobuf",
+)
+
+T = TypeVar("T")
+
+
+# --------------------------------------------------------------------------- arguments
+def bench_args(description: str, argv: Sequence[str] | None = None,
+               extra: Callable[[argparse.ArgumentParser], None] | None = None
+               ) -> argparse.Namespace:
+    """Common command line: ``--quick``, ``--runs``, ``--keep-data``, ``--out``."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--quick", action="store_true",
+                        help="small data, about a minute; what the committed results come from")
+    parser.add_argument("--runs", type=int, default=3, help="timed runs per case (>= 3)")
+    parser.add_argument("--keep-data", action="store_true",
+                        help="keep generated data under benchmarks/work/ when done")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="results directory")
+    if extra is not None:
+        extra(parser)
+    args = parser.parse_args(argv)
+    args.runs = max(3, args.runs)
+    # Flight hands over Arrow buffers that Acero (pyarrow's batch.filter with an expression,
+    # used by the DataFusion client) finds unaligned; it would warn once per batch.
+    os.environ.setdefault("ACERO_ALIGNMENT_HANDLING", "ignore")
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s",
+                        stream=sys.stderr)
+    logging.getLogger("benchmarks").setLevel(logging.INFO)
+    return args
+
+
+# --------------------------------------------------------------------------- timing
+@dataclass(frozen=True)
+class Stat:
+    """Median, min and max of repeated timings (seconds)."""
+
+    median: float
+    min: float
+    max: float
+    samples: tuple[float, ...]
+
+    @classmethod
+    def of(cls, samples: Sequence[float]) -> Stat:
+        return cls(statistics.median(samples), min(samples), max(samples), tuple(samples))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"median": self.median, "min": self.min, "max": self.max,
+                "samples": list(self.samples)}
+
+    def cell(self) -> str:
+        """``median (min–max)`` for Markdown tables."""
+        return f"{fmt_s(self.median)} ({fmt_s(self.min)}–{fmt_s(self.max)})"
+
+
+def measure(fn: Callable[[], T], runs: int, warmup: int = 1) -> tuple[Stat, T]:
+    """Call ``fn`` ``warmup`` times untimed, then ``runs`` times timed; the last result too."""
+    result: T
+    for _ in range(warmup):
+        result = fn()
+    samples = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        result = fn()
+        samples.append(time.perf_counter() - started)
+    return Stat.of(samples), result
+
+
+def fmt_s(seconds: float) -> str:
+    """Seconds in a readable unit."""
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.0f} µs"
+    if seconds < 1:
+        return f"{seconds * 1e3:.0f} ms"
+    return f"{seconds:.2f} s"
+
+
+def fmt_bytes(n: float) -> str:
+    """Bytes in a readable unit (powers of 1024)."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+# --------------------------------------------------------------------------- environment
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                             capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=ROOT, capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return out.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def environment() -> dict[str, Any]:
+    """The machine and the library versions a result was measured with."""
+    import psutil
+
+    versions = {}
+    for name in LIBRARIES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    java = shutil.which("java")
+    java_version = None
+    if java:
+        probe = subprocess.run([java, "-version"], capture_output=True, text=True)
+        java_version = (probe.stderr.splitlines() or [""])[0]
+    return {
+        "when": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "commit": _git_commit(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu": _cpu_model(),
+        "cores": os.cpu_count(),
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "java": java_version,
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "libraries": versions,
+    }
+
+
+# --------------------------------------------------------------------------- data
+def lineitem(scale: float, fmt: str = "csv") -> Path:
+    """TPC-H lineitem at ``scale`` as ``csv`` or ``parquet`` (generated once by tpchgen-cli)."""
+    directory = WORK / "tpch" / f"sf{scale:g}"
+    path = directory / f"lineitem.{fmt}"
+    if path.exists():
+        return path
+    directory.mkdir(parents=True, exist_ok=True)
+    tool = BIN / "tpchgen-cli"
+    command = [str(tool if tool.exists() else "tpchgen-cli"), fmt, "-s", f"{scale:g}",
+               "--tables", "lineitem", "-o", str(directory), "--overwrite"]
+    log.info("generating %s", " ".join(command[1:]))
+    subprocess.run(command, check=True, capture_output=True)
+    return path
+
+
+def scale_for_mb(megabytes: float) -> float:
+    """The TPC-H scale factor whose lineitem CSV is about ``megabytes`` MB (10^6 bytes)."""
+    return round(megabytes * 1e6 / LINEITEM_BYTES_PER_SF, 4)
+
+
+def orders_csv(size_mb: int, seed: int = 42) -> Path:
+    """The retail orders CSV of ``python -m data.generate --size-mb`` (generated once)."""
+    root = WORK / "orders" / f"{size_mb}mb"
+    path = root / "sales" / "orders" / "orders.csv"
+    if not path.exists():
+        subprocess.run([sys.executable, "-m", "data.generate", "--size-mb", str(size_mb),
+                        "--formats", "csv", "--seed", str(seed), "--out", str(root)],
+                       cwd=ROOT, check=True, capture_output=True)
+    return path
+
+
+def data_root(name: str, objects: Mapping[str, Path],
+              tables: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> Path:
+    """A server data root ``WORK/roots/<name>`` holding ``objects`` (``bucket/key`` -> file).
+
+    Files are hard-linked (no copy); ``tables`` gives each bucket's ``.flight-select.json``
+    table entries (``{"prefix": ..., "InputSerialization": ...}``).
+    """
+    root = WORK / "roots" / name
+    if root.exists():
+        shutil.rmtree(root)
+    for name_in_root, source in objects.items():
+        target = root / name_in_root
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(source, target)
+        except OSError:
+            shutil.copyfile(source, target)
+    for bucket, entries in (tables or {}).items():
+        (root / bucket).mkdir(parents=True, exist_ok=True)
+        (root / bucket / ".flight-select.json").write_text(json.dumps({"tables": list(entries)}))
+    return root
+
+
+def remove_work(*paths: Path) -> None:
+    """Delete generated data (files or directories under WORK)."""
+    for path in paths:
+        if WORK not in path.resolve().parents:
+            raise ValueError(f"refusing to delete {path}: not under {WORK}")
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        elif path.exists():
+            path.unlink()
+
+
+# --------------------------------------------------------------------------- servers
+class MemorySampler:
+    """Samples the resident set size of some processes in a thread; keeps the peak.
+
+    Args:
+        pids: processes to watch (their children are included).
+        interval_s: sampling period.
+    """
+
+    def __init__(self, pids: Iterable[int], interval_s: float = 0.02) -> None:
+        import psutil
+
+        self._processes = [psutil.Process(pid) for pid in pids]
+        self._interval = interval_s
+        self._lock = threading.Lock()
+        self._peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def current(self) -> int:
+        """Summed RSS of the watched processes now (bytes)."""
+        import psutil
+
+        total = 0
+        for process in self._processes:
+            try:
+                total += process.memory_info().rss
+                total += sum(c.memory_info().rss for c in process.children(recursive=True))
+            except psutil.Error:
+                continue
+        return total
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            value = self.current()
+            with self._lock:
+                self._peak = max(self._peak, value)
+
+    def reset(self) -> None:
+        """Start a new peak from the current RSS."""
+        with self._lock:
+            self._peak = self.current()
+
+    def peak(self) -> int:
+        """Largest summed RSS seen since the last :meth:`reset` (bytes)."""
+        with self._lock:
+            return max(self._peak, self.current())
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+@dataclass
+class Server:
+    """One ``flight-select serve`` subprocess."""
+
+    location: str
+    process: subprocess.Popen[str]
+    log_lines: list[str] = field(default_factory=list)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def start_server(data_dir: Path, *extra: str, secret_file: Path | None = None) -> Server:
+    """Run ``python -m flight_storage serve`` on a free loopback port; wait until it listens."""
+    command = [sys.executable, "-m", "flight_storage", "serve", "--data", str(data_dir),
+               "--port", "0", "--log-level", "WARNING", *extra]
+    if secret_file is not None:
+        command += ["--ticket-secret-file", str(secret_file)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, cwd=ROOT)
+    server = Server("", process)
+    assert process.stderr is not None and process.stdout is not None
+    threading.Thread(target=lambda: server.log_lines.extend(iter(process.stderr.readline, "")),
+                     daemon=True).start()
+    line = process.stdout.readline()
+    if "listening on " not in line:
+        process.kill()
+        time.sleep(0.2)
+        raise RuntimeError(f"server did not start: {line!r} {''.join(server.log_lines)[-2000:]}")
+    server.location = line.split("listening on ", 1)[1].strip()
+    return server
+
+
+class ServerGroup:
+    """``n`` replicas over one data root sharing a ticket secret, plus a memory sampler.
+
+    Use as a context manager; :meth:`query` plans on the first replica and redeems endpoint
+    ``i`` on replica ``i % n`` (tickets are stateless, so any replica serves any of them).
+    """
+
+    def __init__(self, data_dir: Path, processes: int = 1, *extra: str) -> None:
+        WORK.mkdir(parents=True, exist_ok=True)
+        self._secret = WORK / f".ticket-secret-{os.getpid()}"
+        self._secret.write_text(secrets.token_hex(32))
+        self.servers: list[Server] = []
+        try:
+            for _ in range(processes):
+                self.servers.append(start_server(data_dir, *extra, secret_file=self._secret))
+        except BaseException:
+            self.close()
+            raise
+        self.memory = MemorySampler(s.pid for s in self.servers)
+        from compute_client.flight import ConnectionOptions, FlightSelectClient
+
+        self.clients = [FlightSelectClient(ConnectionOptions(s.location)) for s in self.servers]
+
+    @property
+    def location(self) -> str:
+        return self.servers[0].location
+
+    def query(self, statement: str, parallel: bool = True) -> FlightResult:
+        """Plan ``statement`` and read every endpoint, up to :data:`MAX_PARALLEL_READS` at once."""
+        from compute_client.flight import Endpoint
+
+        plan = self.clients[0].execute(statement)
+        n = len(self.clients)
+        jobs = [(self.clients[i % n], Endpoint(e.ticket, ()))
+                for i, e in enumerate(plan.endpoints)]
+
+        def drain(job: tuple[Any, Endpoint]) -> tuple[int, int]:
+            client, endpoint = job
+            rows = nbytes = 0
+            for batch in client.read(endpoint):
+                rows += batch.num_rows
+                nbytes += batch.nbytes
+            return rows, nbytes
+
+        if parallel and len(jobs) > 1:
+            with ThreadPoolExecutor(min(len(jobs), MAX_PARALLEL_READS)) as pool:
+                parts = list(pool.map(drain, jobs))
+        else:
+            parts = [drain(job) for job in jobs]
+        return FlightResult(sum(p[0] for p in parts), sum(p[1] for p in parts), len(jobs))
+
+    def close(self) -> None:
+        for client in getattr(self, "clients", []):
+            client.close()
+        if hasattr(self, "memory"):
+            self.memory.close()
+        for server in self.servers:
+            server.stop()
+        self._secret.unlink(missing_ok=True)
+
+    def __enter__(self) -> ServerGroup:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass(frozen=True)
+class FlightResult:
+    """What one end-to-end query returned: rows, Arrow bytes and endpoints."""
+
+    rows: int
+    nbytes: int
+    endpoints: int
+
+
+# --------------------------------------------------------------------------- in-process
+def datafusion_csv_context(path: Path, num_columns: int, *, has_header: bool = True) -> Any:
+    """A DataFusion session with our UDFs and ``path`` registered as ``s3object``.
+
+    The table has the columns the server gives a CSV object: Utf8 ``_1 .. _N`` (empty -> NULL),
+    read by DataFusion's own CSV reader with its default parallelism.
+    """
+    from datafusion import SessionContext
+
+    from flight_storage.udfs import register_udfs
+
+    ctx = SessionContext()
+    register_udfs(ctx)
+    schema = pa.schema([pa.field(f"_{i}", pa.string()) for i in range(1, num_columns + 1)])
+    ctx.register_csv("s3object", str(path), schema=schema, has_header=has_header,
+                     file_extension=path.suffix)
+    return ctx
+
+
+def drain_datafusion(ctx: Any, sql: str) -> tuple[int, int]:
+    """Run ``sql`` to the end; (rows, Arrow bytes)."""
+    rows = nbytes = 0
+    for batch in ctx.sql(sql).execute_stream():
+        arrow = batch.to_pyarrow()
+        rows += arrow.num_rows
+        nbytes += arrow.nbytes
+    return rows, nbytes
+
+
+# --------------------------------------------------------------------------- results
+def md_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """A Markdown table."""
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def write_results(out: Path, name: str, payload: Mapping[str, Any], markdown: str,
+                  figures: Mapping[str, Any] | None = None) -> None:
+    """Write ``<name>.json`` (payload + environment), ``<name>.md`` and the PNG figures."""
+    out.mkdir(parents=True, exist_ok=True)
+    env = environment()
+    document = {"benchmark": name, "environment": env, **payload}
+    (out / f"{name}.json").write_text(json.dumps(document, indent=2, default=_json_default))
+    libs = ", ".join(f"{k} {v}" for k, v in env["libraries"].items() if v)
+    load = "/".join(f"{x:.1f}" for x in env["load_average"])
+    footer = (f"\n\n_Measured {env['when']} on {env['cpu']} ({env['cores']} cores, "
+              f"{env['memory_gib']} GiB, load average {load} when written), Python {env['python']}, commit {env['commit']}; "
+              f"{libs}._\n")
+    (out / f"{name}.md").write_text(markdown.rstrip() + footer)
+    for filename, figure in (figures or {}).items():
+        figure.savefig(out / filename, dpi=110, bbox_inches="tight")
+    log.info("wrote %s/%s.{json,md}%s", out, name,
+             "".join(f" {f}" for f in (figures or {})))
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, Stat):
+        return value.to_json()
+    if hasattr(value, "__dataclass_fields__"):
+        return asdict(value)
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+def pyplot() -> Any:
+    """matplotlib's pyplot on the Agg backend (no display)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt

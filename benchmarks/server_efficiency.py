@@ -1,0 +1,153 @@
+"""Benchmark 1: server efficiency.
+
+Each query of :data:`benchmarks.queries.QUERIES` runs end to end through the Flight SQL server
+(plan with GetFlightInfo, then every endpoint's DoGet in parallel, Arrow batches drained by the
+client), and the same translated SQL (``select_dialect.translate``) runs in this process on
+DataFusion's own CSV reader over the same file registered as ``s3object`` (Utf8 ``_1.._N``,
+our UDFs registered). The ratio is in-process time / server time: 1.0 means the server adds
+nothing; the target is >= 0.8 on every query.
+
+    python -m benchmarks.server_efficiency --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks import common
+from benchmarks.queries import ORDERS_COLUMNS, QUERIES, Query
+from select_dialect import translate
+
+log = logging.getLogger("benchmarks.server_efficiency")
+
+NAME = "server_efficiency"
+TARGET_RATIO = 0.8
+BUCKET = "bench"
+# (lineitem scale factor, orders MB) per mode
+SIZES = {"quick": (0.02, 5), "full": (0.15, 50)}
+
+
+def _options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--partition-mb", type=int, default=None,
+                        help="server --partition-mb (default: the server's own default)")
+    parser.add_argument("--only", default=None, help="comma list of query names to run")
+
+
+def dataset(quick: bool) -> tuple[dict[str, Path], dict[str, tuple[str, ...]]]:
+    """The files of the query set and their headers."""
+    scale, orders_mb = SIZES["quick" if quick else "full"]
+    files = {"lineitem": common.lineitem(scale, "csv"), "orders": common.orders_csv(orders_mb)}
+    headers = {"lineitem": common.LINEITEM_COLUMNS, "orders": ORDERS_COLUMNS}
+    return files, headers
+
+
+def server_root(files: dict[str, Path]) -> Path:
+    """A data root with bucket ``bench`` holding the files, header names on."""
+    return common.data_root(
+        NAME,
+        {f"{BUCKET}/{table}.csv": path for table, path in files.items()},
+        {BUCKET: [{"prefix": "", "InputSerialization": common.CSV_USE_HEADER}]},
+    )
+
+
+def run_query(query: Query, servers: common.ServerGroup, files: dict[str, Path],
+              headers: dict[str, tuple[str, ...]], runs: int) -> dict[str, Any]:
+    """Time one query through the server and in process; rows must agree."""
+    statement = query.on(BUCKET, f"{query.table}.csv")
+    server_stat, server_result = common.measure(lambda: servers.query(statement), runs)
+    header = headers[query.table]
+    sql = translate(query.s3select, input_format="csv", header=list(header)).sql
+    ctx = common.datafusion_csv_context(files[query.table], len(header))
+    local_stat, (local_rows, local_bytes) = common.measure(
+        lambda: common.drain_datafusion(ctx, sql), runs
+    )
+    ratio = local_stat.median / server_stat.median
+    log.info("%-20s server %s  in-process %s  ratio %.2f", query.name, server_stat.cell(),
+             local_stat.cell(), ratio)
+    return {
+        "query": query.name,
+        "kind": query.kind,
+        "table": query.table,
+        "s3select": query.s3select,
+        "datafusion_sql": sql,
+        "server": server_stat,
+        "in_process": local_stat,
+        "ratio": ratio,
+        "rows": server_result.rows,
+        "rows_in_process": local_rows,
+        "rows_agree": server_result.rows == local_rows,
+        "endpoints": server_result.endpoints,
+        "arrow_bytes": server_result.nbytes,
+    }
+
+
+def report(rows: list[dict[str, Any]], files: dict[str, Path], args: argparse.Namespace
+           ) -> tuple[str, dict[str, Any]]:
+    """Markdown and figures of the results."""
+    sizes = ", ".join(f"{t} {common.fmt_bytes(p.stat().st_size)}" for t, p in files.items())
+    table = common.md_table(
+        ["query", "what", "rows", "endpoints", "server median (min–max)",
+         "in-process DataFusion", "ratio", "≥ 0.8"],
+        [[r["query"], r["kind"], f"{r['rows']:,}" + ("" if r["rows_agree"] else " ≠"),
+          r["endpoints"], r["server"].cell(), r["in_process"].cell(), f"{r['ratio']:.2f}",
+          "yes" if r["ratio"] >= TARGET_RATIO else "**no**"] for r in rows],
+    )
+    worst = min(rows, key=lambda r: r["ratio"])
+    text = (
+        f"## Server efficiency ({'quick' if args.quick else 'full'} run)\n\n"
+        f"Objects: {sizes}. {args.runs} timed runs after one warm-up; ratio = in-process "
+        f"median / server median (target ≥ {TARGET_RATIO}). Worst: `{worst['query']}` "
+        f"{worst['ratio']:.2f}. A ≠ after the row count means the two disagree.\n\n{table}\n\n"
+        "![server efficiency](server_efficiency.png)\n"
+    )
+    plt = common.pyplot()
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.5))
+    names = [r["query"] for r in rows]
+    x = range(len(rows))
+    ax1.bar([i - 0.2 for i in x], [r["server"].median for r in rows], 0.4, label="server (Flight)",
+            yerr=_err(r["server"] for r in rows))
+    ax1.bar([i + 0.2 for i in x], [r["in_process"].median for r in rows], 0.4,
+            label="DataFusion in process", yerr=_err(r["in_process"] for r in rows))
+    ax1.set_xticks(list(x), names, rotation=40, ha="right")
+    ax1.set_ylabel("seconds (median, min–max)")
+    ax1.legend()
+    ax2.bar(list(x), [r["ratio"] for r in rows], color="tab:green")
+    ax2.axhline(TARGET_RATIO, color="red", linestyle="--", label=f"target {TARGET_RATIO}")
+    ax2.set_xticks(list(x), names, rotation=40, ha="right")
+    ax2.set_ylabel("in-process time / server time")
+    ax2.legend()
+    fig.suptitle("Server efficiency: same SQL through Flight vs in process")
+    return text, {"server_efficiency.png": fig}
+
+
+def _err(stats: Any) -> list[list[float]]:
+    stats = list(stats)
+    return [[s.median - s.min for s in stats], [s.max - s.median for s in stats]]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = common.bench_args(__doc__.splitlines()[0], argv, _options)
+    files, headers = dataset(args.quick)
+    extra = ["--partition-mb", str(args.partition_mb)] if args.partition_mb else []
+    chosen = [q for q in QUERIES if not args.only or q.name in args.only.split(",")]
+    rows = []
+    with common.ServerGroup(server_root(files), 1, *extra) as servers:
+        for query in chosen:
+            rows.append(run_query(query, servers, files, headers, args.runs))
+    markdown, figures = report(rows, files, args)
+    payload = {"mode": "quick" if args.quick else "full", "runs": args.runs,
+               "objects": {t: {"path": str(p.relative_to(common.ROOT)), "bytes": p.stat().st_size}
+                           for t, p in files.items()},
+               "server_args": extra, "results": rows}
+    common.write_results(args.out, NAME, payload, markdown, figures)
+    if not args.keep_data:
+        common.remove_work(common.WORK / "roots" / NAME)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
