@@ -104,7 +104,7 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
                         help="longest CSV/JSON record accepted")
     limits.add_argument("--max-concurrent-queries", type=int, default=16,
                         help="DoGet streams running at once (one per endpoint)")
-    limits.add_argument("--queue-wait", type=float, default=10.0,
+    limits.add_argument("--queue-wait", type=float, default=120.0,
                         help="seconds a DoGet over the limit waits for a slot before SlowDown")
     limits.add_argument("--query-timeout", type=float, default=600.0, help="seconds")
     limits.add_argument("--keepalive", type=float, default=5.0,

@@ -50,7 +50,7 @@ class ServerConfig:
     allow_anonymous: bool = False
     token_ttl_s: int = 3600
     max_concurrent_queries: int = 16
-    queue_wait_s: float = 10.0
+    queue_wait_s: float = 120.0
     query_timeout_s: float = 600.0
     keepalive_s: float = 5.0
     shutdown_grace_s: float = 30.0
