@@ -62,20 +62,3 @@ def test_pipeline_end_to_end(spark, tmp_path: Path, capsys: pytest.CaptureFixtur
 ])
 def test_partition_read_events(line: str, expected: dict[str, int] | None) -> None:
     assert pipeline.partition_read_event(line) == expected
-
-
-def test_spark_modules_import_only_the_protocol_of_the_server() -> None:
-    import subprocess
-    import sys
-
-    code = (
-        "import sys, compute_client.spark_source, compute_client.spark_stream, "
-        "compute_client.spark_filters, compute_client.pipeline\n"
-        "bad = sorted(m for m in sys.modules if m.startswith('select_dialect') or "
-        "(m.startswith('flight_storage') and m not in "
-        "('flight_storage', 'flight_storage.protocol', 'flight_storage._flight_sql_pb2')))\n"
-        "print(','.join(bad))\n"
-    )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            cwd=SAMPLES.parents[1], check=True)
-    assert result.stdout.strip() == ""
