@@ -102,8 +102,9 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
                         help="longest statement accepted")
     limits.add_argument("--max-record-kb", type=int, default=1024,
                         help="longest CSV/JSON record accepted")
-    limits.add_argument("--max-concurrent-queries", type=int, default=16,
-                        help="DoGet streams running at once (one per endpoint)")
+    limits.add_argument("--max-concurrent-queries", type=int, default=_default_streams(),
+                        help="DoGet streams running at once (one per endpoint; more queue); "
+                        "default twice the cores, at least 4: each stream holds tens of MB")
     limits.add_argument("--queue-wait", type=float, default=120.0,
                         help="seconds a DoGet over the limit waits for a slot before SlowDown")
     limits.add_argument("--query-timeout", type=float, default=600.0, help="seconds")
@@ -112,6 +113,10 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     limits.add_argument("--shutdown-grace", type=float, default=30.0,
                         help="seconds running streams may finish after SIGTERM")
     serve.add_argument("--log-level", default="INFO")
+
+
+def _default_streams() -> int:
+    return max(4, 2 * (os.cpu_count() or 2))
 
 
 def _ticket_secret(path: Path | None) -> bytes:
