@@ -68,7 +68,7 @@ class EngineConfig:
         max_record_bytes: longest CSV/JSON record accepted (AWS: 1 MiB).
     """
 
-    batch_rows: int = 65536
+    batch_rows: int = 16384
     partition_bytes: int = 16 << 20
     row_groups_per_partition: int = 4
     memory_limit_bytes: int | None = 1 << 30

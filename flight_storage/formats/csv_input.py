@@ -38,7 +38,7 @@ import pyarrow.csv as pa_csv
 from flight_storage.errors import InputFormatError, InvalidRequestError
 from flight_storage.formats.scan_range import iter_range_bytes
 
-DEFAULT_BLOCK_SIZE = 4 * 1024 * 1024
+DEFAULT_BLOCK_SIZE = 2 * 1024 * 1024
 DEFAULT_MAX_RECORD_SIZE = 1024 * 1024
 
 RULES_CEPH = "ceph"
