@@ -61,7 +61,7 @@ that start a server take `--partition-mb`. The fuller runs below were made with
 ```bash
 .venv/bin/python -m benchmarks.server_efficiency --out benchmarks/results/full   # lineitem SF 0.15, orders 50 MB
 .venv/bin/python -m benchmarks.udf_cost --out benchmarks/results/full
-.venv/bin/python -m benchmarks.scaling --sizes 100,500,2000 --queries filter_1pct \
+.venv/bin/python -m benchmarks.scaling --sizes 100,500,1000,2000 --queries filter_1pct \
     --processes 1 --out benchmarks/results/full
 ```
 
