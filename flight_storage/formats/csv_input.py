@@ -573,8 +573,9 @@ def _fast_table(data: bytes, options: CsvInputOptions) -> pa.Table | None:
                     return None
                 quote_char = options.quote or False
                 break
-    # pyarrow.csv skips empty lines and a leading byte-order mark; our rules keep both
-    if data.startswith((b"\n", b"\xef\xbb\xbf")) or data.find(b"\n\n") != -1:
+    # pyarrow.csv skips a leading byte-order mark and empty lines; our rules keep both (empty
+    # lines are caught after parsing: every line must have become a row)
+    if data.startswith(b"\xef\xbb\xbf"):
         return None
     first = data[: data.find(b"\n")] if b"\n" in data else data
     # an upper bound of the width (delimiters inside quotes count too); pyarrow ignores
@@ -583,7 +584,8 @@ def _fast_table(data: bytes, options: CsvInputOptions) -> pa.Table | None:
     try:
         table = pa_csv.read_csv(
             pa.py_buffer(data),
-            read_options=pa_csv.ReadOptions(autogenerate_column_names=True, block_size=8 << 20),
+            # 1 MiB chunks: pyarrow parses the chunks of a block on several threads
+            read_options=pa_csv.ReadOptions(autogenerate_column_names=True, block_size=1 << 20),
             parse_options=pa_csv.ParseOptions(
                 delimiter=fd,
                 quote_char=quote_char,
@@ -600,12 +602,15 @@ def _fast_table(data: bytes, options: CsvInputOptions) -> pa.Table | None:
         )
     except pa.ArrowInvalid:
         return None
-    if verify_quotes and not _every_quote_consumed(table, data, quote_char):
+    lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    if table.num_rows != lines:
+        return None
+    if verify_quotes and not _every_quote_consumed(table, data, quote_char, lines):
         return None
     return table.rename_columns([f"_{i + 1}" for i in range(table.num_columns)])
 
 
-def _every_quote_consumed(table: pa.Table, data: bytes, quote: str) -> bool:
+def _every_quote_consumed(table: pa.Table, data: bytes, quote: str, lines: int) -> bool:
     """True when ``pyarrow.csv`` read every quote of ``data`` as quoting, none as text.
 
     A block's bytes are its fields' bytes, the delimiters between fields, the line ends and the
@@ -619,7 +624,8 @@ def _every_quote_consumed(table: pa.Table, data: bytes, quote: str) -> bool:
         if not pa.types.is_null(column.type):  # an all-NULL column holds no bytes
             content += pc.sum(pc.binary_length(column)).as_py() or 0
     delimiters = table.num_rows * max(table.num_columns - 1, 0)
-    return len(data) == content + delimiters + data.count(b"\n") + data.count(quote.encode())
+    line_ends = lines - (0 if data.endswith(b"\n") else 1)
+    return len(data) == content + delimiters + line_ends + data.count(quote.encode())
 
 
 def _rfc_block_pattern(options: CsvInputOptions) -> re.Pattern[bytes] | None:
