@@ -7,6 +7,7 @@
     ├── InputFormatError           CSVParsingError, JSONParsingError, InvalidTextEncoding,
     │                              OverMaxRecordSize, InvalidCompressionFormat, … -> invalid argument
     ├── QueryExecutionError        CastFailed, ProcessingTimeError, …  -> invalid argument
+    ├── StaleTicketError           PreconditionFailed: the objects changed since planning
     └── ResourceLimitError         query too long, too many queries, memory, timeout -> resource exhausted
 
 The server converts these at one boundary into Flight errors whose ``extra_info`` is the
@@ -78,6 +79,13 @@ class InputFormatError(StorageError):
 
 class QueryExecutionError(StorageError):
     code = "ProcessingTimeError"
+
+
+class StaleTicketError(StorageError):
+    """A ticket's objects changed after it was planned."""
+
+    code = "PreconditionFailed"
+    status = "invalid_argument"
 
 
 class ResourceLimitError(StorageError):

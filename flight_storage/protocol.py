@@ -556,6 +556,8 @@ class PartitionTicket:
         parameters: bound statement parameters as an Arrow IPC stream, if any.
         issued_at: issue time, seconds since the epoch.
         version: ticket format version.
+        object_version: a fingerprint of the objects read when the ticket was planned (size and
+            modification time); a server refuses the ticket if the objects have changed since.
     """
 
     query: str
@@ -569,6 +571,7 @@ class PartitionTicket:
     parameters: bytes | None = None
     issued_at: float = field(default_factory=time.time)
     version: int = TICKET_VERSION
+    object_version: str | None = None
 
 
 # Short JSON keys keep tickets small: they are sent once per endpoint.
@@ -583,6 +586,7 @@ _TICKET_KEYS: Final = {
     "user": "u",
     "parameters": "a",
     "issued_at": "t",
+    "object_version": "v",
 }
 
 
@@ -610,6 +614,7 @@ def encode_ticket(ticket: PartitionTicket, secret: Secret) -> bytes:
         "user": ticket.user,
         "parameters": _b64(ticket.parameters),
         "issued_at": ticket.issued_at,
+        "object_version": ticket.object_version,
     }
     payload = {_TICKET_KEYS[k]: v for k, v in values.items() if v is not None}
     return _seal(_TICKET_MAGIC, TICKET_VERSION, payload, secret)
@@ -646,6 +651,7 @@ def decode_ticket(
             user=None if "u" not in payload else _str(payload["u"]),
             parameters=_unb64(payload.get("a")),
             issued_at=float(payload["t"]),
+            object_version=None if "v" not in payload else _str(payload["v"]),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise TicketError("malformed ticket payload") from exc

@@ -45,6 +45,7 @@ from flight_storage.errors import (
     AccessDeniedError,
     InvalidRequestError,
     ResourceLimitError,
+    StaleTicketError,
     StorageError,
 )
 from flight_storage.formats.output import RecordWriter
@@ -59,7 +60,7 @@ from flight_storage.s3_request import (
 )
 from flight_storage.select_local import select_stats, serialized_records
 from flight_storage.statement import split_table_reference
-from flight_storage.tables import ResolvedTable, resolve_table
+from flight_storage.tables import ResolvedTable, object_version, resolve_table
 from select_dialect import translate
 
 log = logging.getLogger("flight_storage.server")
@@ -575,7 +576,7 @@ class StorageServer(flight.FlightServerBase):
             PartitionTicket(
                 query=query, flavor=flavor, bucket=table.bucket, key=table.key, partition=p,
                 input_serialization=plan.input.to_request(), user=call.user_name,
-                parameters=parameters, issued_at=issued,
+                parameters=parameters, issued_at=issued, object_version=table.version,
             )
             for p in _endpoint_partitions(plan)
         ]
@@ -671,7 +672,7 @@ class StorageServer(flight.FlightServerBase):
                 query=request.expression, flavor=call.flavor, bucket=obj.bucket, key=obj.key,
                 partition=p, input_serialization=plan.input.to_request(),
                 output_serialization=request.ticket_extras(), user=call.user_name,
-                issued_at=issued,
+                issued_at=issued, object_version=object_version([obj]),
             )
             for p in _endpoint_partitions(plan)
         ]
@@ -743,6 +744,12 @@ class StorageServer(flight.FlightServerBase):
             sql = ticket.query
             obj = self.catalog.object(ticket.bucket, ticket.key)
             objects, spec = (obj,), self._input_spec(obj, ticket.input_serialization)
+        if ticket.object_version is not None and ticket.object_version != object_version(objects):
+            raise StaleTicketError(
+                f"{ticket.bucket}/{ticket.key} changed after the query was planned; "
+                "plan it again (GetFlightInfo)",
+                code="PreconditionFailed",
+            )
         sources = _sources(objects)
         plan = self.engine.plan(sql, sources, spec, flavor=ticket.flavor)
         sources[0].read[0] = 0  # count what the scan reads, not the header planning peeked at

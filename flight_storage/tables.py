@@ -9,7 +9,8 @@ matching prefix, and options the statement itself gives (``WITH (...)``, see ``s
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import hashlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +40,19 @@ class ResolvedTable:
     def size(self) -> int:
         """Total bytes of the table's objects."""
         return sum(o.size for o in self.objects)
+
+    @property
+    def version(self) -> str:
+        """A fingerprint of the objects as they are now (keys, sizes, modification times)."""
+        return object_version(self.objects)
+
+
+def object_version(objects: Sequence[ObjectInfo]) -> str:
+    """Fingerprint of objects: a ticket planned against them is refused once they change."""
+    digest = hashlib.sha256()
+    for o in objects:
+        digest.update(f"{o.key}\0{o.size}\0{o.mtime_ns}\n".encode())
+    return digest.hexdigest()[:24]
 
 
 def _merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:

@@ -309,3 +309,23 @@ def test_altered_ticket_is_refused(server: ServerProcess) -> None:
     with pytest.raises(flight.FlightUnauthorizedError) as refused:
         client.do_get(flight.Ticket(forged)).read_all()
     assert error_document(refused.value)["code"] == "InvalidTicket"
+
+
+def test_ticket_of_an_object_rewritten_since_planning_is_refused(tmp_path: Path) -> None:
+    bucket = tmp_path / "b"
+    bucket.mkdir()
+    obj = bucket / "t.csv"
+    obj.write_text("1,a\n2,b\n")
+    server = start_server(tmp_path)
+    try:
+        client = flight.connect(server.location)
+        info = client.get_flight_info(statement_descriptor('SELECT _2 FROM "b"."t.csv"'))
+        assert client.do_get(info.endpoints[0].ticket).read_all().num_rows == 2
+        obj.write_text("1,a\n2,b\n3,c\n")  # a byte range planned before would now be wrong
+        with pytest.raises(pa.ArrowInvalid) as refused:
+            client.do_get(info.endpoints[0].ticket).read_all()
+        assert error_document(refused.value)["code"] == "PreconditionFailed"
+        again = client.get_flight_info(statement_descriptor('SELECT _2 FROM "b"."t.csv"'))
+        assert client.do_get(again.endpoints[0].ticket).read_all().num_rows == 3
+    finally:
+        server.stop()
