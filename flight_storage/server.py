@@ -60,7 +60,7 @@ from flight_storage.s3_request import (
 )
 from flight_storage.select_local import select_stats, serialized_records
 from flight_storage.statement import split_table_reference
-from flight_storage.tables import ResolvedTable, object_version, resolve_table
+from flight_storage.tables import ResolvedTable, input_spec, object_version, resolve_table
 from select_dialect import translate
 
 log = logging.getLogger("flight_storage.server")
@@ -632,21 +632,11 @@ class StorageServer(flight.FlightServerBase):
         return table, self.engine.plan(sql, _sources(table.objects), table.input, flavor=flavor)
 
     def _input_spec(self, obj: ObjectInfo, request: Mapping[str, Any] | None) -> InputSpec:
+        """An S3 request's InputSerialization (the bucket configuration's when it has none)."""
         if request is None:
             table = self.catalog.bucket_config(obj.bucket).for_key(obj.key)
             request = table.input_serialization if table is not None else None
-        if obj.format is None and not request:
-            raise InvalidRequestError(
-                f"cannot tell the format of {obj.bucket}/{obj.key} from its name; "
-                "give an InputSerialization",
-                code="UnsupportedFormat",
-            )
-        return InputSpec.from_request(
-            request,
-            default_format=obj.format,
-            default_compression=obj.compression,
-            json_lines=obj.json_lines,
-        )
+        return input_spec(obj, None, request)
 
     def _info_s3_request(
         self, call: CallContext, descriptor: flight.FlightDescriptor, command: bytes,

@@ -19,7 +19,6 @@ from select_dialect.datafusion import to_sql
 from select_dialect.errors import (
     QuerySemanticError,
     QuerySyntaxError,
-    SelectDialectError,
     UnsupportedFeatureError,
 )
 from select_dialect.s3select import DIALECTS, S3Table
@@ -28,7 +27,6 @@ from select_dialect.transforms import (
     JSON,
     Column,
     Lowering,
-    col,
     is_aggregate,
 )
 

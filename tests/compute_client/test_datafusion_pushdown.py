@@ -16,7 +16,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-import pyarrow.parquet as pq
 import pytest
 from datafusion import SessionContext
 
