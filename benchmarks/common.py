@@ -435,7 +435,7 @@ def datafusion_csv_context(path: Path, num_columns: int, *, has_header: bool = T
     """
     from datafusion import SessionContext
 
-    from flight_storage.udfs import register_udfs
+    from flight_storage.execution.udfs import register_udfs
 
     ctx = SessionContext()
     register_udfs(ctx)

@@ -3,7 +3,7 @@
 The objects are read once into memory (Utf8 columns ``_1.._N``, empty -> NULL, batches of
 65,536 rows as the server's reader yields them, split over two partitions) and registered as
 ``s3object``, so the timings are expression evaluation only. Each pair asks one question with
-a UDF from ``flight_storage.udfs`` and with builtins; both answers are recorded. Builtins do
+a UDF from ``flight_storage.execution.udfs`` and with builtins; both answers are recorded. Builtins do
 not always have the s3-select semantics (that is why the UDF exists): a differing answer is
 marked, not hidden.
 
@@ -91,7 +91,7 @@ def load(path: Path, width: int) -> list[list[pa.RecordBatch]]:
 def _context(partitions: list[list[pa.RecordBatch]]) -> Any:
     from datafusion import SessionContext
 
-    from flight_storage.udfs import register_udfs
+    from flight_storage.execution.udfs import register_udfs
 
     ctx = SessionContext()
     register_udfs(ctx)

@@ -488,7 +488,7 @@ def sample_files(seed: int = SAMPLE_SEED) -> dict[str, bytes]:
 
 
 def _bucket_config() -> bytes:
-    """The sales bucket's table configuration (see flight_storage.catalog)."""
+    """The sales bucket's table configuration (see flight_storage.storage.catalog)."""
     header = {"CSV": {"FileHeaderInfo": "USE"}}
     config = {
         "tables": [

@@ -84,7 +84,7 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
                        help="seconds a ticket (endpoint) stays valid")
     security = serve.add_argument_group("security")
     security.add_argument("--auth", type=Path, metavar="USERS_FILE",
-                          help="require user name and password (see flight_storage.auth)")
+                          help="require user name and password (see flight_storage.rpc.auth)")
     security.add_argument("--allow-anonymous", action="store_true",
                           help="serve a non-loopback address without --auth")
     security.add_argument("--token-ttl", type=int, default=3600,
@@ -126,10 +126,10 @@ def _ticket_secret(path: Path | None) -> bytes:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from flight_storage.auth import UsersFileError
-    from flight_storage.config import ConfigError, ServerConfig
-    from flight_storage.engine import EngineConfig
-    from flight_storage.server import JsonLogFormatter, StorageServer
+    from flight_storage.rpc.auth import UsersFileError
+    from flight_storage.rpc.config import ConfigError, ServerConfig
+    from flight_storage.execution.engine import EngineConfig
+    from flight_storage.rpc.server import JsonLogFormatter, StorageServer
 
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonLogFormatter())
@@ -181,9 +181,9 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _query(args: argparse.Namespace) -> int:
-    from flight_storage.engine import InputSpec, SelectEngine
-    from flight_storage.select_local import serialized_records
-    from flight_storage.sources import BytesSource, FileSource
+    from flight_storage.execution.engine import InputSpec, SelectEngine
+    from flight_storage.execution.select_local import serialized_records
+    from flight_storage.storage.sources import BytesSource, FileSource
     from select_dialect.errors import SelectDialectError
 
     try:
@@ -191,7 +191,7 @@ def _query(args: argparse.Namespace) -> int:
             source: Any = BytesSource(sys.stdin.buffer.read(), "<stdin>")
             guessed: tuple[str | None, str, bool] = ("csv", "NONE", True)
         else:
-            from flight_storage.catalog import describe_key
+            from flight_storage.storage.catalog import describe_key
 
             path = Path(args.file)
             source = FileSource(path, str(path), path.stat().st_size)
@@ -223,7 +223,7 @@ def _query(args: argparse.Namespace) -> int:
 
 
 def _add_user(args: argparse.Namespace) -> int:
-    from flight_storage import auth
+    from flight_storage.rpc import auth
 
     return auth.main(["add-user", *args.rest])
 

@@ -1,11 +1,11 @@
 """Every UDF name the DataFusion generator may emit, with its signature (the contract).
 
-``flight_storage.udfs`` registers exactly one kernel per entry of :data:`UDFS`. Types are
+``flight_storage.execution.udfs`` registers exactly one kernel per entry of :data:`UDFS`. Types are
 plain strings so this module needs no pyarrow:
 
 * ``utf8``, ``int64``, ``float64``, ``bool``
 * ``timestamp_ns_utc`` (``timestamp[ns, tz=UTC]``), ``timestamp_ns`` (naive local time)
-* ``s3_timestamp`` (``flight_storage.values.S3_TIMESTAMP``)
+* ``s3_timestamp`` (``flight_storage.formats.values.S3_TIMESTAMP``)
 """
 
 from __future__ import annotations

@@ -47,3 +47,47 @@ def test_importing_compute_client_loads_no_server_modules() -> None:
 
 def test_flight_storage_package_init_is_empty() -> None:
     assert (ROOT / "flight_storage" / "__init__.py").read_text().strip() == ""
+
+
+# The server's stages, top (closest to the client) to bottom. A module may import its own
+# stage and the stages below it, never one above: request -> translate -> plan -> read.
+SERVER_STAGES = ("cli", "rpc", "request", "execution", "storage", "formats", "leaf")
+_LEAF_MODULES = {"protocol", "_flight_sql_pb2", "errors"}
+_TOP_MODULES = {"cli", "__main__", "__init__"}
+
+
+def _stage_of(module: str) -> str | None:
+    """The stage of ``flight_storage.<x>[.<y>]``, or None for modules outside the server."""
+    parts = module.split(".")
+    if parts[0] != "flight_storage" or len(parts) < 2:
+        return None
+    head = parts[1]
+    if head in _TOP_MODULES:
+        return "cli"
+    if head in _LEAF_MODULES:
+        return "leaf"
+    assert head in SERVER_STAGES, f"flight_storage.{head} belongs to no stage"
+    return head
+
+
+def test_flight_storage_imports_point_only_downward() -> None:
+    upward = []
+    for path in sorted((ROOT / "flight_storage").rglob("*.py")):
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        own = _stage_of(module)
+        if own is None:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            for target in targets:
+                stage = _stage_of(target) if target.count(".") <= 2 else None
+                if stage is not None and (
+                    SERVER_STAGES.index(stage) < SERVER_STAGES.index(own)
+                ):
+                    upward.append(f"{module} imports {target} ({own} -> {stage})")
+    assert upward == []

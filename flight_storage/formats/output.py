@@ -38,7 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from flight_storage.errors import InvalidRequestError
-from flight_storage.values import ZONE_NONE, ZONE_Z, is_s3_timestamp
+from flight_storage.formats.values import ZONE_NONE, ZONE_Z, is_s3_timestamp
 
 _FLAVOURS = ("ceph", "aws", "minio")
 _QUOTE_FIELDS = ("ASNEEDED", "ALWAYS")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from flight_storage.auth import (
+from flight_storage.rpc.auth import (
     AuthenticationError,
     TokenSigner,
     Users,
@@ -90,7 +90,7 @@ def test_parse_basic_accepts_missing_padding() -> None:
 def test_add_user_command_line(tmp_path: Path) -> None:
     path = tmp_path / "users.json"
     result = subprocess.run(
-        [sys.executable, "-m", "flight_storage.auth", "add-user", str(path), "carol",
+        [sys.executable, "-m", "flight_storage.rpc.auth", "add-user", str(path), "carol",
          "--bucket", "sales", "--password-stdin"],
         input="secret-pw\n", capture_output=True, text=True, cwd=ROOT, timeout=60,
     )

@@ -10,9 +10,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from flight_storage.engine import EngineConfig, InputSpec, SelectEngine
+from flight_storage.execution.engine import EngineConfig, InputSpec, SelectEngine
 from flight_storage.errors import StorageError
-from flight_storage.sources import BytesSource
+from flight_storage.storage.sources import BytesSource
 
 
 def _run(data: bytes, spec: InputSpec, sql: str = "select * from s3object",

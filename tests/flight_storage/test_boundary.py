@@ -11,8 +11,8 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
-from flight_storage.auth import AuthenticationError
-from flight_storage.boundary import client_error, guarded, rpc_boundary
+from flight_storage.rpc.auth import AuthenticationError
+from flight_storage.rpc.boundary import client_error, guarded, rpc_boundary
 from flight_storage.errors import (
     AccessDeniedError,
     InvalidRequestError,

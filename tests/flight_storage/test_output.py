@@ -12,7 +12,7 @@ import pytest
 
 from flight_storage.errors import InvalidRequestError
 from flight_storage.formats.output import RecordWriter
-from flight_storage.values import (
+from flight_storage.formats.values import (
     PRECISION_DAY,
     PRECISION_FRACTION,
     PRECISION_MINUTE,

@@ -10,9 +10,9 @@ import pyarrow.parquet as pq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flight_storage.engine import EngineConfig, InputSpec, SelectEngine
+from flight_storage.execution.engine import EngineConfig, InputSpec, SelectEngine
 from flight_storage.protocol import Partition
-from flight_storage.sources import BytesSource
+from flight_storage.storage.sources import BytesSource
 
 _TEXT = st.text(alphabet=st.sampled_from(list("ab ,\"xé東😀\\")), max_size=8)
 
@@ -103,7 +103,7 @@ def test_aggregates_read_in_parallel_equal_one_pass(values, partition_bytes) -> 
 def test_parquet_partitions_read_concurrently_from_one_file(tmp_path) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    from flight_storage.sources import FileSource
+    from flight_storage.storage.sources import FileSource
 
     path = tmp_path / "t.parquet"
     pq.write_table(pa.table({"a": list(range(20000)), "b": [f"v{i}" for i in range(20000)]}),

@@ -15,7 +15,7 @@ import pyarrow.flight as flight
 import pytest
 
 from flight_storage import protocol
-from flight_storage.auth import add_user
+from flight_storage.rpc.auth import add_user
 from flight_storage.protocol import pb
 from tests.conftest import ROOT, ServerProcess, start_server
 from tests.flight_storage.test_server_support import (

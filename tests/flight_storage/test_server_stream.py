@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
-from flight_storage.server import _QueryStream, _Stopped, _StoppableSource
+from flight_storage.rpc.server import _QueryStream, _Stopped, _StoppableSource
 
 SCHEMA = pa.schema([pa.field("a", pa.int64())])
 

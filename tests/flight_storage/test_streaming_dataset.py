@@ -9,8 +9,8 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from datafusion import SessionContext
 
-from flight_storage.engine import pruned_fragments
-from flight_storage.streaming_dataset import StreamingDataset, generic_scan
+from flight_storage.execution.engine import pruned_fragments
+from flight_storage.execution.streaming_dataset import StreamingDataset, generic_scan
 
 SCHEMA = pa.schema([("a", pa.int64()), ("b", pa.string())])
 
@@ -67,8 +67,8 @@ def test_parquet_row_groups_are_pruned_by_statistics(tmp_path: Path) -> None:
 def test_parquet_string_view_columns_are_read_as_strings() -> None:
     import io
 
-    from flight_storage.engine import InputSpec, SelectEngine
-    from flight_storage.sources import BytesSource
+    from flight_storage.execution.engine import InputSpec, SelectEngine
+    from flight_storage.storage.sources import BytesSource
 
     table = pa.table({"a": pa.array(["x", "y", "z"], pa.string_view()), "n": [1, 2, 3]})
     buffer = io.BytesIO()

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from flight_storage.catalog import Catalog
-from flight_storage.engine import EngineConfig, SelectEngine
+from flight_storage.storage.catalog import Catalog
+from flight_storage.execution.engine import EngineConfig, SelectEngine
 from flight_storage.errors import InputFormatError, InvalidRequestError, ObjectNotFoundError
-from flight_storage.statement import split_table_reference
-from flight_storage.tables import resolve_table
+from flight_storage.request.statement import split_table_reference
+from flight_storage.request.tables import resolve_table
 
 
 def _bucket(tmp_path: Path, files: dict[str, str], config: dict | None = None) -> Catalog:

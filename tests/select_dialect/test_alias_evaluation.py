@@ -10,7 +10,7 @@ from __future__ import annotations
 import datafusion
 import pyarrow as pa
 
-from flight_storage import udfs
+from flight_storage.execution import udfs
 from select_dialect import translate, udf_names
 
 ROWS = 100
@@ -27,7 +27,7 @@ def _evaluated_rows(sql: str) -> tuple[int, int]:
     ctx = datafusion.SessionContext()
     udfs.register_udfs(ctx)
     translation = translate(sql, input_format="csv", flavor="aws")
-    if translation.filter_over_aliases:  # as flight_storage.engine does
+    if translation.filter_over_aliases:  # as flight_storage.execution.engine does
         assert ctx.remove_optimizer_rule("push_down_filter")
     ctx.register_udf(
         datafusion.udf(counting_cast_int, [pa.utf8()], pa.int64(), "immutable", name=udf_names.CAST_INT)
@@ -63,8 +63,8 @@ def test_alias_used_in_where_and_other_aliases_is_computed_once_per_row() -> Non
 
 
 def test_engine_keeps_the_filter_above_materialized_aliases() -> None:
-    from flight_storage.engine import InputSpec, SelectEngine
-    from flight_storage.sources import BytesSource
+    from flight_storage.execution.engine import InputSpec, SelectEngine
+    from flight_storage.storage.sources import BytesSource
 
     data = "".join(f"{i},x\n" for i in range(ROWS)).encode()
     engine = SelectEngine()

@@ -116,7 +116,7 @@ def test_quotes_in_names_and_strings_stay_inside_literals() -> None:
 
 _LIMITS_SCRIPT = r"""
 import json, sys
-from flight_storage.select_local import run_select
+from flight_storage.execution.select_local import run_select
 queries = json.loads(sys.stdin.read())
 out = []
 for q in queries:

@@ -9,8 +9,8 @@ import datafusion
 import pyarrow as pa
 import pytest
 
-from flight_storage import udfs as kernels
-from flight_storage.udfs import (
+from flight_storage.execution import udfs as kernels
+from flight_storage.execution.udfs import (
     parse_processing_error,
     processing_error,
     register_udfs,
@@ -73,7 +73,7 @@ def test_every_udf_name_is_registered() -> None:
         args = ", ".join(_NULL_ARGUMENT[a] for a in signature.args)
         (value,) = ctx.sql(f"select {signature.name}({args}) as v from t").to_pydict()["v"]
         assert value is None, signature.name
-    from flight_storage.udfs import KERNELS
+    from flight_storage.execution.udfs import KERNELS
 
     assert set(KERNELS) == set(udf_names.UDF_NAMES)
 

@@ -1,7 +1,7 @@
 """Errors raised inside DataFusion, turned back into user-facing errors with S3 codes.
 
 DataFusion reports failures as exceptions carrying only text. Our UDFs encode their processing
-errors in that text (``flight_storage.udfs.processing_error``); our readers, which DataFusion calls
+errors in that text (``flight_storage.execution.udfs.processing_error``); our readers, which DataFusion calls
 from its scans, encode theirs with :func:`guard_reader`. Everything else is matched against a
 small table of DataFusion messages.
 """
@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 
-from flight_storage import udfs
+from flight_storage.execution import udfs
 from flight_storage.errors import (
     InputFormatError,
     QueryExecutionError,

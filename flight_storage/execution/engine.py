@@ -27,9 +27,9 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from datafusion import RuntimeEnvBuilder, SessionConfig, SessionContext, SQLOptions
 
-from flight_storage import udfs
-from flight_storage.arrow_result import arrow_result_schema, to_arrow_result
-from flight_storage.engine_errors import engine_error, guard_reader
+from flight_storage.execution import udfs
+from flight_storage.execution.arrow_result import arrow_result_schema, to_arrow_result
+from flight_storage.execution.engine_errors import engine_error, guard_reader
 from flight_storage.errors import (
     InputFormatError,
     InvalidRequestError,
@@ -39,8 +39,8 @@ from flight_storage.errors import (
 from flight_storage.formats import compression, csv_input, json_input
 from flight_storage.formats.typed_columns import TypedColumns
 from flight_storage.protocol import Partition
-from flight_storage.sources import ObjectSource, random_access
-from flight_storage.streaming_dataset import (
+from flight_storage.storage.sources import ObjectSource, random_access
+from flight_storage.execution.streaming_dataset import (
     ScanFunction,
     StreamingDataset,
     chain_scans,

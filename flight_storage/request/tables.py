@@ -14,11 +14,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from flight_storage.catalog import Catalog, ObjectInfo, TableConfig
-from flight_storage.engine import InputSpec
+from flight_storage.storage.catalog import Catalog, ObjectInfo, TableConfig
+from flight_storage.execution.engine import InputSpec
 from flight_storage.errors import InvalidRequestError, ObjectNotFoundError
 from flight_storage.formats.typed_columns import TypedColumns
-from flight_storage.sources import FileSource
+from flight_storage.storage.sources import FileSource
 
 
 @dataclass(frozen=True)

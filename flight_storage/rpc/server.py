@@ -3,11 +3,11 @@
 Every RPC decodes its command, looks up a handler in a table keyed by the command's name, and
 encodes the answer. Statements are s3-select SELECTs over one object, named in SQL as
 ``"bucket"."key"``; a descriptor command may also be a JSON S3 SelectObjectContent request
-(``flight_storage.s3_request``). Both are planned in ``GetFlightInfo`` and executed partition by
+(``flight_storage.request.s3_request``). Both are planned in ``GetFlightInfo`` and executed partition by
 partition in ``DoGet`` from signed, stateless tickets, so any server sharing the ticket secret
 can serve any endpoint, also after a restart.
 
-Per call, :class:`_CallFactory` authenticates (``flight_storage.auth``) and collects what the
+Per call, :class:`_CallFactory` authenticates (``flight_storage.rpc.auth``) and collects what the
 call did; it logs one JSON line when the call completes. Query execution runs in a worker
 thread (:class:`_QueryStream`) so the gRPC thread can notice a cancelled or disconnected
 client, the query timeout and server shutdown, and send keep-alive batches while a scan finds
@@ -36,11 +36,11 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from flight_storage import protocol
-from flight_storage.auth import AuthenticationError, TokenSigner, User, Users, parse_basic
-from flight_storage.boundary import client_error, guarded, rpc_boundary
-from flight_storage.catalog import Catalog, ObjectInfo
-from flight_storage.config import ServerConfig
-from flight_storage.engine import InputSpec, PlannedPartition, SelectEngine, SelectPlan
+from flight_storage.rpc.auth import AuthenticationError, TokenSigner, User, Users, parse_basic
+from flight_storage.rpc.boundary import client_error, guarded, rpc_boundary
+from flight_storage.storage.catalog import Catalog, ObjectInfo
+from flight_storage.rpc.config import ServerConfig
+from flight_storage.execution.engine import InputSpec, PlannedPartition, SelectEngine, SelectPlan
 from flight_storage.errors import (
     AccessDeniedError,
     InvalidRequestError,
@@ -49,21 +49,21 @@ from flight_storage.errors import (
     StorageError,
 )
 from flight_storage.formats.output import RecordWriter
-from flight_storage.parameters import bind, placeholder_offsets
+from flight_storage.request.parameters import bind, placeholder_offsets
 from flight_storage.protocol import Partition, PartitionTicket, PreparedHandle, SqlInfo, pb
-from flight_storage.s3_request import (
+from flight_storage.request.s3_request import (
     RECORDS_SCHEMA,
     extras_from_ticket,
     is_json_request,
     parse_request,
     stats_metadata,
 )
-from flight_storage.select_local import select_stats, serialized_records
-from flight_storage.statement import split_table_reference
-from flight_storage.tables import ResolvedTable, input_spec, object_version, resolve_table
+from flight_storage.execution.select_local import select_stats, serialized_records
+from flight_storage.request.statement import split_table_reference
+from flight_storage.request.tables import ResolvedTable, input_spec, object_version, resolve_table
 from select_dialect import translate
 
-log = logging.getLogger("flight_storage.server")
+log = logging.getLogger("flight_storage.rpc.server")
 
 SERVER_NAME: Final = "flight-select"
 SERVER_VERSION: Final = "0.1.0"

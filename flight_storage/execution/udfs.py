@@ -26,7 +26,7 @@ import datafusion
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from flight_storage.values import S3_TIMESTAMP, ZONE_NONE, ZONE_OFFSET, ZONE_Z
+from flight_storage.formats.values import S3_TIMESTAMP, ZONE_NONE, ZONE_OFFSET, ZONE_Z
 from select_dialect import udf_names as U
 from select_dialect.transforms import like_to_regex
 

@@ -10,9 +10,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from flight_storage.engine import EngineConfig, InputSpec, SelectEngine, SelectPlan
+from flight_storage.execution.engine import EngineConfig, InputSpec, SelectEngine, SelectPlan
 from flight_storage.formats.output import RecordWriter
-from flight_storage.sources import BytesSource, ObjectSource
+from flight_storage.storage.sources import BytesSource, ObjectSource
 
 
 @dataclass

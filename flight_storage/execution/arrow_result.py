@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
-from flight_storage.values import S3_TIMESTAMP
+from flight_storage.formats.values import S3_TIMESTAMP
 
 
 def arrow_result_schema(schema: pa.Schema, names: Sequence[str]) -> pa.Schema:

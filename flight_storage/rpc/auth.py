@@ -11,7 +11,7 @@ Authentication is off unless the server is started with ``--auth USERS_FILE``. T
 entry holds a salted scrypt (or PBKDF2-SHA256) hash, made by :func:`hash_password` or by the
 command line::
 
-    python -m flight_storage.auth add-user USERS_FILE alice --bucket sales
+    python -m flight_storage.rpc.auth add-user USERS_FILE alice --bucket sales
 
 Flight SQL clients log in the way the ADBC driver does: a ``Handshake`` call carrying
 ``authorization: Basic <base64(user:password)>``; the server answers with
@@ -300,8 +300,8 @@ def add_user(path: Path, name: str, password: str, buckets: Sequence[str]) -> No
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m flight_storage.auth add-user USERS_FILE NAME [--bucket B ...]``."""
-    parser = argparse.ArgumentParser(prog="python -m flight_storage.auth")
+    """``python -m flight_storage.rpc.auth add-user USERS_FILE NAME [--bucket B ...]``."""
+    parser = argparse.ArgumentParser(prog="python -m flight_storage.rpc.auth")
     commands = parser.add_subparsers(dest="command", required=True)
     add = commands.add_parser("add-user", help="add or replace a user in a users file")
     add.add_argument("users_file", type=Path)

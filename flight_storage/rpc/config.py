@@ -6,7 +6,7 @@ import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from flight_storage.engine import EngineConfig
+from flight_storage.execution.engine import EngineConfig
 
 
 class ConfigError(ValueError):
@@ -26,7 +26,7 @@ class ServerConfig:
         ticket_max_age_s: tickets older than this are refused (and endpoints expire then).
         tls_cert, tls_key: PEM files; both set means ``grpc+tls``.
         tls_client_ca: PEM of the CA that client certificates must chain to (mutual TLS).
-        users_file: JSON users file enabling authentication (see ``flight_storage.auth``).
+        users_file: JSON users file enabling authentication (see ``flight_storage.rpc.auth``).
         allow_anonymous: serve without authentication on a non-loopback address.
         token_ttl_s: lifetime of bearer tokens issued at handshake.
         max_concurrent_queries: DoGet streams running at once (each endpoint is a stream).

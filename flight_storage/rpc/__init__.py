@@ -1,0 +1,1 @@
+"""RPC surface: the Flight SQL server, its authentication, configuration and error boundary."""
