@@ -14,7 +14,7 @@ the case's ``notes`` say how. This module turns that into tables:
   rules of the ``oracle``, ``property``, ``equivalence`` and ``values`` kinds.
 
 The engine is any callable with the signature of
-``flight_storage.select_local.run_select``; :func:`load_engine` imports that one lazily so an
+``flight_storage.execution.select_local.run_select``; :func:`load_engine` imports that one lazily so an
 absent or unfinished engine shows up as failing cases, not as an import error.
 """
 
@@ -138,7 +138,7 @@ class EngineUnavailable(Exception):
 
 
 class Engine(Protocol):
-    """The signature of ``flight_storage.select_local.run_select``."""
+    """The signature of ``flight_storage.execution.select_local.run_select``."""
 
     def __call__(
         self,
@@ -169,11 +169,11 @@ def load_engine() -> Engine:
     """The project's engine, imported on first call.
 
     Returns:
-        ``flight_storage.select_local.run_select``, or a callable that raises
+        ``flight_storage.execution.select_local.run_select``, or a callable that raises
         :class:`EngineUnavailable` (so every case fails with the import error as detail).
     """
     try:
-        module = importlib.import_module("flight_storage.select_local")
+        module = importlib.import_module("flight_storage.execution.select_local")
         return module.run_select  # type: ignore[no-any-return]
     except Exception as exc:  # an unfinished engine may fail in any way while importing
         detail = f"{type(exc).__name__}: {exc}"
