@@ -17,9 +17,12 @@ Partitions (``flight_storage.protocol.Partition``):
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
+
+import os
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -30,6 +33,12 @@ from datafusion import RuntimeEnvBuilder, SessionConfig, SessionContext, SQLOpti
 from flight_storage.execution import udfs
 from flight_storage.execution.arrow_result import arrow_result_schema, to_arrow_result
 from flight_storage.execution.engine_errors import engine_error, guard_reader
+from flight_storage.execution.native_csv import (
+    NativeCsvTable,
+    SurveyCache,
+    native_csv_table,
+    native_ranges,
+)
 from flight_storage.errors import (
     InputFormatError,
     InvalidRequestError,
@@ -39,7 +48,7 @@ from flight_storage.errors import (
 from flight_storage.formats import compression, csv_input, json_input
 from flight_storage.formats.typed_columns import TypedColumns
 from flight_storage.protocol import Partition
-from flight_storage.storage.sources import ObjectSource, random_access
+from flight_storage.storage.sources import ObjectSource, local_path, random_access
 from flight_storage.execution.streaming_dataset import (
     ScanFunction,
     StreamingDataset,
@@ -66,6 +75,10 @@ class EngineConfig:
         memory_limit_bytes: DataFusion memory pool per query (None: unbounded).
         max_query_chars: longest statement accepted (AWS allows 256 KiB).
         max_record_bytes: longest CSV/JSON record accepted (AWS: 1 MiB).
+        native_readers: let DataFusion's own readers read the objects a survey proves they
+            read exactly (False: the reference readers read everything).
+        cores: DataFusion partitions an order-free query (an aggregate) runs on at once;
+            0 means every core of the machine.
     """
 
     batch_rows: int = 16384
@@ -74,6 +87,13 @@ class EngineConfig:
     memory_limit_bytes: int | None = 1 << 30
     max_query_chars: int = 256 * 1024
     max_record_bytes: int = 1 << 20
+    native_readers: bool = True
+    cores: int = 0
+
+    @property
+    def parallelism(self) -> int:
+        """DataFusion partitions of an order-free query."""
+        return self.cores or os.cpu_count() or 1
 
 
 @dataclass(frozen=True)
@@ -152,6 +172,13 @@ class SelectPlan:
     result_schema: pa.Schema
     partitions: tuple[PlannedPartition, ...]
     header: tuple[str, ...] | None = None
+    native: NativeCsvTable | None = None
+    native_reason: str = "not a CSV object"
+
+    @property
+    def reader(self) -> str:
+        """Which reader serves the plan: ``datafusion`` or ``reference``."""
+        return "datafusion" if self.native is not None else "reference"
 
     @property
     def source(self) -> ObjectSource:
@@ -178,11 +205,24 @@ class SelectPlan:
         return arrow_result_schema(self.result_schema, names)
 
 
-def _session(config: EngineConfig, translation: Translation | None = None) -> SessionContext:
+_MIN_SPLIT_BYTES = 1 << 20
+"""An order-free query splits an object into per-core ranges only above this size."""
+
+
+def _session(
+    config: EngineConfig,
+    translation: Translation | None = None,
+    *,
+    partitions: int = 2,
+    split_min_bytes: int = _MIN_SPLIT_BYTES,
+) -> SessionContext:
     session_config = (
         SessionConfig()
         .with_batch_size(8192)
-        .with_target_partitions(2)
+        .with_target_partitions(partitions)
+        .with_repartition_file_scans(partitions > 1)
+        .with_repartition_file_min_size(split_min_bytes)
+        # a partition executed on its own must read only its own range (NOTES.md)
         .set("datafusion.execution.enable_file_stream_work_stealing", "false")
         .set("datafusion.optimizer.enable_round_robin_repartition", "false")
     )
@@ -261,6 +301,7 @@ class SelectEngine:
 
     def __init__(self, config: EngineConfig | None = None) -> None:
         self.config = config or EngineConfig()
+        self.surveys = SurveyCache()
 
     # ------------------------------------------------------------------ planning
     def plan(
@@ -301,8 +342,35 @@ class SelectEngine:
             partitions = self._row_group_partitions(sources[0])
         else:
             partitions = self._byte_partitions(sources[0], input, scan_range)
-        return self._finish_plan(expression, flavor, sources, input, translation, schema,
+        plan = self._finish_plan(expression, flavor, sources, input, translation, schema,
                                  partitions, header)
+        if input.format == "csv":
+            native, reason = self._native_csv(plan, scan_range)
+            plan = dataclasses.replace(plan, native=native, native_reason=reason)
+        return plan
+
+    def _native_csv(
+        self, plan: SelectPlan, scan_range: tuple[int, int] | None
+    ) -> tuple[NativeCsvTable | None, str]:
+        """DataFusion's CSV reader for the plan's object, or None and why not."""
+        if not self.config.native_readers:
+            return None, "native readers are off"
+        if len(plan.sources) != 1:
+            return None, "a prefix table"
+        if plan.input.columns is not None:
+            return None, "typed columns"
+        if scan_range is not None:
+            return None, "a ScanRange request"
+        path = local_path(plan.source)
+        if path is None:
+            return None, "not a file"
+        options = self._csv_options(plan.input, plan.flavor)
+        try:
+            survey = self.surveys.survey(path, options, plan.input.compression)
+        except (OSError, InputFormatError) as exc:
+            return None, f"survey failed ({exc})"
+        return native_csv_table(path, options, survey, width=len(plan.input_schema),
+                                compression=plan.input.compression)
 
     def _plan_csv(self, expression: str, sources: tuple[ObjectSource, ...], input: InputSpec,
                   flavor: str) -> tuple[Translation, pa.Schema, list[str] | None]:
@@ -391,16 +459,17 @@ class SelectEngine:
             return (
                 PlannedPartition(Partition("byte_range", start=start, end=stop), bytes=stop - start),
             )
-        step = self.config.partition_bytes
-        if not input.splittable or size <= step:
+        count = self._range_count(size)
+        if not input.splittable or count == 1:
             return (PlannedPartition(Partition("object"), bytes=size),)
         return tuple(
-            PlannedPartition(
-                Partition("byte_range", start=lo, end=min(lo + step, size)),
-                bytes=min(step, size - lo),
-            )
-            for lo in range(0, size, step)
+            PlannedPartition(Partition("byte_range", start=lo, end=hi), bytes=hi - lo)
+            for lo, hi in native_ranges(size, count)
         )
+
+    def _range_count(self, size: int) -> int:
+        """Byte ranges a splittable object of ``size`` bytes is cut into (DataFusion's way)."""
+        return max(1, -(-size // self.config.partition_bytes))
 
     def _row_group_partitions(self, source: ObjectSource) -> tuple[PlannedPartition, ...]:
         metadata = self._parquet_file(source).metadata
@@ -446,6 +515,17 @@ class SelectEngine:
         chosen = (
             list(partitions) if partitions is not None else [p.partition for p in plan.partitions]
         )
+        if plan.native is not None:
+            native = self._native_stream(plan, plan.native, chosen)
+            if native is not None:
+                yield from native
+                return
+        yield from self._reference_stream(plan, chosen)
+
+    def _reference_stream(
+        self, plan: SelectPlan, chosen: Sequence[Partition]
+    ) -> Iterator[pa.RecordBatch]:
+        """The reference readers (Python, s3-select rules) feeding DataFusion."""
         if _order_free(plan.translation):
             # An aggregate without LIMIT does not care about record order: let DataFusion read
             # the pieces in parallel, one fragment each.
@@ -458,6 +538,56 @@ class SelectEngine:
         try:
             frame = ctx.sql_with_options(plan.translation.sql, _READ_ONLY)
             for batch in frame.execute_stream():
+                yield batch.to_pyarrow()
+        except StorageError:
+            raise
+        except Exception as exc:  # DataFusion raises plain exceptions with text only
+            raise engine_error(exc) from None
+
+    def _native_stream(
+        self, plan: SelectPlan, native: NativeCsvTable, chosen: Sequence[Partition]
+    ) -> Iterator[pa.RecordBatch] | None:
+        """DataFusion reading the file itself, or None when ``chosen`` is not one of its
+        partitions (the reference reader then serves them)."""
+        whole = [p.partition for p in plan.partitions]
+        if list(chosen) == whole or [p.kind for p in chosen] == ["object"]:
+            if _order_free(plan.translation):
+                return self._run_native(plan, native, self.config.parallelism, None)
+            return self._run_native(plan, native, 1, None)
+        if len(chosen) != 1 or chosen[0].kind != "byte_range" or not plan.parallel_safe:
+            return None
+        ranges = native_ranges(plan.source.size, self._range_count(plan.source.size))
+        wanted = (chosen[0].start, chosen[0].end)
+        if wanted not in ranges:
+            return None
+        return self._run_native(plan, native, len(ranges), ranges.index(wanted), chosen[0])
+
+    def _run_native(
+        self,
+        plan: SelectPlan,
+        native: NativeCsvTable,
+        partitions: int,
+        index: int | None,
+        partition: Partition | None = None,
+    ) -> Iterator[pa.RecordBatch]:
+        """Execute the plan over DataFusion's table: partition ``index`` of ``partitions``
+        equal byte ranges, or (``index`` None) everything on ``partitions`` cores."""
+        split = 0 if index is not None else _MIN_SPLIT_BYTES
+        ctx = _session(self.config, plan.translation, partitions=partitions,
+                       split_min_bytes=split)
+        try:
+            native.register(ctx, TABLE)
+            frame = ctx.sql_with_options(plan.translation.sql, _READ_ONLY)
+            if index is None:
+                stream = frame.execute_stream()
+            else:
+                physical = frame.execution_plan()
+                if physical.partition_count != partitions:
+                    # not DataFusion's split after all: the reference reader serves the range
+                    yield from self._reference_stream(plan, [partition] if partition else [])
+                    return
+                stream = ctx.execute(physical, index)
+            for batch in stream:
                 yield batch.to_pyarrow()
         except StorageError:
             raise

@@ -6,13 +6,15 @@ the records as the request's OutputSerialization asks, and count the Stats S3 re
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from flight_storage.execution.engine import EngineConfig, InputSpec, SelectEngine, SelectPlan
 from flight_storage.formats.output import RecordWriter
-from flight_storage.storage.sources import BytesSource, ObjectSource
+from flight_storage.storage.sources import FileSource, ObjectSource
 
 
 @dataclass
@@ -21,6 +23,9 @@ class SelectResult:
 
     records: bytes
     stats: dict[str, int] = field(default_factory=dict)
+    reader: str = "reference"
+    """Which reader served the request: ``datafusion`` (its own reader, proven exact for
+    this object) or ``reference`` (the s3-select readers)."""
 
 
 def serialized_records(
@@ -74,8 +79,25 @@ def run_select(
     """
     engine = SelectEngine(config)
     spec = InputSpec.from_request(input_serialization, default_format="csv")
-    plan = engine.plan(
-        expression, source or BytesSource(data), spec, flavor=flavor, scan_range=scan_range
-    )
+    if source is not None:
+        return _run(engine, spec, source, expression, output_serialization, flavor, scan_range)
+    # DataFusion's readers read files: bytes in memory become one for the request
+    with tempfile.TemporaryDirectory(prefix="flight-select-") as directory:
+        path = Path(directory) / "object"
+        path.write_bytes(data)
+        return _run(engine, spec, FileSource(path, "<memory>", len(data)), expression,
+                    output_serialization, flavor, scan_range)
+
+
+def _run(
+    engine: SelectEngine,
+    spec: InputSpec,
+    source: ObjectSource,
+    expression: str,
+    output_serialization: Mapping[str, Any] | None,
+    flavor: str,
+    scan_range: tuple[int, int] | None,
+) -> SelectResult:
+    plan = engine.plan(expression, source, spec, flavor=flavor, scan_range=scan_range)
     records = b"".join(serialized_records(engine, plan, output_serialization))
-    return SelectResult(records, select_stats(plan, len(records)))
+    return SelectResult(records, select_stats(plan, len(records)), plan.reader)

@@ -67,3 +67,9 @@ def random_access(source: ObjectSource) -> pa.NativeFile:
         return opener()
     with source.open() as stream:
         return pa.BufferReader(stream.read())
+
+
+def local_path(source: ObjectSource) -> Path | None:
+    """The file holding ``source``'s bytes, when it is one (DataFusion's readers need it)."""
+    path = getattr(source, "path", None)
+    return path if isinstance(path, Path) else None

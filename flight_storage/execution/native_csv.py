@@ -1,0 +1,166 @@
+"""DataFusion's own CSV reader as the table ``s3object``, where a survey proves it exact.
+
+:func:`flight_storage.formats.csv_guard.survey_file` proves (or refuses) that DataFusion reads
+an object exactly as the s3-select rules do; :class:`SurveyCache` keeps that verdict per object
+version, so a hot object is surveyed once. :func:`native_csv_table` combines the verdict with
+what one query needs (how many columns, the flavour's empty-field rule) and
+:meth:`NativeCsvTable.register` gives DataFusion the table:
+
+* ``<name>_file``: the file through ``CsvReadOptions``, every column Utf8, as wide as the widest
+  record (DataFusion refuses records wider than its schema; shorter ones are NULL-filled);
+* ``<name>``: a view with exactly the query's ``_1 .. _N``. In the ``aws`` flavour an empty
+  field is ``""`` where DataFusion reads NULL, so columns every record has are
+  ``coalesce(_i, '')``; columns no record has are NULL in both readers.
+
+Byte-range partitions are DataFusion's own file-scan partitions: with ``n`` target partitions
+DataFusion cuts a file of ``size`` bytes at multiples of ``ceil(size / n)`` and gives each record
+to the range holding its first byte (AWS's ScanRange rule). :func:`native_ranges` computes that
+split; the engine plans its endpoints with it and executes range ``i`` as ``ctx.execute(plan,
+i)``. ``tests/flight_storage/test_native_csv.py`` pins both facts against the reference reader.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+from datafusion import SessionContext
+from datafusion.options import CsvReadOptions
+
+from flight_storage.formats.csv_guard import CsvSurvey, survey_file
+from flight_storage.formats.csv_input import CsvInputOptions
+
+_COMPRESSION = {"NONE": ""}
+"""DataFusion's name of each CompressionType the native path takes."""
+
+
+def native_ranges(size: int, count: int) -> list[tuple[int, int]]:
+    """DataFusion's split of a ``size``-byte file into ``count`` ranges (end exclusive)."""
+    if count <= 1 or size == 0:
+        return [(0, size)]
+    step = -(-size // count)
+    return [(lo, min(lo + step, size)) for lo in range(0, size, step)]
+
+
+class SurveyCache:
+    """Surveys by object version (path, size, modification time, inode) and read options.
+
+    Thread-safe and bounded: the least recently used entries go first.
+
+    Args:
+        max_entries: surveys kept.
+    """
+
+    def __init__(self, max_entries: int = 4096) -> None:
+        self._entries: OrderedDict[Hashable, CsvSurvey] = OrderedDict()
+        self._lock = threading.Lock()
+        self._max = max_entries
+        self.surveys = 0
+        """Surveys computed (not served from the cache); tests and benchmarks read it."""
+
+    def survey(self, path: Path, options: CsvInputOptions, compression: str) -> CsvSurvey:
+        """The survey of ``path`` as it is now, computed at most once per version."""
+        stat = os.stat(path)
+        key = (str(path), stat.st_size, stat.st_mtime_ns, stat.st_ino, options, compression)
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+                return found
+        result = survey_file(path, options, compression)
+        with self._lock:
+            self.surveys += 1
+            self._entries[key] = result
+            while len(self._entries) > self._max:
+                self._entries.popitem(last=False)
+        return result
+
+
+@dataclass(frozen=True)
+class NativeCsvTable:
+    """How DataFusion reads one object for one query.
+
+    Attributes:
+        path: the file.
+        options: the request's CSV options.
+        survey: what the survey found (native).
+        width: columns the query's table has (``_1 .. _width``).
+        coalesce_empty: columns ``1 .. coalesce_empty`` read ``""`` for an empty field.
+    """
+
+    path: Path
+    options: CsvInputOptions
+    survey: CsvSurvey
+    width: int
+    coalesce_empty: int
+
+    @property
+    def file_width(self) -> int:
+        """Columns of the file table: every field of every line fits."""
+        return max(self.width, self.survey.max_fields, self.survey.header_fields, 1)
+
+    def register(self, ctx: SessionContext, name: str) -> None:
+        """Register the view ``name`` (and the file table ``name_file`` under it) on ``ctx``."""
+        file_table = f"{name}_file"
+        schema = pa.schema(
+            [pa.field(f"_{i}", pa.string()) for i in range(1, self.file_width + 1)]
+        )
+        options = CsvReadOptions(
+            has_header=self.options.has_header,
+            delimiter=self.options.field_delimiter,
+            quote=self.survey.quote,
+            schema=schema,
+            # DataFusion filters a table's files by this suffix; the whole name always matches
+            file_extension=self.path.name,
+            truncated_rows=True,
+        )
+        ctx.register_csv(file_table, str(self.path), options=options)
+        columns = []
+        for i in range(1, self.width + 1):
+            if i <= self.coalesce_empty:
+                columns.append(f"coalesce(\"_{i}\", '') AS \"_{i}\"")
+            elif i <= self.file_width:
+                columns.append(f'"_{i}"')
+            else:
+                columns.append(f'CAST(NULL AS VARCHAR) AS "_{i}"')
+        ctx.register_view(name, ctx.sql(f'SELECT {", ".join(columns)} FROM "{file_table}"'))
+
+
+def native_csv_table(
+    path: Path,
+    options: CsvInputOptions,
+    survey: CsvSurvey,
+    *,
+    width: int,
+    compression: str = "NONE",
+) -> tuple[NativeCsvTable | None, str]:
+    """The native table for a query reading ``width`` columns, or None and the reason why not.
+
+    Args:
+        path: the object's file.
+        options: the request's CSV options (flavour rules included).
+        survey: the object's survey under ``options``.
+        width: columns ``_1 .. _width`` the query's table has.
+        compression: the request's CompressionType.
+    """
+    if not survey.native:
+        return None, survey.reason
+    if compression not in _COMPRESSION:
+        return None, f"{compression} input"
+    coalesce_empty = 0
+    if not options.empty_is_null:
+        # An empty field is "" and a missing one NULL; DataFusion reads both as NULL, so a
+        # column that some records have and others lack cannot be read natively.
+        low, high = survey.min_fields, survey.max_fields
+        if low < min(width, high):
+            return None, (
+                f"records of {low} to {high} fields and a query reading {width} columns "
+                "(empty and missing fields differ in this flavour)"
+            )
+        coalesce_empty = min(width, low)
+    return NativeCsvTable(path, options, survey, width, coalesce_empty), ""

@@ -1,0 +1,313 @@
+"""Prove, with one vectorised pass over an object, that DataFusion's CSV reader reads it exactly
+as the s3-select rules of :mod:`flight_storage.formats.csv_input` do.
+
+DataFusion's reader (arrow-csv) and s3-select's rules agree on plain CSV and differ on a known
+list of inputs (../shared/design/NOTES.md, "How DataFusion's CSV reader differs"). The survey
+looks for each of them and names the first it finds; an object with none of them is *native*:
+the engine may hand it to DataFusion, and the reference reader stays for everything else.
+
+| what the survey refuses | why the two readers differ there |
+|---|---|
+| a multi-character delimiter, a record delimiter other than ``\\n``, trim characters | DataFusion takes single bytes and ``\\n``/``\\r\\n`` only |
+| a leading byte-order mark | DataFusion drops it; s3-select keeps it in the first field |
+| invalid UTF-8 | the reference reports ``InvalidTextEncoding`` with the byte offset |
+| a ``\\r`` not followed by ``\\n`` | arrow-csv ends a record there |
+| an empty line | DataFusion skips it; Ceph counts a record of one NULL field |
+| a record over the record-size limit | the reference reports ``OverMaxRecordSize`` |
+| a line starting with the comment character | the header and LIMIT rules of comments |
+| the escape character anywhere (when it is not the quote) | Ceph removes it anywhere; DataFusion only inside quotes |
+| a quote that does not open or close a field (``a"b"c``, ``"a""b"``, a quote spanning lines) | Ceph toggles quotes anywhere and removes them; RFC 4180 keeps them |
+
+What the survey measures (the fewest and most fields of a data record, the header's width) lets
+the engine check the rest per query: rows wider than the table DataFusion is given are an error
+there, and in the ``aws`` flavour an empty field is ``""`` but a missing one NULL, which
+DataFusion cannot tell apart (it reads both as NULL), so a column some rows lack is refused.
+
+Everything here is numpy over the bytes, about memory bandwidth; the result is cached per object
+version by the caller, so a hot object pays for it once.
+"""
+
+from __future__ import annotations
+
+import codecs
+import mmap
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from flight_storage.formats.compression import open_decompressed
+from flight_storage.formats.csv_input import RULES_CEPH, CsvInputOptions
+
+CHUNK_BYTES = 8 << 20
+"""Bytes surveyed at a time (cut back to the last line end, so no line spans two chunks)."""
+
+_LF, _CR = 10, 13
+_BOM = b"\xef\xbb\xbf"
+_DEFAULT_QUOTE = '"'
+
+
+@dataclass(frozen=True)
+class CsvSurvey:
+    """What one pass over an object found.
+
+    Attributes:
+        reason: why DataFusion's reader would read the object differently, or ``""`` when it
+            reads it exactly as s3-select does (see the module's table).
+        records: lines, the header included.
+        header_fields: fields of the first line (0 for an empty object).
+        min_fields: fewest fields of a data record (the header excluded when ``has_header``).
+        max_fields: most fields of a data record.
+        quote: the quote byte to give DataFusion (the request's, or ``"`` when quoting is off
+            and the object holds no ``"``).
+    """
+
+    reason: str
+    records: int = 0
+    header_fields: int = 0
+    min_fields: int = 0
+    max_fields: int = 0
+    quote: str = _DEFAULT_QUOTE
+
+    @property
+    def native(self) -> bool:
+        """True when DataFusion's reader gives exactly the s3-select records."""
+        return not self.reason
+
+
+def options_reason(options: CsvInputOptions) -> str:
+    """Why no object can be read natively under ``options`` (``""`` when some can)."""
+    fd = options.field_delimiter
+    if len(fd) != 1 or not fd.isascii() or fd in "\r\n":
+        return f"field delimiter {fd!r} is not one ASCII byte"
+    if options.record_delimiter != "\n":
+        return f"record delimiter {options.record_delimiter!r} is not a line feed"
+    if options.trim_chars:
+        return "trim characters are set"
+    for name, char in (("quote", options.quote), ("escape", options.escape),
+                       ("comment", options.comment)):
+        if char is not None and (len(char) != 1 or not char.isascii() or char in "\r\n"):
+            return f"{name} character {char!r} is not one ASCII byte"
+    if options.quote is not None and options.quote == fd:
+        return "quote and field delimiter are the same"
+    if options.quoted_record_delimiter and options.rules != RULES_CEPH:
+        # Go's reader (MinIO) normalises CRLF inside quoted fields first
+        return "quoted record delimiters with RFC rules"
+    return ""
+
+
+def survey_csv(chunks: Iterable[bytes | memoryview], options: CsvInputOptions) -> CsvSurvey:
+    """Survey an object's bytes, given as consecutive chunks of any size.
+
+    Args:
+        chunks: the (decompressed) object from its first byte.
+        options: the request's CSV options under its flavour.
+
+    Returns:
+        The survey; its ``reason`` is empty when DataFusion may read the object.
+
+    Example:
+        >>> survey_csv([b"a,b\\n1,2\\n"], CsvInputOptions()).native
+        True
+        >>> survey_csv([b"a,b\\n\\n1,2\\n"], CsvInputOptions()).reason
+        'an empty line (line 2)'
+    """
+    reason = options_reason(options)
+    if reason:
+        return CsvSurvey(reason)
+    state = _State(options)
+    for chunk in _whole_lines(chunks):
+        reason = state.feed(chunk)
+        if reason:
+            return CsvSurvey(reason)
+    return state.result()
+
+
+def survey_file(path: Path, options: CsvInputOptions, compression: str = "NONE") -> CsvSurvey:
+    """:func:`survey_csv` over a file (memory-mapped, or decompressed as it streams)."""
+    if compression != "NONE":
+        with open(path, "rb") as raw, open_decompressed(raw, compression) as stream:
+            return survey_csv(iter(lambda: stream.read(CHUNK_BYTES), b""), options)
+    with open(path, "rb") as file:
+        if path.stat().st_size == 0:
+            return survey_csv([], options)
+        with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            view = memoryview(mapped)
+            try:
+                return survey_csv(
+                    (view[i : i + CHUNK_BYTES] for i in range(0, len(view), CHUNK_BYTES)),
+                    options,
+                )
+            finally:
+                view.release()
+
+
+def _whole_lines(chunks: Iterable[bytes | memoryview]) -> Iterator[bytes | memoryview]:
+    """Re-cut chunks so each ends with a line feed (the last may not)."""
+    carry = b""
+    for chunk in chunks:
+        data = np.frombuffer(chunk, np.uint8)
+        ends = np.flatnonzero(data == _LF)
+        if not len(ends):
+            carry += bytes(chunk)
+            continue
+        cut = int(ends[-1]) + 1
+        if carry:
+            yield carry + bytes(chunk[:cut])
+        else:
+            yield chunk[:cut]
+        carry = bytes(chunk[cut:])
+    if carry:
+        yield carry
+
+
+class _State:
+    """The running survey: counts so far and the first difference found."""
+
+    def __init__(self, options: CsvInputOptions) -> None:
+        self.options = options
+        self.delimiter = ord(options.field_delimiter)
+        quote = options.quote
+        self.quote_char = quote if quote is not None else _DEFAULT_QUOTE
+        self.quote = ord(self.quote_char)
+        # with quoting off, DataFusion still has a quote byte: the object must not hold it
+        self.quoting = quote is not None
+        escape = options.escape
+        self.escape = ord(escape) if escape is not None and escape != quote else None
+        # RFC rules with the quote as its own escape read "" inside a quoted field as one
+        # quote, as DataFusion does; Ceph's rules toggle there instead
+        self.doubled = options.rules != RULES_CEPH and escape == quote
+        self.comment = ord(options.comment) if options.comment is not None else None
+        self.limit = options.max_record_size
+        self.lines = 0
+        self.header_fields = 0
+        self.min_fields: int | None = None
+        self.max_fields = 0
+        self.decoder = codecs.getincrementaldecoder("utf-8")()
+
+    def feed(self, chunk: bytes | memoryview) -> str:
+        data = np.frombuffer(chunk, np.uint8)
+        first_line = self.lines + 1
+        if self.lines == 0 and bytes(chunk[:3]) == _BOM:
+            return "a byte-order mark at the start"
+        line_ends = np.flatnonzero(data == _LF)
+        if not len(line_ends) or line_ends[-1] != len(data) - 1:
+            line_ends = np.append(line_ends, len(data))  # the last line has no line feed
+        starts = np.empty_like(line_ends)
+        starts[0] = 0
+        starts[1:] = line_ends[:-1] + 1
+        lengths = line_ends - starts
+        for check in (self._encoding, self._escape):
+            reason = check(chunk, data)
+            if reason:
+                return reason
+        reason = self._carriage_returns(data)
+        if reason:
+            return reason
+        content = lengths.copy()
+        if self._has(data, _CR):
+            # a CR here always precedes a LF: it belongs to the line end, not the record
+            ends_in_cr = (line_ends > starts) & (data[np.maximum(line_ends - 1, 0)] == _CR)
+            content -= ends_in_cr
+        empty = np.flatnonzero(content == 0)
+        if len(empty):
+            return f"an empty line (line {first_line + int(empty[0])})"
+        too_long = np.flatnonzero(lengths > self.limit)
+        if len(too_long):
+            return f"a record over {self.limit} bytes (line {first_line + int(too_long[0])})"
+        if self.comment is not None and np.any(data[starts] == self.comment):
+            return "a line starting with the comment character"
+        fields, reason = self._fields(data, line_ends)
+        if reason:
+            return reason
+        self._count(fields)
+        return ""
+
+    def _encoding(self, chunk: bytes | memoryview, data: np.ndarray) -> str:
+        if not np.any(data >= 0x80):
+            return ""
+        try:
+            self.decoder.decode(chunk)
+        except UnicodeDecodeError:
+            return "invalid UTF-8"
+        return ""
+
+    def _escape(self, chunk: bytes | memoryview, data: np.ndarray) -> str:
+        if self.escape is not None and self._has(data, self.escape):
+            return "the escape character outside a doubled quote"
+        return ""
+
+    def _carriage_returns(self, data: np.ndarray) -> str:
+        returns = np.flatnonzero(data == _CR)
+        if not len(returns):
+            return ""
+        following = returns + 1
+        if following[-1] >= len(data) or np.any(data[following] != _LF):
+            return "a carriage return not followed by a line feed"
+        return ""
+
+    def _fields(self, data: np.ndarray, line_ends: np.ndarray) -> tuple[np.ndarray, str]:
+        """Fields per line, counting only delimiters outside quoted fields."""
+        delimiters = np.flatnonzero(data == self.delimiter)
+        quotes = np.flatnonzero(data == self.quote)
+        if len(quotes):
+            if not self.quoting:
+                return line_ends, f"the character {self.quote_char!r} with quoting off"
+            reason = self._quotes_reason(data, quotes, line_ends)
+            if reason:
+                return line_ends, reason
+            inside = np.searchsorted(quotes, delimiters) % 2 == 1
+            delimiters = delimiters[~inside]
+        line_of = np.searchsorted(line_ends, delimiters)
+        return np.bincount(line_of, minlength=len(line_ends)) + 1, ""
+
+    def _quotes_reason(self, data: np.ndarray, quotes: np.ndarray, line_ends: np.ndarray) -> str:
+        per_line = np.bincount(np.searchsorted(line_ends, quotes), minlength=len(line_ends))
+        if np.any(per_line % 2):
+            return "an unpaired quote or a quoted line end"
+        opening, closing = quotes[0::2], quotes[1::2]
+        before = data[np.maximum(opening - 1, 0)]
+        opens_field = (opening == 0) | (before == self.delimiter) | (before == _LF)
+        after_index = closing + 1
+        at_end = after_index >= len(data)
+        after = data[np.minimum(after_index, len(data) - 1)]
+        closes_field = at_end | (after == self.delimiter) | (after == _LF) | (after == _CR)
+        if self.doubled and len(closing) > 1:
+            # a closing quote right before the next opening one is a doubled quote
+            doubled = opening[1:] == closing[:-1] + 1
+            opens_field[1:] |= doubled
+            closes_field[:-1] |= doubled
+        if not (np.all(opens_field) and np.all(closes_field)):
+            return "a quote inside a field" + (" (or a doubled quote)" if not self.doubled else "")
+        return ""
+
+    def _count(self, fields: np.ndarray) -> None:
+        first = self.lines == 0
+        self.lines += len(fields)
+        if first and len(fields):
+            self.header_fields = int(fields[0])
+            if self.options.has_header:
+                fields = fields[1:]
+        if len(fields):
+            low, high = int(fields.min()), int(fields.max())
+            self.min_fields = low if self.min_fields is None else min(self.min_fields, low)
+            self.max_fields = max(self.max_fields, high)
+
+    @staticmethod
+    def _has(data: np.ndarray, byte: int) -> bool:
+        return bool(np.any(data == byte))
+
+    def result(self) -> CsvSurvey:
+        try:
+            self.decoder.decode(b"", True)
+        except UnicodeDecodeError:
+            return CsvSurvey("invalid UTF-8")
+        return CsvSurvey(
+            "",
+            records=self.lines,
+            header_fields=self.header_fields,
+            min_fields=self.min_fields or 0,
+            max_fields=self.max_fields,
+            quote=self.quote_char,
+        )
