@@ -1,0 +1,201 @@
+"""DataFusion's CSV reader serves a CSV object only where it reads exactly as s3-select.
+
+Every test compares the engine with native readers on against the reference reader (native
+readers off) over the same file: same records, same errors. The guard tests pin which inputs
+the survey must refuse; the property tests feed it arbitrary bytes.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from flight_storage.errors import StorageError
+from flight_storage.execution.engine import EngineConfig, InputSpec, SelectEngine
+from flight_storage.execution.native_csv import native_ranges
+from flight_storage.formats.csv_guard import survey_csv
+from flight_storage.formats.csv_input import CsvInputOptions
+from flight_storage.storage.sources import FileSource
+from select_dialect.errors import SelectDialectError
+
+QUERIES = (
+    "select * from s3object",
+    "select _1, _3 from s3object",
+    "select count(*) from s3object",
+    "select _2 from s3object where _1 is not null",
+    "select _1 from s3object limit 2",
+)
+
+
+def _run(path: Path, query: str, flavor: str, header: str, *, native: bool,
+         partition_bytes: int = 16 << 20, partitions: str = "whole") -> tuple[str, Any]:
+    """(reader, rows or the error code) of ``query`` over ``path``."""
+    engine = SelectEngine(EngineConfig(native_readers=native, partition_bytes=partition_bytes))
+    source = FileSource(path, "bkt/object.csv", path.stat().st_size)
+    try:
+        plan = engine.plan(query, source, InputSpec("csv", "NONE", {"FileHeaderInfo": header}),
+                           flavor=flavor)
+        if partitions == "whole":
+            rows = [r for b in engine.execute(plan) for r in b.to_pylist()]
+        else:  # each endpoint on its own, in order
+            rows = [r for p in plan.partitions for b in engine.execute(plan, [p.partition])
+                    for r in b.to_pylist()]
+    except (StorageError, SelectDialectError) as exc:
+        return "error", exc.code
+    return plan.reader, rows
+
+
+def _same(path: Path, query: str, flavor: str, header: str = "NONE", **kw: Any) -> str:
+    """Assert both readers agree; returns the reader the native engine chose."""
+    reader, native_rows = _run(path, query, flavor, header, native=True, **kw)
+    _, reference_rows = _run(path, query, flavor, header, native=False, **kw)
+    assert native_rows == reference_rows, (reader, path.read_bytes()[:200])
+    return reader
+
+
+# --------------------------------------------------------------------------- guards
+
+GUARDS = [
+    # (name, bytes, flavor, native expected, reason pattern)
+    ("plain", b"a,b,c\n1,2,3\n", "ceph", True, ""),
+    ("no final line end", b"a,b,c\n1,2,3", "ceph", True, ""),
+    ("quoted field with delimiter", b'a,"b,c",d\n1,2,3\n', "ceph", True, ""),
+    ("quoted empty field", b'a,"",d\n', "aws", True, ""),
+    ("quote inside a field", b'a,b"c"d,e\n', "ceph", False, "quote inside a field"),
+    ("doubled quote, ceph", b'a,"b""c",d\n', "ceph", False, "quote inside a field"),
+    ("doubled quote, aws", b'a,"b""c",d\n', "aws", True, ""),
+    ("escape character", b"a,b\\,c\n", "ceph", False, "escape"),
+    ("empty line, ceph", b"a,b\n\nc,d\n", "ceph", False, "empty line"),
+    ("empty line, aws", b"a,b\n\nc,d\n", "aws", False, "empty line"),
+    ("ragged rows, ceph", b"a,b,c\nd\ne,f\n", "ceph", True, ""),
+    ("ragged rows, aws", b"a,b,c\nd\ne,f\n", "aws", False, "empty and missing"),
+    ("CRLF", b"a,b\r\nc,d\r\n", "ceph", True, ""),
+    ("lone CR", b"a,b\rc,d\n", "ceph", False, "carriage return"),
+    ("multi-byte UTF-8", "é,ü,配達\nx,y,z\n".encode(), "ceph", True, ""),
+    ("invalid UTF-8", b"a,\xff\xfe,c\n", "ceph", False, "UTF-8"),
+    ("byte-order mark", b"\xef\xbb\xbfa,b\n", "ceph", False, "byte-order mark"),
+    ("unclosed quote", b'a,"b\nc,d"\n', "ceph", False, "unpaired quote"),
+]
+
+
+@pytest.mark.parametrize("name, data, flavor, native, reason", GUARDS,
+                         ids=[g[0] for g in GUARDS])
+def test_guard_decides_and_both_readers_agree(tmp_path: Path, name: str, data: bytes,
+                                               flavor: str, native: bool, reason: str) -> None:
+    path = tmp_path / "object.csv"
+    path.write_bytes(data)
+    reader = _same(path, "select * from s3object", flavor)
+    assert reader in (("datafusion",) if native else ("reference", "error")), name
+    engine = SelectEngine(EngineConfig())
+    plan = engine.plan("select _1, _2, _3 from s3object", FileSource(path, "b/o.csv", len(data)),
+                       InputSpec("csv"), flavor=flavor)
+    assert re.search(reason, plan.native_reason), plan.native_reason
+
+
+def test_comment_lines_stay_on_the_reference_reader(tmp_path: Path) -> None:
+    path = tmp_path / "object.csv"
+    path.write_bytes(b"#note\na,b\n")
+    engine = SelectEngine(EngineConfig())
+    spec = InputSpec("csv", "NONE", {"Comments": "#"})
+    plan = engine.plan("select * from s3object", FileSource(path, "b/o.csv", 10), spec)
+    assert plan.reader == "reference" and "comment" in plan.native_reason
+    assert [r for b in engine.execute(plan) for r in b.to_pylist()] == [{"_1": "a", "_2": "b"}]
+
+
+def test_over_long_record_keeps_the_reference_error(tmp_path: Path) -> None:
+    path = tmp_path / "object.csv"
+    path.write_bytes(b"a,b\n" + b"x" * 300 + b"\n")
+    engine = SelectEngine(EngineConfig(max_record_bytes=100))
+    plan = engine.plan("select _1 from s3object", FileSource(path, "b/o.csv", 305),
+                       InputSpec("csv"))
+    assert plan.reader == "reference" and "over 100 bytes" in plan.native_reason
+    with pytest.raises(StorageError) as caught:
+        list(engine.execute(plan))
+    assert caught.value.code == "OverMaxRecordSize"
+
+
+def test_survey_is_cached_per_object_version(tmp_path: Path) -> None:
+    path = tmp_path / "object.csv"
+    path.write_bytes(b"a,b\n1,2\n")
+    engine = SelectEngine(EngineConfig())
+    source = FileSource(path, "b/o.csv", 8)
+    for _ in range(3):
+        assert engine.plan("select _1 from s3object", source, InputSpec("csv")).reader == \
+            "datafusion"
+    assert engine.surveys.surveys == 1
+    path.write_bytes(b"a,b\n\n1,2\n")  # a new version: surveyed again, now refused
+    plan = engine.plan("select _1 from s3object", FileSource(path, "b/o.csv", 9),
+                       InputSpec("csv"))
+    assert engine.surveys.surveys == 2 and plan.reader == "reference"
+
+
+def test_typed_columns_header_and_aws_empty_fields(tmp_path: Path) -> None:
+    path = tmp_path / "object.csv"
+    path.write_bytes(b"id,name,note\n1,,x\n2,b,\n")
+    for flavor in ("ceph", "aws"):
+        assert _same(path, "select name, note from s3object where id = '1'", flavor,
+                     "USE") == "datafusion"
+    assert _run(path, "select name from s3object", "aws", "USE", native=True)[1] == [
+        {"c0": ""}, {"c0": "b"}]
+
+
+# --------------------------------------------------------------------------- partitions
+
+
+@pytest.mark.parametrize("count", [2, 3, 5])
+def test_datafusion_splits_a_file_as_native_ranges_says(tmp_path: Path, count: int) -> None:
+    from datafusion import SessionConfig, SessionContext
+
+    path = tmp_path / "object.csv"
+    path.write_bytes(b"".join(b"%d,x\n" % i for i in range(1000)))
+    ctx = SessionContext(SessionConfig().with_target_partitions(count)
+                         .with_repartition_file_min_size(0))
+    ctx.register_csv("t", str(path), has_header=False)
+    shown = ctx.sql("select * from t").execution_plan().display_indent()
+    groups = [(int(a), int(b)) for a, b in re.findall(r"object\.csv:(\d+)\.\.(\d+)", shown)]
+    assert groups == native_ranges(path.stat().st_size, count)
+
+
+_FIELD = st.text(alphabet="ab é,", max_size=4).map(lambda s: s.replace(",", ""))
+_QUOTED = _FIELD.map(lambda s: f'"{s},{s}"')
+_LINE = st.lists(st.one_of(_FIELD, _QUOTED), min_size=1, max_size=4).map(",".join)
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(_LINE.filter(bool), min_size=1, max_size=60),
+       crlf=st.booleans(), partition_bytes=st.integers(16, 200),
+       flavor=st.sampled_from(["ceph", "aws"]), query=st.sampled_from(QUERIES[:2] + QUERIES[3:4]))
+def test_native_endpoints_give_every_record_once_in_order(
+    tmp_path: Path, lines: list[str], crlf: bool, partition_bytes: int, flavor: str, query: str
+) -> None:
+    path = tmp_path / "object.csv"
+    path.write_bytes(("\r\n" if crlf else "\n").join(lines).encode() + b"\n")
+    for partitions in ("whole", "each"):
+        reader, native_rows = _run(path, query, flavor, "NONE", native=True,
+                                   partition_bytes=partition_bytes, partitions=partitions)
+        _, reference_rows = _run(path, query, flavor, "NONE", native=False,
+                                 partition_bytes=partition_bytes, partitions=partitions)
+        assert native_rows == reference_rows
+    survey = survey_csv([path.read_bytes()], CsvInputOptions.from_request({}, flavor))
+    assert survey.native  # the alphabet holds nothing the survey refuses
+
+
+_ANY_BYTES = st.lists(st.sampled_from([b"a", b",", b'"', b"\n", b"\r", b"\\", b"#", b"\xc3\xa9",
+                                       b"\xff", b" "]), max_size=80).map(b"".join)
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=_ANY_BYTES, flavor=st.sampled_from(["ceph", "aws"]),
+       header=st.sampled_from(["NONE", "IGNORE"]), query=st.sampled_from(QUERIES))
+def test_any_bytes_read_the_same_whichever_reader(tmp_path: Path, data: bytes, flavor: str,
+                                                  header: str, query: str) -> None:
+    path = tmp_path / "object.csv"
+    path.write_bytes(data)
+    _same(path, query, flavor, header)
