@@ -33,7 +33,7 @@ from datafusion import SessionContext
 from datafusion.options import CsvReadOptions
 
 from flight_storage.formats.csv_guard import CsvSurvey, survey_file
-from flight_storage.formats.csv_input import CsvInputOptions
+from flight_storage.formats.csv_input import RULES_CEPH, CsvInputOptions
 
 _COMPRESSION = {"NONE": ""}
 """DataFusion's name of each CompressionType the native path takes."""
@@ -91,6 +91,8 @@ class NativeCsvTable:
         survey: what the survey found (native).
         width: columns the query's table has (``_1 .. _width``).
         coalesce_empty: columns ``1 .. coalesce_empty`` read ``""`` for an empty field.
+        strip_quotes: remove the quotes DataFusion kept from doubled quotes (Ceph's rules read
+            ``"a""b"`` as ``ab``; a field left empty is NULL).
     """
 
     path: Path
@@ -98,6 +100,7 @@ class NativeCsvTable:
     survey: CsvSurvey
     width: int
     coalesce_empty: int
+    strip_quotes: bool = False
 
     @property
     def file_width(self) -> int:
@@ -122,12 +125,15 @@ class NativeCsvTable:
         ctx.register_csv(file_table, str(self.path), options=options)
         columns = []
         for i in range(1, self.width + 1):
-            if i <= self.coalesce_empty:
-                columns.append(f"coalesce(\"_{i}\", '') AS \"_{i}\"")
-            elif i <= self.file_width:
-                columns.append(f'"_{i}"')
-            else:
+            if i > self.file_width:
                 columns.append(f'CAST(NULL AS VARCHAR) AS "_{i}"')
+            elif self.strip_quotes:
+                quote = self.survey.quote.replace("'", "''")
+                columns.append(f"nullif(replace(\"_{i}\", '{quote}', ''), '') AS \"_{i}\"")
+            elif i <= self.coalesce_empty:
+                columns.append(f"coalesce(\"_{i}\", '') AS \"_{i}\"")
+            else:
+                columns.append(f'"_{i}"')
         ctx.register_view(name, ctx.sql(f'SELECT {", ".join(columns)} FROM "{file_table}"'))
 
 
@@ -163,4 +169,5 @@ def native_csv_table(
                 "(empty and missing fields differ in this flavour)"
             )
         coalesce_empty = min(width, low)
-    return NativeCsvTable(path, options, survey, width, coalesce_empty), ""
+    strip = survey.doubled_quotes and options.rules == RULES_CEPH and options.escape != options.quote
+    return NativeCsvTable(path, options, survey, width, coalesce_empty, strip), ""

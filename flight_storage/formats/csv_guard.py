@@ -16,12 +16,16 @@ the engine may hand it to DataFusion, and the reference reader stays for everyth
 | a record over the record-size limit | the reference reports ``OverMaxRecordSize`` |
 | a line starting with the comment character | the header and LIMIT rules of comments |
 | the escape character anywhere (when it is not the quote) | Ceph removes it anywhere; DataFusion only inside quotes |
-| a quote that does not open or close a field (``a"b"c``, ``"a""b"``, a quote spanning lines) | Ceph toggles quotes anywhere and removes them; RFC 4180 keeps them |
+| a quote that does not open or close a field (``a"b"c``, a quote spanning lines) | Ceph toggles quotes anywhere and removes them; RFC 4180 keeps them |
 
 What the survey measures (the fewest and most fields of a data record, the header's width) lets
 the engine check the rest per query: rows wider than the table DataFusion is given are an error
 there, and in the ``aws`` flavour an empty field is ``""`` but a missing one NULL, which
 DataFusion cannot tell apart (it reads both as NULL), so a column some rows lack is refused.
+
+A doubled quote inside a quoted field (``"a""b"``) is one quote to DataFusion and AWS and none
+to Ceph (its quotes toggle and vanish); the survey reports it and the engine removes the quote
+DataFusion kept in the ``ceph`` flavour.
 
 Everything here is numpy over the bytes, about memory bandwidth; the result is cached per object
 version by the caller, so a hot object pays for it once.
@@ -29,8 +33,9 @@ version by the caller, so a hot object pays for it once.
 
 from __future__ import annotations
 
-import codecs
-import mmap
+import os
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +48,7 @@ from flight_storage.formats.csv_input import RULES_CEPH, CsvInputOptions
 CHUNK_BYTES = 8 << 20
 """Bytes surveyed at a time (cut back to the last line end, so no line spans two chunks)."""
 
+_WORKERS = max(1, min(4, os.cpu_count() or 1))
 _LF, _CR = 10, 13
 _BOM = b"\xef\xbb\xbf"
 _DEFAULT_QUOTE = '"'
@@ -61,6 +67,8 @@ class CsvSurvey:
         max_fields: most fields of a data record.
         quote: the quote byte to give DataFusion (the request's, or ``"`` when quoting is off
             and the object holds no ``"``).
+        doubled_quotes: some quoted field holds a doubled quote (``"a""b"``): DataFusion reads
+            one quote there, as RFC 4180 and AWS do; Ceph's toggling rules read none.
     """
 
     reason: str
@@ -69,6 +77,7 @@ class CsvSurvey:
     min_fields: int = 0
     max_fields: int = 0
     quote: str = _DEFAULT_QUOTE
+    doubled_quotes: bool = False
 
     @property
     def native(self) -> bool:
@@ -116,31 +125,35 @@ def survey_csv(chunks: Iterable[bytes | memoryview], options: CsvInputOptions) -
     reason = options_reason(options)
     if reason:
         return CsvSurvey(reason)
-    state = _State(options)
-    for chunk in _whole_lines(chunks):
-        reason = state.feed(chunk)
-        if reason:
-            return CsvSurvey(reason)
-    return state.result()
+    surveyor = _ChunkSurveyor(options)
+    total = _Totals(has_header=options.has_header)
+    # numpy releases the GIL in its scans: chunks are surveyed on every core, in order
+    with ThreadPoolExecutor(max_workers=_WORKERS) as pool:
+        pending: deque[Future[_ChunkSurvey]] = deque()
+        for index, chunk in enumerate(_whole_lines(chunks)):
+            pending.append(pool.submit(surveyor.survey, chunk, index == 0))
+            while len(pending) > _WORKERS or (pending and pending[0].done()):
+                reason = total.add(pending.popleft().result())
+                if reason:
+                    _cancel(pending)
+                    return CsvSurvey(reason)
+        while pending:
+            reason = total.add(pending.popleft().result())
+            if reason:
+                _cancel(pending)
+                return CsvSurvey(reason)
+    return total.result(surveyor.quote_char)
+
+
+def _cancel(pending: deque[Future[_ChunkSurvey]]) -> None:
+    for future in pending:
+        future.cancel()
 
 
 def survey_file(path: Path, options: CsvInputOptions, compression: str = "NONE") -> CsvSurvey:
-    """:func:`survey_csv` over a file (memory-mapped, or decompressed as it streams)."""
-    if compression != "NONE":
-        with open(path, "rb") as raw, open_decompressed(raw, compression) as stream:
-            return survey_csv(iter(lambda: stream.read(CHUNK_BYTES), b""), options)
-    with open(path, "rb") as file:
-        if path.stat().st_size == 0:
-            return survey_csv([], options)
-        with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            view = memoryview(mapped)
-            try:
-                return survey_csv(
-                    (view[i : i + CHUNK_BYTES] for i in range(0, len(view), CHUNK_BYTES)),
-                    options,
-                )
-            finally:
-                view.release()
+    """:func:`survey_csv` over a file (decompressed as it streams when compressed)."""
+    with open(path, "rb") as raw, open_decompressed(raw, compression) as stream:
+        return survey_csv(iter(lambda: stream.read(CHUNK_BYTES), b""), options)
 
 
 def _whole_lines(chunks: Iterable[bytes | memoryview]) -> Iterator[bytes | memoryview]:
@@ -162,8 +175,57 @@ def _whole_lines(chunks: Iterable[bytes | memoryview]) -> Iterator[bytes | memor
         yield carry
 
 
-class _State:
-    """The running survey: counts so far and the first difference found."""
+@dataclass(frozen=True)
+class _ChunkSurvey:
+    """What one chunk of whole lines holds."""
+
+    lines: int
+    reason: str = ""
+    reason_line: int | None = None
+    """Line of the chunk (from 0) the reason is about, when it is about one."""
+    first_fields: int = 0
+    doubled_quotes: bool = False
+    min_fields: int = 0
+    max_fields: int = 0
+    """Fewest and most fields of the chunk's lines (its first line excluded when that is the
+    object's header)."""
+
+
+@dataclass
+class _Totals:
+    """The surveys of the chunks so far, combined in order."""
+
+    has_header: bool
+    lines: int = 0
+    header_fields: int = 0
+    min_fields: int | None = None
+    max_fields: int = 0
+    doubled_quotes: bool = False
+
+    def add(self, chunk: _ChunkSurvey) -> str:
+        if chunk.reason:
+            if chunk.reason_line is None:
+                return chunk.reason
+            return f"{chunk.reason} (line {self.lines + chunk.reason_line + 1})"
+        if self.lines == 0:
+            self.header_fields = chunk.first_fields
+        self.doubled_quotes |= chunk.doubled_quotes
+        self.lines += chunk.lines
+        data_lines = chunk.lines - (1 if self.has_header and self.lines == chunk.lines else 0)
+        if data_lines > 0:
+            low = chunk.min_fields
+            self.min_fields = low if self.min_fields is None else min(self.min_fields, low)
+            self.max_fields = max(self.max_fields, chunk.max_fields)
+        return ""
+
+    def result(self, quote: str) -> CsvSurvey:
+        return CsvSurvey("", records=self.lines, header_fields=self.header_fields,
+                         min_fields=self.min_fields or 0, max_fields=self.max_fields,
+                         quote=quote, doubled_quotes=self.doubled_quotes)
+
+
+class _ChunkSurveyor:
+    """Surveys one chunk of whole lines on its own (no state between chunks)."""
 
     def __init__(self, options: CsvInputOptions) -> None:
         self.options = options
@@ -175,22 +237,21 @@ class _State:
         self.quoting = quote is not None
         escape = options.escape
         self.escape = ord(escape) if escape is not None and escape != quote else None
-        # RFC rules with the quote as its own escape read "" inside a quoted field as one
-        # quote, as DataFusion does; Ceph's rules toggle there instead
-        self.doubled = options.rules != RULES_CEPH and escape == quote
         self.comment = ord(options.comment) if options.comment is not None else None
         self.limit = options.max_record_size
-        self.lines = 0
-        self.header_fields = 0
-        self.min_fields: int | None = None
-        self.max_fields = 0
-        self.decoder = codecs.getincrementaldecoder("utf-8")()
 
-    def feed(self, chunk: bytes | memoryview) -> str:
+    def survey(self, chunk: bytes | memoryview, first: bool) -> _ChunkSurvey:
+        chunk = bytes(chunk)  # bytes.find and isascii run at memchr speed
         data = np.frombuffer(chunk, np.uint8)
-        first_line = self.lines + 1
-        if self.lines == 0 and bytes(chunk[:3]) == _BOM:
-            return "a byte-order mark at the start"
+        if first and chunk.startswith(_BOM):
+            return _ChunkSurvey(0, "a byte-order mark at the start")
+        if not chunk.isascii():
+            try:
+                chunk.decode("utf-8")  # whole lines: no character spans two chunks
+            except UnicodeDecodeError:
+                return _ChunkSurvey(0, "invalid UTF-8")
+        if self.escape is not None and chunk.find(bytes([self.escape])) != -1:
+            return _ChunkSurvey(0, "the escape character outside a doubled quote")
         line_ends = np.flatnonzero(data == _LF)
         if not len(line_ends) or line_ends[-1] != len(data) - 1:
             line_ends = np.append(line_ends, len(data))  # the last line has no line feed
@@ -198,73 +259,73 @@ class _State:
         starts[0] = 0
         starts[1:] = line_ends[:-1] + 1
         lengths = line_ends - starts
-        for check in (self._encoding, self._escape):
-            reason = check(chunk, data)
+        content = lengths
+        if chunk.find(b"\r") != -1:
+            reason = self._carriage_returns(data)
             if reason:
-                return reason
-        reason = self._carriage_returns(data)
-        if reason:
-            return reason
-        content = lengths.copy()
-        if self._has(data, _CR):
+                return _ChunkSurvey(0, reason)
             # a CR here always precedes a LF: it belongs to the line end, not the record
             ends_in_cr = (line_ends > starts) & (data[np.maximum(line_ends - 1, 0)] == _CR)
-            content -= ends_in_cr
+            content = lengths - ends_in_cr
         empty = np.flatnonzero(content == 0)
         if len(empty):
-            return f"an empty line (line {first_line + int(empty[0])})"
-        too_long = np.flatnonzero(lengths > self.limit)
-        if len(too_long):
-            return f"a record over {self.limit} bytes (line {first_line + int(too_long[0])})"
-        if self.comment is not None and np.any(data[starts] == self.comment):
-            return "a line starting with the comment character"
-        fields, reason = self._fields(data, line_ends)
+            return _ChunkSurvey(0, "an empty line", int(empty[0]))
+        if len(chunk) > self.limit:
+            too_long = np.flatnonzero(lengths > self.limit)
+            if len(too_long):
+                return _ChunkSurvey(0, f"a record over {self.limit} bytes", int(too_long[0]))
+        if self.comment is not None and chunk.find(bytes([self.comment])) != -1:
+            if np.any(data[starts] == self.comment):
+                return _ChunkSurvey(0, "a line starting with the comment character")
+        fields, reason = self._fields(chunk, data, line_ends)
         if reason:
-            return reason
-        self._count(fields)
-        return ""
-
-    def _encoding(self, chunk: bytes | memoryview, data: np.ndarray) -> str:
-        if not np.any(data >= 0x80):
-            return ""
-        try:
-            self.decoder.decode(chunk)
-        except UnicodeDecodeError:
-            return "invalid UTF-8"
-        return ""
-
-    def _escape(self, chunk: bytes | memoryview, data: np.ndarray) -> str:
-        if self.escape is not None and self._has(data, self.escape):
-            return "the escape character outside a doubled quote"
-        return ""
+            return _ChunkSurvey(0, reason)
+        counted = fields[1:] if first and self.options.has_header else fields
+        quote = bytes([self.quote])
+        return _ChunkSurvey(
+            len(fields),
+            first_fields=int(fields[0]),
+            doubled_quotes=chunk.find(quote + quote) != -1,
+            min_fields=int(counted.min()) if len(counted) else 0,
+            max_fields=int(counted.max()) if len(counted) else 0,
+        )
 
     def _carriage_returns(self, data: np.ndarray) -> str:
         returns = np.flatnonzero(data == _CR)
-        if not len(returns):
-            return ""
         following = returns + 1
         if following[-1] >= len(data) or np.any(data[following] != _LF):
             return "a carriage return not followed by a line feed"
         return ""
 
-    def _fields(self, data: np.ndarray, line_ends: np.ndarray) -> tuple[np.ndarray, str]:
-        """Fields per line, counting only delimiters outside quoted fields."""
+    def _fields(
+        self, chunk: bytes, data: np.ndarray, line_ends: np.ndarray
+    ) -> tuple[np.ndarray, str]:
+        """Fields per line, counting only delimiters outside quoted fields.
+
+        The delimiters are many and the lines and quotes few, so every lookup searches the
+        few in the many (``searchsorted`` of line ends and quotes into delimiter positions).
+        """
         delimiters = np.flatnonzero(data == self.delimiter)
+        before_end = np.searchsorted(delimiters, line_ends)
+        per_line = np.diff(before_end, prepend=0)
+        if chunk.find(bytes([self.quote])) == -1:
+            return per_line + 1, ""
+        if not self.quoting:
+            return per_line, f"the character {self.quote_char!r} with quoting off"
         quotes = np.flatnonzero(data == self.quote)
-        if len(quotes):
-            if not self.quoting:
-                return line_ends, f"the character {self.quote_char!r} with quoting off"
-            reason = self._quotes_reason(data, quotes, line_ends)
-            if reason:
-                return line_ends, reason
-            inside = np.searchsorted(quotes, delimiters) % 2 == 1
-            delimiters = delimiters[~inside]
-        line_of = np.searchsorted(line_ends, delimiters)
-        return np.bincount(line_of, minlength=len(line_ends)) + 1, ""
+        reason = self._quotes_reason(data, quotes, line_ends)
+        if reason:
+            return per_line, reason
+        opening, closing = quotes[0::2], quotes[1::2]
+        inside = np.searchsorted(delimiters, closing) - np.searchsorted(delimiters, opening)
+        line_of = np.searchsorted(line_ends, opening)
+        per_line = per_line - np.bincount(line_of, weights=inside, minlength=len(line_ends))
+        return per_line.astype(np.int64) + 1, ""
 
     def _quotes_reason(self, data: np.ndarray, quotes: np.ndarray, line_ends: np.ndarray) -> str:
-        per_line = np.bincount(np.searchsorted(line_ends, quotes), minlength=len(line_ends))
-        if np.any(per_line % 2):
+        """Why the quotes are not all field-opening/closing pairs within one line."""
+        per_line = np.diff(np.searchsorted(quotes, line_ends), prepend=0)
+        if np.any(per_line % 2) or len(quotes) % 2:
             return "an unpaired quote or a quoted line end"
         opening, closing = quotes[0::2], quotes[1::2]
         before = data[np.maximum(opening - 1, 0)]
@@ -273,41 +334,11 @@ class _State:
         at_end = after_index >= len(data)
         after = data[np.minimum(after_index, len(data) - 1)]
         closes_field = at_end | (after == self.delimiter) | (after == _LF) | (after == _CR)
-        if self.doubled and len(closing) > 1:
+        if len(closing) > 1:
             # a closing quote right before the next opening one is a doubled quote
             doubled = opening[1:] == closing[:-1] + 1
             opens_field[1:] |= doubled
             closes_field[:-1] |= doubled
         if not (np.all(opens_field) and np.all(closes_field)):
-            return "a quote inside a field" + (" (or a doubled quote)" if not self.doubled else "")
+            return "a quote inside a field"
         return ""
-
-    def _count(self, fields: np.ndarray) -> None:
-        first = self.lines == 0
-        self.lines += len(fields)
-        if first and len(fields):
-            self.header_fields = int(fields[0])
-            if self.options.has_header:
-                fields = fields[1:]
-        if len(fields):
-            low, high = int(fields.min()), int(fields.max())
-            self.min_fields = low if self.min_fields is None else min(self.min_fields, low)
-            self.max_fields = max(self.max_fields, high)
-
-    @staticmethod
-    def _has(data: np.ndarray, byte: int) -> bool:
-        return bool(np.any(data == byte))
-
-    def result(self) -> CsvSurvey:
-        try:
-            self.decoder.decode(b"", True)
-        except UnicodeDecodeError:
-            return CsvSurvey("invalid UTF-8")
-        return CsvSurvey(
-            "",
-            records=self.lines,
-            header_fields=self.header_fields,
-            min_fields=self.min_fields or 0,
-            max_fields=self.max_fields,
-            quote=self.quote_char,
-        )

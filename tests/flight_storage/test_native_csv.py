@@ -67,7 +67,8 @@ GUARDS = [
     ("quoted field with delimiter", b'a,"b,c",d\n1,2,3\n', "ceph", True, ""),
     ("quoted empty field", b'a,"",d\n', "aws", True, ""),
     ("quote inside a field", b'a,b"c"d,e\n', "ceph", False, "quote inside a field"),
-    ("doubled quote, ceph", b'a,"b""c",d\n', "ceph", False, "quote inside a field"),
+    ("doubled quote, ceph", b'a,"b""c",d\n', "ceph", True, ""),
+    ("only doubled quotes, ceph", b'a,"""",d\n', "ceph", True, ""),
     ("doubled quote, aws", b'a,"b""c",d\n', "aws", True, ""),
     ("escape character", b"a,b\\,c\n", "ceph", False, "escape"),
     ("empty line, ceph", b"a,b\n\nc,d\n", "ceph", False, "empty line"),
@@ -162,7 +163,8 @@ def test_datafusion_splits_a_file_as_native_ranges_says(tmp_path: Path, count: i
 
 
 _FIELD = st.text(alphabet="ab é,", max_size=4).map(lambda s: s.replace(",", ""))
-_QUOTED = _FIELD.map(lambda s: f'"{s},{s}"')
+_QUOTED = st.tuples(_FIELD, st.sampled_from([",", '""', ',""'])).map(
+    lambda t: f'"{t[0]}{t[1]}{t[0]}"')
 _LINE = st.lists(st.one_of(_FIELD, _QUOTED), min_size=1, max_size=4).map(",".join)
 
 
