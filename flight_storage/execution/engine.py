@@ -18,6 +18,10 @@ Partitions (``flight_storage.protocol.Partition``):
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import functools
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
@@ -230,11 +234,18 @@ def _session(
     if config.memory_limit_bytes is not None:
         runtime = runtime.with_fair_spill_pool(config.memory_limit_bytes)
     ctx = SessionContext(session_config, runtime)
-    udfs.register_udfs(ctx)
+    for function in _udfs():
+        ctx.register_udf(function)
     if translation is not None and translation.filter_over_aliases:
         # Keep the filter above the subquery that computes the aliases once per row.
         ctx.remove_optimizer_rule("push_down_filter")
     return ctx
+
+
+@functools.cache
+def _udfs() -> tuple[Any, ...]:
+    """The s3-select UDFs, built once per process (each session registers the same ones)."""
+    return tuple(udfs.build_udfs())
 
 
 _READ_ONLY = SQLOptions().with_allow_ddl(False).with_allow_dml(False).with_allow_statements(False)
@@ -302,6 +313,8 @@ class SelectEngine:
     def __init__(self, config: EngineConfig | None = None) -> None:
         self.config = config or EngineConfig()
         self.surveys = SurveyCache()
+        self._plans: OrderedDict[tuple[Any, ...], SelectPlan] = OrderedDict()
+        self._plans_lock = threading.Lock()
 
     # ------------------------------------------------------------------ planning
     def plan(
@@ -314,8 +327,35 @@ class SelectEngine:
         scan_range: tuple[int, int] | None = None,
     ) -> SelectPlan:
         """Translate ``expression`` for ``source`` (one object, or a prefix's objects in key
-        order, all of one format and schema) and split the work into partitions."""
+        order, all of one format and schema) and split the work into partitions.
+
+        Plans of files are kept per object version (a ticket's DoGet plans what its
+        GetFlightInfo planned: the second time costs a lookup)."""
         sources = _as_sources(source)
+        key = _plan_key(expression, sources, input, flavor, scan_range)
+        if key is not None:
+            with self._plans_lock:
+                cached = self._plans.get(key)
+                if cached is not None:
+                    self._plans.move_to_end(key)
+                    return dataclasses.replace(cached, sources=sources)
+        plan = self._plan(expression, sources, input, flavor=flavor, scan_range=scan_range)
+        if key is not None:
+            with self._plans_lock:
+                self._plans[key] = plan
+                while len(self._plans) > _PLAN_CACHE_ENTRIES:
+                    self._plans.popitem(last=False)
+        return plan
+
+    def _plan(
+        self,
+        expression: str,
+        sources: tuple[ObjectSource, ...],
+        input: InputSpec,
+        *,
+        flavor: str,
+        scan_range: tuple[int, int] | None,
+    ) -> SelectPlan:
         if flavor not in FLAVORS:
             raise InvalidRequestError(f"unknown flavor {flavor!r}; use one of {FLAVORS}")
         if len(expression) > self.config.max_query_chars:
@@ -468,8 +508,11 @@ class SelectEngine:
         )
 
     def _range_count(self, size: int) -> int:
-        """Byte ranges a splittable object of ``size`` bytes is cut into (DataFusion's way)."""
-        return max(1, -(-size // self.config.partition_bytes))
+        """Byte ranges a splittable object of ``size`` bytes is cut into (DataFusion's way):
+        at most ``partition_bytes`` each, and one per core for objects worth splitting."""
+        by_size = -(-size // self.config.partition_bytes)
+        by_cores = min(self.config.parallelism, size // _MIN_SPLIT_BYTES)
+        return max(1, by_size, by_cores)
 
     def _row_group_partitions(self, source: ObjectSource) -> tuple[PlannedPartition, ...]:
         metadata = self._parquet_file(source).metadata
@@ -749,6 +792,31 @@ def pruned_fragments(
         fragment = fragment.subset(filter=filter, schema=schema)
     return [file_format.make_fragment(file, row_groups=[rg])
             for rg in sorted(rg.id for rg in fragment.row_groups)]
+
+
+_PLAN_CACHE_ENTRIES = 256
+
+
+def _plan_key(
+    expression: str,
+    sources: Sequence[ObjectSource],
+    input: InputSpec,
+    flavor: str,
+    scan_range: tuple[int, int] | None,
+) -> tuple[Any, ...] | None:
+    """What a plan depends on, or None when a source is not a file (nothing to version)."""
+    versions = []
+    for source in sources:
+        path = local_path(source)
+        if path is None:
+            return None
+        try:
+            stat = os.stat(path)
+        except OSError:
+            return None
+        versions.append((str(path), source.name, stat.st_size, stat.st_mtime_ns, stat.st_ino))
+    digest = hashlib.sha256(expression.encode("utf-8", "surrogatepass")).digest()
+    return (digest, flavor, repr(input), scan_range, tuple(versions))
 
 
 def _named(error: InputFormatError, object_name: str) -> InputFormatError:
