@@ -399,7 +399,8 @@ class ServerGroup:
                 parts = list(pool.map(drain, jobs))
         else:
             parts = [drain(job) for job in jobs]
-        return FlightResult(sum(p[0] for p in parts), sum(p[1] for p in parts), len(jobs))
+        return FlightResult(sum(p[0] for p in parts), sum(p[1] for p in parts), len(jobs),
+                            str(plan.about.get("reader", "?")))
 
     def close(self) -> None:
         for client in getattr(self, "clients", []):
@@ -424,9 +425,47 @@ class FlightResult:
     rows: int
     nbytes: int
     endpoints: int
+    reader: str = "?"
+    """Which reader the server says served the query (``datafusion`` or ``reference``)."""
 
 
 # --------------------------------------------------------------------------- in-process
+def peer_csv(rows: int, seed: int = 7) -> Path:
+    """A headerless CSV of ``rows`` synthetic records (generated once), the peer-query file.
+
+    Columns: ``_1`` id, ``_2`` int 0-999, ``_3`` int 0-99 (``_3 = '0'`` is 1% of rows),
+    ``_4`` price with two decimals, ``_5`` ISO-8601 timestamp (2020-2025, UTC),
+    ``_6`` text of three words from a small vocabulary.
+    """
+    import numpy as np
+
+    path = WORK / "peer" / f"peer_{rows}.csv"
+    if path.exists():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    words = np.array(["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel",
+                      "india", "juliet", "kilo", "lima", "mike", "november", "oscar", "papa"])
+    start = np.datetime64("2020-01-01T00:00:00")
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w") as out:
+        for lo in range(0, rows, 500_000):
+            n = min(500_000, rows - lo)
+            stamps = start + rng.integers(0, 6 * 365 * 86400, n).astype("timedelta64[s]")
+            text = [" ".join(t) for t in words[rng.integers(0, len(words), (n, 3))]]
+            columns = [
+                np.arange(lo + 1, lo + n + 1).astype(str),
+                rng.integers(0, 1000, n).astype(str),
+                rng.integers(0, 100, n).astype(str),
+                np.char.mod("%.2f", rng.uniform(1, 1000, n)),
+                np.char.add(np.datetime_as_string(stamps, unit="s"), "Z"),
+                np.array(text),
+            ]
+            out.write("\n".join(",".join(r) for r in zip(*columns)) + "\n")
+    tmp.rename(path)
+    return path
+
+
 def datafusion_csv_context(path: Path, num_columns: int, *, has_header: bool = True) -> Any:
     """A DataFusion session with our UDFs and ``path`` registered as ``s3object``.
 

@@ -36,6 +36,11 @@ class Query:
     duckdb: str
     partiql: str | None = None
 
+    @property
+    def has_header(self) -> bool:
+        """True when the query's file has a header row (the peer file has none)."""
+        return self.table != "peer"
+
     def on(self, bucket: str, key: str) -> str:
         """The statement with ``FROM "bucket"."key"`` (what a Flight SQL client sends)."""
         return self.s3select.replace(" FROM s3object", f' FROM "{bucket}"."{key}"', 1)
@@ -108,3 +113,43 @@ QUERIES: tuple[Query, ...] = (
     ),
 )
 """The query set, in report order."""
+
+PEER_COLUMNS: tuple[str, ...] = ("_1", "_2", "_3", "_4", "_5", "_6")
+
+PEER_QUERIES: tuple[Query, ...] = (
+    Query(
+        "peer_count", "count(*), headerless CSV", "peer",
+        "SELECT count(*) FROM s3object",
+        "SELECT count(*) FROM s3object",
+    ),
+    Query(
+        "peer_int_casts", "2 int casts in a filter", "peer",
+        "SELECT count(*) FROM s3object WHERE CAST(_2 AS INT) > 500 AND CAST(_3 AS INT) < 50",
+        "SELECT count(*) FROM s3object WHERE CAST(column1 AS INTEGER) > 500 "
+        "AND CAST(column2 AS INTEGER) < 50",
+    ),
+    Query(
+        "peer_projection_1pct", "projection of 1% of rows", "peer",
+        "SELECT _1, _4, _6 FROM s3object WHERE _3 = '0'",
+        "SELECT column0, column3, column5 FROM s3object WHERE column2 = '0'",
+    ),
+    Query(
+        "peer_4_aggregates", "min/max/sum/avg of casts", "peer",
+        "SELECT min(CAST(_2 AS INT)), max(CAST(_2 AS INT)), sum(CAST(_4 AS FLOAT)), "
+        "avg(CAST(_4 AS FLOAT)) FROM s3object",
+        "SELECT min(CAST(column1 AS INTEGER)), max(CAST(column1 AS INTEGER)), "
+        "sum(CAST(column3 AS DOUBLE)), avg(CAST(column3 AS DOUBLE)) FROM s3object",
+    ),
+    Query(
+        "peer_year", "year of to_timestamp", "peer",
+        "SELECT count(*) FROM s3object WHERE extract(year FROM to_timestamp(_5)) = 2024",
+        "SELECT count(*) FROM s3object WHERE year(CAST(column4 AS TIMESTAMP)) = 2024",
+    ),
+    Query(
+        "peer_like", "LIKE with a wildcard", "peer",
+        "SELECT count(*) FROM s3object WHERE _6 LIKE '%echo%'",
+        "SELECT count(*) FROM s3object WHERE column5 LIKE '%echo%'",
+    ),
+)
+"""The six peer queries (the shapes Ceph's s3select engine is benchmarked on), over a
+headerless CSV of synthetic records (:func:`benchmarks.common.peer_csv`)."""

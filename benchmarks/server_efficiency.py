@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import common
-from benchmarks.queries import ORDERS_COLUMNS, QUERIES, Query
+from benchmarks.queries import ORDERS_COLUMNS, PEER_COLUMNS, PEER_QUERIES, QUERIES, Query
 from select_dialect import translate
 
 log = logging.getLogger("benchmarks.server_efficiency")
@@ -27,8 +27,8 @@ log = logging.getLogger("benchmarks.server_efficiency")
 NAME = "server_efficiency"
 TARGET_RATIO = 0.8
 BUCKET = "bench"
-# (lineitem scale factor, orders MB) per mode
-SIZES = {"quick": (0.02, 5), "full": (0.15, 50)}
+# (lineitem scale factor, orders MB, peer-file rows) per mode
+SIZES = {"quick": (0.02, 5, 200_000), "full": (0.15, 50, 2_000_000)}
 
 
 def _options(parser: argparse.ArgumentParser) -> None:
@@ -39,18 +39,22 @@ def _options(parser: argparse.ArgumentParser) -> None:
 
 def dataset(quick: bool) -> tuple[dict[str, Path], dict[str, tuple[str, ...]]]:
     """The files of the query set and their headers."""
-    scale, orders_mb = SIZES["quick" if quick else "full"]
-    files = {"lineitem": common.lineitem(scale, "csv"), "orders": common.orders_csv(orders_mb)}
-    headers = {"lineitem": common.LINEITEM_COLUMNS, "orders": ORDERS_COLUMNS}
+    scale, orders_mb, peer_rows = SIZES["quick" if quick else "full"]
+    files = {"lineitem": common.lineitem(scale, "csv"), "orders": common.orders_csv(orders_mb),
+             "peer": common.peer_csv(peer_rows)}
+    headers = {"lineitem": common.LINEITEM_COLUMNS, "orders": ORDERS_COLUMNS,
+               "peer": PEER_COLUMNS}
     return files, headers
 
 
 def server_root(files: dict[str, Path]) -> Path:
-    """A data root with bucket ``bench`` holding the files, header names on."""
+    """A data root with bucket ``bench`` holding the files, header names on where they have
+    one (the peer file has none)."""
     return common.data_root(
         NAME,
         {f"{BUCKET}/{table}.csv": path for table, path in files.items()},
-        {BUCKET: [{"prefix": "", "InputSerialization": common.CSV_USE_HEADER}]},
+        {BUCKET: [{"prefix": f"{table}.csv", "InputSerialization": common.CSV_USE_HEADER}
+                  for table in files if table != "peer"]},
     )
 
 
@@ -60,8 +64,10 @@ def run_query(query: Query, servers: common.ServerGroup, files: dict[str, Path],
     statement = query.on(BUCKET, f"{query.table}.csv")
     server_stat, server_result = common.measure(lambda: servers.query(statement), runs)
     header = headers[query.table]
-    sql = translate(query.s3select, input_format="csv", header=list(header)).sql
-    ctx = common.datafusion_csv_context(files[query.table], len(header))
+    sql = translate(query.s3select, input_format="csv",
+                    header=list(header) if query.has_header else None).sql
+    ctx = common.datafusion_csv_context(files[query.table], len(header),
+                                        has_header=query.has_header)
     local_stat, (local_rows, local_bytes) = common.measure(
         lambda: common.drain_datafusion(ctx, sql), runs
     )
@@ -81,6 +87,7 @@ def run_query(query: Query, servers: common.ServerGroup, files: dict[str, Path],
         "rows_in_process": local_rows,
         "rows_agree": server_result.rows == local_rows,
         "endpoints": server_result.endpoints,
+        "reader": server_result.reader,
         "arrow_bytes": server_result.nbytes,
     }
 
@@ -90,10 +97,10 @@ def report(rows: list[dict[str, Any]], files: dict[str, Path], args: argparse.Na
     """Markdown and figures of the results."""
     sizes = ", ".join(f"{t} {common.fmt_bytes(p.stat().st_size)}" for t, p in files.items())
     table = common.md_table(
-        ["query", "what", "rows", "endpoints", "server median (min–max)",
+        ["query", "what", "rows", "reader", "endpoints", "server median (min–max)",
          "in-process DataFusion", "ratio", "≥ 0.8"],
         [[r["query"], r["kind"], f"{r['rows']:,}" + ("" if r["rows_agree"] else " ≠"),
-          r["endpoints"], r["server"].cell(), r["in_process"].cell(), f"{r['ratio']:.2f}",
+          r.get("reader", "?"), r["endpoints"], r["server"].cell(), r["in_process"].cell(), f"{r['ratio']:.2f}",
           "yes" if r["ratio"] >= TARGET_RATIO else "**no**"] for r in rows],
     )
     worst = min(rows, key=lambda r: r["ratio"])
@@ -133,7 +140,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = common.bench_args(__doc__.splitlines()[0], argv, _options)
     files, headers = dataset(args.quick)
     extra = ["--partition-mb", str(args.partition_mb)] if args.partition_mb else []
-    chosen = [q for q in QUERIES if not args.only or q.name in args.only.split(",")]
+    chosen = [q for q in QUERIES + PEER_QUERIES
+              if not args.only or q.name in args.only.split(",")]
     rows = []
     with common.ServerGroup(server_root(files), 1, *extra) as servers:
         for query in chosen:

@@ -12,6 +12,7 @@ import base64
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -90,6 +91,17 @@ class QueryPlan:
     endpoints: tuple[Endpoint, ...]
     total_records: int
     total_bytes: int
+    about: dict[str, Any] = field(default_factory=dict)
+    """What the server says of the plan (``reader``: ``datafusion`` or ``reference``)."""
+
+
+def _about(info: flight.FlightInfo) -> dict[str, Any]:
+    """The server's JSON note on a FlightInfo (empty when it sent none or something else)."""
+    try:
+        about = json.loads(bytes(info.app_metadata or b"") or b"{}")
+    except (ValueError, UnicodeDecodeError):
+        return {}
+    return about if isinstance(about, dict) else {}
 
 
 def _like_literal(text: str) -> str:
@@ -163,7 +175,8 @@ class FlightSelectClient:
             Endpoint(e.ticket.ticket, tuple(str(loc.uri.decode()) for loc in e.locations))
             for e in info.endpoints
         )
-        return QueryPlan(info.schema, endpoints, info.total_records, info.total_bytes)
+        return QueryPlan(info.schema, endpoints, info.total_records, info.total_bytes,
+                         _about(info))
 
     def read(self, endpoint: Endpoint) -> Iterator[pa.RecordBatch]:
         """Stream one endpoint's batches, from the server it names (or the default one)."""

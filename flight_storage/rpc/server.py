@@ -601,9 +601,14 @@ class StorageServer(flight.FlightServerBase):
         ]
         first = tickets[0]
         fields.update(query_id=_query_id(first), object=f"{first.bucket}/{first.key}",
-                      endpoints=len(endpoints), flavor=first.flavor)
+                      endpoints=len(endpoints), flavor=first.flavor, reader=plan.reader)
         total_bytes = sum(_partition_bytes(t.partition, plan) for t in tickets)
-        return flight.FlightInfo(schema, descriptor, endpoints, total_records, total_bytes)
+        # what served the plan, for operators and benchmarks (clients may ignore it)
+        about = {"reader": plan.reader, "endpoints": len(endpoints)}
+        if plan.native is None:
+            about["reason"] = plan.native_reason
+        return flight.FlightInfo(schema, descriptor, endpoints, total_records, total_bytes,
+                                 app_metadata=json.dumps(about).encode())
 
     def _plan_statement(
         self, call: CallContext, query: str, flavor: str, parameters: bytes | None
