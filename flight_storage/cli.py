@@ -103,10 +103,15 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     limits.add_argument("--max-record-kb", type=int, default=1024,
                         help="longest CSV/JSON record accepted")
     limits.add_argument("--max-concurrent-queries", type=int, default=_default_streams(),
-                        help="DoGet streams running at once (one per endpoint; more queue); "
-                        "default twice the cores, at least 4: each stream holds tens of MB")
+                        help="result streams computing at once (a stream holds a slot only "
+                        "while it computes a batch); default twice the cores, at least 4")
     limits.add_argument("--queue-wait", type=float, default=120.0,
-                        help="seconds a DoGet over the limit waits for a slot before SlowDown")
+                        help="seconds a stream waits for a compute slot before SlowDown")
+    limits.add_argument("--max-open-streams", type=int, default=256,
+                        help="result streams open at once (one per endpoint being read); more "
+                        "are refused with SlowDown")
+    limits.add_argument("--idle-timeout", type=float, default=300.0,
+                        help="seconds a client may leave a stream unread before it is cancelled")
     limits.add_argument("--query-timeout", type=float, default=600.0, help="seconds")
     limits.add_argument("--keepalive", type=float, default=5.0,
                         help="seconds between empty batches while a scan finds nothing")
@@ -149,6 +154,8 @@ def _serve(args: argparse.Namespace) -> int:
         token_ttl_s=args.token_ttl,
         max_concurrent_queries=args.max_concurrent_queries,
         queue_wait_s=args.queue_wait,
+        max_open_streams=args.max_open_streams,
+        idle_timeout_s=args.idle_timeout,
         query_timeout_s=args.query_timeout,
         keepalive_s=args.keepalive,
         shutdown_grace_s=args.shutdown_grace,
@@ -175,7 +182,12 @@ def _serve(args: argparse.Namespace) -> int:
     print(f"listening on {server.location}", flush=True)
     while not stopping.wait(0.5):
         pass
-    server.stop_gracefully()
+    if not server.stop_gracefully():
+        # a client that stopped reading keeps a gRPC write pending: leave without it (the
+        # listening socket closes with the process, so no half-stopped server stays behind)
+        log.warning("stopped with calls still pending; exiting")
+        logging.shutdown()
+        os._exit(0)
     log.info("stopped")
     return 0
 

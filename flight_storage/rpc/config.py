@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from flight_storage.execution.engine import EngineConfig
+from flight_storage.rpc.streams import StreamLimits
 
 
 class ConfigError(ValueError):
@@ -29,9 +30,13 @@ class ServerConfig:
         users_file: JSON users file enabling authentication (see ``flight_storage.rpc.auth``).
         allow_anonymous: serve without authentication on a non-loopback address.
         token_ttl_s: lifetime of bearer tokens issued at handshake.
-        max_concurrent_queries: DoGet streams running at once (each endpoint is a stream).
-        queue_wait_s: a DoGet over that limit waits this long for a slot, then is refused.
-        query_timeout_s: a stream running longer than this is stopped.
+        max_concurrent_queries: result streams computing at once (compute slots: a stream
+            holds one only while it computes a batch, not while its client reads).
+        queue_wait_s: a stream waits this long for a compute slot, then fails (SlowDown).
+        max_open_streams: result streams open at once (each endpoint read is one); a DoGet
+            over it is refused (SlowDown).
+        idle_timeout_s: a stream whose client read nothing for this long is cancelled.
+        query_timeout_s: a stream running longer than this is stopped (server's clock).
         keepalive_s: a scan that finds nothing sends an empty batch this often.
         shutdown_grace_s: on shutdown, running streams may finish for this long before they
             are cancelled.
@@ -51,10 +56,24 @@ class ServerConfig:
     token_ttl_s: int = 3600
     max_concurrent_queries: int = 16
     queue_wait_s: float = 120.0
+    max_open_streams: int = 256
+    idle_timeout_s: float = 300.0
     query_timeout_s: float = 600.0
     keepalive_s: float = 5.0
     shutdown_grace_s: float = 30.0
     engine: EngineConfig = field(default_factory=EngineConfig)
+
+    @property
+    def stream_limits(self) -> StreamLimits:
+        """The bounds of result streams."""
+        return StreamLimits(
+            max_running=self.max_concurrent_queries,
+            max_open=self.max_open_streams,
+            queue_wait_s=self.queue_wait_s,
+            query_timeout_s=self.query_timeout_s,
+            idle_timeout_s=self.idle_timeout_s,
+            keepalive_s=self.keepalive_s,
+        )
 
     @property
     def scheme(self) -> str:
@@ -90,6 +109,8 @@ class ServerConfig:
             raise ConfigError("mutual TLS (client CA) needs a server certificate too")
         positive = {
             "max_concurrent_queries": self.max_concurrent_queries,
+            "max_open_streams": self.max_open_streams,
+            "idle_timeout_s": self.idle_timeout_s,
             "query_timeout_s": self.query_timeout_s,
             "keepalive_s": self.keepalive_s,
             "token_ttl_s": self.token_ttl_s,

@@ -8,10 +8,9 @@ partition in ``DoGet`` from signed, stateless tickets, so any server sharing the
 can serve any endpoint, also after a restart.
 
 Per call, :class:`_CallFactory` authenticates (``flight_storage.rpc.auth``) and collects what the
-call did; it logs one JSON line when the call completes. Query execution runs in a worker
-thread (:class:`_QueryStream`) so the gRPC thread can notice a cancelled or disconnected
-client, the query timeout and server shutdown, and send keep-alive batches while a scan finds
-nothing; stopping closes the object file under the reader, which ends the scan.
+call did; it logs one JSON line when the call completes. Query execution runs in a producer
+thread (``flight_storage.rpc.streams``) that holds a compute slot only while it computes, under
+a watchdog that enforces the query timeout and cancels clients that stopped reading.
 """
 
 from __future__ import annotations
@@ -59,6 +58,13 @@ from flight_storage.request.s3_request import (
     stats_metadata,
 )
 from flight_storage.execution.select_local import select_stats, serialized_records
+from flight_storage.rpc.streams import (
+    Item,
+    QueryStream,
+    StoppableSource,
+    StreamPool,
+    empty_batch,
+)
 from flight_storage.request.statement import split_table_reference
 from flight_storage.request.tables import ResolvedTable, input_spec, object_version, resolve_table
 from select_dialect import translate
@@ -70,7 +76,8 @@ SERVER_VERSION: Final = "0.1.0"
 TABLE_TYPES: Final = ("OBJECT", "PREFIX")
 FLAVOR_HEADER: Final = "x-flight-select-flavor"
 FLAVORS: Final = ("ceph", "aws")
-_POLL_S: Final = 0.1
+_SHUTDOWN_AFTER_ABORT_S: Final = 5.0
+"""After the grace, how long ended streams get to leave gRPC before the server gives up."""
 
 
 def log_event(event: str, **fields: Any) -> None:
@@ -205,218 +212,6 @@ class _HandshakeHandler(flight.ServerAuthHandler):
 # ----------------------------------------------------------------------------- streaming
 
 
-class _Stopped(Exception):
-    """Raised inside the reader when its query has been told to stop."""
-
-
-class _StoppableFile(io.RawIOBase):
-    """An object file that counts the bytes read and fails once its query stops."""
-
-    def __init__(self, path: Path, stop: threading.Event, counter: list[int]) -> None:
-        self._file = open(path, "rb")  # noqa: SIM115 - closed by close()
-        self._stop = stop
-        self._counter = counter
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        if self._stop.is_set():
-            raise _Stopped("query stopped")
-        n = self._file.readinto(buffer)
-        self._counter[0] += n or 0
-        return n or 0
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        return self._file.seek(offset, whence)
-
-    def tell(self) -> int:
-        return self._file.tell()
-
-    def close(self) -> None:
-        self._file.close()
-        super().close()
-
-
-@dataclass
-class _StoppableSource:
-    """A file source whose streams stop with their query (see :class:`_StoppableFile`)."""
-
-    path: Path
-    name: str
-    size: int
-    stop: threading.Event = dataclasses.field(default_factory=threading.Event)
-    read: list[int] = dataclasses.field(default_factory=lambda: [0])
-
-    def open(self) -> Any:
-        return io.BufferedReader(_StoppableFile(self.path, self.stop, self.read), 1 << 20)
-
-    def open_random_access(self) -> pa.NativeFile:
-        """Positioned reads for Parquet (stopped by dropping the DataFusion stream instead)."""
-        return pa.OSFile(str(self.path))
-
-
-Item = pa.RecordBatch | tuple[pa.RecordBatch, bytes]
-
-
-class _QueryStream:
-    """Runs a query's batches in a worker thread and hands them to the gRPC thread.
-
-    The consumer (``__next__``, called by pyarrow's ``GeneratorStream``) waits for batches in
-    short slices; between them it stops the query when the client cancelled or went away, the
-    query timed out, the statement's FlightInfo was cancelled or the server is shutting down;
-    and it yields an empty batch when nothing was sent for ``keepalive_s``.
-    """
-
-    def __init__(
-        self,
-        *,
-        produce: Callable[[], Iterator[pa.RecordBatch]],
-        schema: pa.Schema,
-        source: _StoppableSource,
-        context: flight.ServerCallContext,
-        server: StorageServer,
-        fields: dict[str, Any],
-        on_batch: Callable[[pa.RecordBatch], Item] | None = None,
-        on_end: Callable[[], Item] | None = None,
-        on_idle: Callable[[], Item] | None = None,
-        stop_key: bytes = b"",
-    ) -> None:
-        self._produce = produce
-        self._schema = schema
-        self._source = source
-        self._context = context
-        self._server = server
-        self._fields = fields
-        self._on_batch = on_batch or (lambda b: b)
-        self._on_end = on_end
-        self._on_idle = on_idle or (lambda: empty_batch(schema))
-        self._stop_key = stop_key
-        self._queue: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=4)
-        self._thread: threading.Thread | None = None
-        self._done = False
-        self._started = time.monotonic()
-        self._last_sent = self._started
-        self._deadline = self._started + server.config.query_timeout_s
-        fields.update(rows=0, bytes=0)
-
-    # -- producer (worker thread)
-    def _run(self) -> None:
-        stop = self._source.stop
-        try:
-            for batch in self._produce():
-                if not self._put(("batch", batch)):
-                    return
-        except BaseException as exc:  # handed to the consumer, which converts it
-            if not stop.is_set():
-                self._put(("error", exc))
-            return
-        self._put(("end", None))
-
-    def _put(self, item: tuple[str, Any]) -> bool:
-        while not self._source.stop.is_set():
-            try:
-                self._queue.put(item, timeout=_POLL_S)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    # -- consumer (gRPC thread)
-    def __iter__(self) -> _QueryStream:
-        return self
-
-    def __next__(self) -> Item:
-        if self._done:
-            raise StopIteration
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="query", daemon=True)
-            self._thread.start()
-        try:
-            return self._next()
-        except BaseException:
-            self._finish(None)
-            raise
-
-    def _next(self) -> Item:
-        while True:
-            self._check_stop()
-            try:
-                kind, value = self._queue.get(timeout=_POLL_S)
-            except queue.Empty:
-                if time.monotonic() - self._last_sent >= self._server.config.keepalive_s:
-                    self._last_sent = time.monotonic()
-                    self._fields["keepalives"] = self._fields.get("keepalives", 0) + 1
-                    return self._on_idle()
-                continue
-            if kind == "batch":
-                self._fields["rows"] += value.num_rows
-                self._fields["bytes"] += value.nbytes
-                self._last_sent = time.monotonic()
-                return self._on_batch(value)
-            if kind == "error":
-                self._fields["status"] = getattr(value, "code", "error")
-                raise value
-            self._finish("ok")
-            if self._on_end is not None:
-                return self._on_end()
-            raise StopIteration
-
-    def _check_stop(self) -> None:
-        if self._context.is_cancelled():
-            self._finish("cancelled")
-            raise flight.FlightCancelledError("query cancelled by the client")
-        if self._stop_key and self._server.is_cancelled(self._stop_key):
-            self._finish("cancelled")
-            raise client_error(
-                InvalidRequestError("the query was cancelled (CancelFlightInfo)",
-                                    code="QueryCancelled")
-            )
-        if self._server.aborting.is_set():
-            self._finish("shutdown")
-            raise client_error(
-                ResourceLimitError("server is shutting down; retry on another replica",
-                                   code="ServiceUnavailable")
-            )
-        if time.monotonic() > self._deadline:
-            self._finish("timeout")
-            raise client_error(
-                ResourceLimitError(
-                    f"query ran longer than {self._server.config.query_timeout_s:g} s",
-                    code="QueryTimeout",
-                )
-            )
-
-    def _finish(self, status: str | None) -> None:
-        if self._done:
-            return
-        self._done = True
-        self._source.stop.set()
-        if status is not None:
-            self._fields.setdefault("status", status)
-        self._fields["scanned"] = self._source.read[0]
-        self._server.query_finished()
-
-    def close(self) -> None:
-        """The client went away before the stream was drained."""
-        if not self._done:
-            self._fields.setdefault("status", "disconnected")
-            self._finish(None)
-
-    def __del__(self) -> None:
-        self.close()
-
-
-def empty_batch(schema: pa.Schema) -> pa.RecordBatch:
-    """A batch with no rows and exactly ``schema`` (keep-alives, Stats messages)."""
-    return pa.RecordBatch.from_arrays(
-        [pa.array([], type=f.type) for f in schema], schema=schema
-    )
-
-
 # ----------------------------------------------------------------------------- the server
 
 
@@ -439,11 +234,10 @@ class StorageServer(flight.FlightServerBase):
         self.engine = SelectEngine(config.engine)
         self.secret = config.ticket_secret or secrets.token_bytes(32)
         self.users = Users.load(config.users_file) if config.users_file is not None else None
-        self.aborting = threading.Event()
-        self._slots = threading.BoundedSemaphore(config.max_concurrent_queries)
         self._lock = threading.Lock()
-        self._running = 0
         self._cancelled: dict[bytes, float] = {}
+        self.streams = StreamPool(config.stream_limits, self.is_cancelled)
+        self.aborting = self.streams.aborting
         signer = TokenSigner(hashlib.sha256(b"bearer\x00" + self.secret).digest(),
                              config.token_ttl_s)
         super().__init__(
@@ -456,39 +250,33 @@ class StorageServer(flight.FlightServerBase):
         self.location = f"{public_scheme}://{config.host}:{self.port}"
 
     # ------------------------------------------------------------------ lifecycle
-    def stop_gracefully(self, grace_s: float | None = None) -> None:
-        """Stop accepting calls, let running streams finish for ``grace_s``, cancel the rest."""
+    def stop_gracefully(self, grace_s: float | None = None) -> bool:
+        """Stop accepting calls, let running streams finish for ``grace_s``, then end the rest.
+
+        Returns:
+            True when every call ended; False when some gRPC call was still stuck (a client
+            that stopped reading keeps its write pending): the caller should then exit the
+            process, which closes the listening socket with it.
+        """
         grace = self.config.shutdown_grace_s if grace_s is None else grace_s
-        log_event("shutdown", running=self.running_queries, grace_s=grace)
+        log_event("shutdown", open_streams=self.streams.open_streams, grace_s=grace)
         stopper = threading.Thread(target=self.shutdown, name="shutdown", daemon=True)
         stopper.start()
         stopper.join(grace)
         if stopper.is_alive():
-            log_event("shutdown", cancelling=self.running_queries)
-            self.aborting.set()
-            stopper.join()
+            log_event("shutdown", cancelling=self.streams.abort_all())
+            stopper.join(_SHUTDOWN_AFTER_ABORT_S)
+        self.streams.close()
+        if stopper.is_alive():
+            log_event("shutdown", stuck_calls=True)
+            return False
         self.wait()
+        return True
 
     @property
     def running_queries(self) -> int:
-        """Streams running now."""
-        with self._lock:
-            return self._running
-
-    def query_finished(self) -> None:
-        """Release a query slot (called once per started stream)."""
-        with self._lock:
-            self._running -= 1
-        self._slots.release()
-
-    def _start_query(self) -> None:
-        if self.aborting.is_set() or not self._slots.acquire(timeout=self.config.queue_wait_s):
-            raise ResourceLimitError(
-                f"server is running {self.config.max_concurrent_queries} queries; retry later",
-                code="SlowDown",
-            )
-        with self._lock:
-            self._running += 1
+        """Result streams open now."""
+        return self.streams.open_streams
 
     def is_cancelled(self, key: bytes) -> bool:
         """True when the endpoint whose ticket hashes to ``key`` was cancelled."""
@@ -714,17 +502,12 @@ class StorageServer(flight.FlightServerBase):
         fields.update(query_id=_query_id(ticket), object=f"{ticket.bucket}/{ticket.key}",
                       partition=ticket.partition.to_dict())
         source, plan = self._plan_ticket(call, ticket)
-        self._start_query()
-        try:
-            stream = self._partition_stream(context, ticket, plan, source, fields, key)
-        except BaseException:
-            self.query_finished()
-            raise
+        stream = self._partition_stream(context, ticket, plan, source, fields, key)
         return flight.GeneratorStream(stream.schema, guarded(stream.items))
 
     def _plan_ticket(
         self, call: CallContext, ticket: PartitionTicket
-    ) -> tuple[_StoppableSource, SelectPlan]:
+    ) -> tuple[StoppableSource, SelectPlan]:
         if ticket.output_serialization is None:  # a Flight SQL statement
             reference, sql = split_table_reference(ticket.query)
             if reference is None or (reference.bucket, reference.key) != (ticket.bucket,
@@ -755,16 +538,17 @@ class StorageServer(flight.FlightServerBase):
         context: flight.ServerCallContext,
         ticket: PartitionTicket,
         plan: SelectPlan,
-        source: _StoppableSource,
+        source: StoppableSource,
         fields: dict[str, Any],
         key: bytes,
     ) -> _Stream:
         partition = ticket.partition
-        common = dict(source=source, context=context, server=self, fields=fields, stop_key=key)
+        common = dict(source=source, context=context, pool=self.streams, fields=fields,
+                      stop_key=key)
         if ticket.output_serialization is None:
             schema = plan.arrow_schema
             produce = lambda: self.engine.execute_arrow(plan, [partition])  # noqa: E731
-            return _Stream(schema, _QueryStream(produce=produce, schema=schema, **common))
+            return _Stream(schema, QueryStream(produce=produce, schema=schema, **common))
         extras = extras_from_ticket(ticket.output_serialization)
         one = dataclasses.replace(
             plan, partitions=(PlannedPartition(partition, _partition_bytes(partition, plan)),)
@@ -798,7 +582,7 @@ class StorageServer(flight.FlightServerBase):
             fields["returned"] = returned[0]
             return (empty_batch(schema), counts("Stats"))
 
-        query = _QueryStream(produce=produce, schema=schema, on_batch=on_batch, on_idle=on_idle,
+        query = QueryStream(produce=produce, schema=schema, on_batch=on_batch, on_idle=on_idle,
                              on_end=on_end, **common)
         return _Stream(schema, query)
 
@@ -919,7 +703,8 @@ class StorageServer(flight.FlightServerBase):
             "server": SERVER_NAME,
             "version": SERVER_VERSION,
             "buckets": len(self._readable_buckets(call)),
-            "running_queries": self.running_queries,
+            "open_streams": self.streams.open_streams,
+            "computing_streams": self.streams.computing,
             "max_concurrent_queries": self.config.max_concurrent_queries,
             "auth": self.users is not None,
             "tls": self.config.scheme == "grpc+tls",
@@ -1071,7 +856,7 @@ class StorageServer(flight.FlightServerBase):
 @dataclass(frozen=True)
 class _Stream:
     schema: pa.Schema
-    items: _QueryStream
+    items: QueryStream
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -1091,15 +876,15 @@ def _tls_arguments(config: ServerConfig) -> dict[str, Any]:
     return arguments
 
 
-def _source(obj: ObjectInfo) -> _StoppableSource:
-    return _StoppableSource(obj.path, f"{obj.bucket}/{obj.key}", obj.size)
+def _source(obj: ObjectInfo) -> StoppableSource:
+    return StoppableSource(obj.path, f"{obj.bucket}/{obj.key}", obj.size)
 
 
-def _sources(objects: Sequence[ObjectInfo]) -> list[_StoppableSource]:
+def _sources(objects: Sequence[ObjectInfo]) -> list[StoppableSource]:
     """Sources of a table's objects sharing one stop switch and one read counter."""
     first = _source(objects[0])
     return [first] + [
-        _StoppableSource(o.path, f"{o.bucket}/{o.key}", o.size, first.stop, first.read)
+        StoppableSource(o.path, f"{o.bucket}/{o.key}", o.size, first.stop, first.read)
         for o in objects[1:]
     ]
 

@@ -257,20 +257,36 @@ def test_record_size_limit(open_server: ServerProcess, data_root: Path) -> None:
     assert error_document(refused.value)["code"] == "OverMaxRecordSize"
 
 
-def test_concurrent_query_limit(data_root: Path) -> None:
-    server = start_server(data_root, "--max-concurrent-queries", "1", "--queue-wait", "0")
+def test_open_stream_limit(data_root: Path) -> None:
+    server = start_server(data_root, "--max-open-streams", "1")
     try:
         client = flight.connect(server.location)
         sql = 'SELECT _1, _2, _3 FROM "big"."huge.csv" LIMIT 999999'
         first = client.do_get(client.get_flight_info(statement_descriptor(sql)).endpoints[0].ticket)
-        assert first.read_chunk().data.num_rows > 0  # holds the only slot
+        assert first.read_chunk().data.num_rows > 0  # open, not drained
         second = client.get_flight_info(statement_descriptor(sql)).endpoints[0].ticket
         with pytest.raises(flight.FlightUnavailableError) as refused:
             client.do_get(second).read_all()
-        assert error_document(refused.value)["code"] == "SlowDown"
-        first.read_all()  # drain: the slot comes back
+        document = error_document(refused.value)
+        assert document["code"] == "SlowDown" and "--max-open-streams" in document["message"]
+        first.read_all()  # drain: the stream closes
         wait_for_event(server, event="call", method="DO_GET", status="ok")
         assert client.do_get(second).read_all().num_rows == 999999
+    finally:
+        server.stop()
+
+
+def test_an_unread_stream_does_not_block_others(data_root: Path) -> None:
+    """One compute slot: a stream whose client stopped reading leaves it to the next query."""
+    server = start_server(data_root, "--max-concurrent-queries", "1", "--queue-wait", "5")
+    try:
+        client = flight.connect(server.location)
+        sql = 'SELECT _1, _2, _3 FROM "big"."huge.csv" LIMIT 999999'
+        first = client.do_get(client.get_flight_info(statement_descriptor(sql)).endpoints[0].ticket)
+        assert first.read_chunk().data.num_rows > 0  # then not read
+        second = client.get_flight_info(statement_descriptor(sql)).endpoints[0].ticket
+        assert client.do_get(second).read_all().num_rows == 999999
+        assert first.read_all().num_rows > 0
     finally:
         server.stop()
 

@@ -1,18 +1,25 @@
-"""The query stream pump: keep-alives, cancellation, timeout, shutdown (fakes, no server)."""
+"""The result-stream pump: keep-alives, cancellation, slots, watchdog, shutdown (no server)."""
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
-from flight_storage.rpc.server import _QueryStream, _Stopped, _StoppableSource
+from flight_storage.errors import ResourceLimitError
+from flight_storage.rpc.streams import (
+    QueryStream,
+    StoppableSource,
+    StreamLimits,
+    StreamPool,
+    _Stopped,
+)
 
 SCHEMA = pa.schema([pa.field("a", pa.int64())])
 
@@ -25,28 +32,20 @@ class _Context:
         return self.cancelled
 
 
-class _Server:
-    def __init__(self, timeout: float = 60.0) -> None:
-        self.config = SimpleNamespace(query_timeout_s=timeout, keepalive_s=0.0)
-        self.aborting = threading.Event()
-        self.finished = 0
-
-    def is_cancelled(self, key: bytes) -> bool:
-        return False
-
-    def query_finished(self) -> None:
-        self.finished += 1
+def _pool(**limits: Any) -> StreamPool:
+    return StreamPool(StreamLimits(**{"keepalive_s": 0.0, **limits}))
 
 
-def _stream(tmp_path: Path, produce: Any, **kwargs: Any) -> tuple[_QueryStream, _Server,
-                                                                 _Context, _StoppableSource]:
+def _stream(tmp_path: Path, produce: Any, pool: StreamPool | None = None,
+            **kwargs: Any) -> tuple[QueryStream, StreamPool, _Context, StoppableSource]:
     path = tmp_path / "object"
     path.write_bytes(b"x" * 100)
-    source = _StoppableSource(path, "b/k", 100)
-    server, context = kwargs.pop("server", _Server()), _Context()
-    stream = _QueryStream(produce=produce, schema=SCHEMA, source=source, context=context,
-                          server=server, fields={}, **kwargs)
-    return stream, server, context, source
+    source = StoppableSource(path, "b/k", 100)
+    pool = pool or _pool()
+    context = _Context()
+    stream = QueryStream(produce=produce, schema=SCHEMA, source=source, context=context,
+                         pool=pool, fields={}, **kwargs)
+    return stream, pool, context, source
 
 
 def _batch(value: int) -> pa.RecordBatch:
@@ -64,12 +63,12 @@ def test_keepalive_empty_batches_while_the_scan_finds_nothing(tmp_path: Path) ->
         idle.set()
         return _batch(0).slice(0, 0)
 
-    stream, server, _, _ = _stream(tmp_path, produce, on_idle=on_idle)
+    stream, pool, _, _ = _stream(tmp_path, produce, on_idle=on_idle)
     items = list(stream)
     assert items[0].num_rows == 0 and items[0].schema.equals(SCHEMA)
     assert [b.num_rows for b in items if b.num_rows] == [1]
     assert items[-1].column(0).to_pylist() == [7]
-    assert server.finished == 1
+    assert pool.open_streams == 0
 
 
 def test_client_cancel_stops_the_reader(tmp_path: Path) -> None:
@@ -88,34 +87,109 @@ def test_client_cancel_stops_the_reader(tmp_path: Path) -> None:
                 failures.append(exc)
                 raise
 
-    stream, server, context, source = _stream(tmp_path, produce)
+    stream, pool, context, source = _stream(tmp_path, produce)
     assert next(stream).num_rows == 1
     assert opened.wait(30)
     context.cancelled = True
     with pytest.raises(flight.FlightCancelledError):
         next(stream)
-    assert source.stop.is_set() and server.finished == 1
+    assert source.stop.is_set() and pool.open_streams == 0
+    assert stream._thread is not None
     stream._thread.join(30)  # the reader noticed and ended
     assert not stream._thread.is_alive() and isinstance(failures[0], _Stopped)
+    assert pool.computing == 0
 
 
 def test_timeout_and_shutdown_end_the_stream(tmp_path: Path) -> None:
-    stream, server, _, _ = _stream(tmp_path, lambda: iter(()), server=_Server(timeout=-1.0))
+    stream, pool, _, _ = _stream(tmp_path, lambda: iter(()), _pool(query_timeout_s=-1.0))
     with pytest.raises(flight.FlightTimedOutError):
         next(stream)
-    assert server.finished == 1
+    assert pool.open_streams == 0
 
-    aborting = _Server()
+    aborting = _pool()
     aborting.aborting.set()
-    stream, _, _, _ = _stream(tmp_path, lambda: iter(()), server=aborting)
-    with pytest.raises(flight.FlightUnavailableError) as info:
-        next(stream)
-    assert "ServiceUnavailable" in str(info.value)
+    with pytest.raises(ResourceLimitError) as refused:
+        _stream(tmp_path, lambda: iter(()), aborting)
+    assert refused.value.code == "ServiceUnavailable"
 
 
-def test_abandoned_stream_releases_its_slot(tmp_path: Path) -> None:
-    stream, server, _, source = _stream(tmp_path, lambda: iter([_batch(1), _batch(2)]))
+def test_abandoned_stream_leaves_the_pool(tmp_path: Path) -> None:
+    stream, pool, _, source = _stream(tmp_path, lambda: iter([_batch(1), _batch(2)]))
     assert next(stream).num_rows == 1
     stream.close()
     stream.close()
-    assert server.finished == 1 and source.stop.is_set()
+    assert pool.open_streams == 0 and source.stop.is_set()
+
+
+def test_a_stream_waiting_for_its_reader_holds_no_compute_slot(tmp_path: Path) -> None:
+    """One compute slot, two streams: the one nobody reads must not block the other."""
+    pool = _pool(max_running=1, queue_batches=1, queue_wait_s=30.0)
+    unread, _, _, _ = _stream(tmp_path, lambda: iter([_batch(i) for i in range(100)]), pool)
+    assert next(unread).column(0).to_pylist() == [0]  # started, then never read again
+    read, _, _, _ = _stream(tmp_path / "..", lambda: iter([_batch(i) for i in range(50)]), pool)
+    assert [b.column(0)[0].as_py() for b in read] == list(range(50))
+    assert pool.computing == 0
+    unread.close()
+
+
+def test_watchdog_ends_a_stream_past_its_deadline_without_a_pull(tmp_path: Path) -> None:
+    pool = _pool(query_timeout_s=0.5, queue_batches=1)
+    stream, _, _, source = _stream(tmp_path, lambda: iter([_batch(i) for i in range(10)]), pool)
+    assert next(stream).num_rows == 1  # then the client stops pulling
+    deadline = time.monotonic() + 30
+    while pool.open_streams and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert pool.open_streams == 0 and source.stop.is_set()
+    with pytest.raises(flight.FlightTimedOutError, match="QueryTimeout"):
+        next(stream)
+
+
+def test_watchdog_cancels_a_client_that_stopped_reading(tmp_path: Path) -> None:
+    pool = _pool(idle_timeout_s=0.3, queue_batches=1)
+    stream, _, _, _ = _stream(tmp_path, lambda: iter([_batch(i) for i in range(10)]), pool)
+    assert next(stream).num_rows == 1
+    deadline = time.monotonic() + 30
+    while pool.open_streams and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert pool.open_streams == 0
+    with pytest.raises(flight.FlightError, match="RequestTimeout"):
+        next(stream)
+    assert stream._thread is not None
+    stream._thread.join(30)
+    assert not stream._thread.is_alive()
+
+
+def test_open_streams_are_bounded_with_a_named_limit(tmp_path: Path) -> None:
+    pool = _pool(max_open=2)
+    first, *_ = _stream(tmp_path, lambda: iter(()), pool)
+    second, *_ = _stream(tmp_path, lambda: iter(()), pool)
+    with pytest.raises(ResourceLimitError, match="max-open-streams") as refused:
+        _stream(tmp_path, lambda: iter(()), pool)
+    assert refused.value.code == "SlowDown"
+    first.close()
+    third, *_ = _stream(tmp_path, lambda: iter(()), pool)
+    second.close()
+    third.close()
+
+
+def test_a_stream_that_never_gets_a_slot_fails_with_slowdown(tmp_path: Path) -> None:
+    pool = _pool(max_running=1, queue_wait_s=0.3)
+    taken = threading.Event()
+    assert pool.acquire(taken)  # someone else computes for longer than the wait
+    stream, *_ = _stream(tmp_path, lambda: iter([_batch(1)]), pool)
+    with pytest.raises(flight.FlightUnavailableError, match="SlowDown"):
+        list(stream)  # keep-alives, then the error
+    pool.release()
+
+
+def test_abort_all_ends_every_open_stream(tmp_path: Path) -> None:
+    pool = _pool(queue_batches=1)
+    streams = [_stream(tmp_path, lambda: iter([_batch(i) for i in range(10)]), pool)[0]
+               for _ in range(3)]
+    for stream in streams:
+        next(stream)
+    assert pool.abort_all() == 3
+    assert pool.open_streams == 0
+    for stream in streams:
+        with pytest.raises(flight.FlightUnavailableError, match="ServiceUnavailable"):
+            next(stream)

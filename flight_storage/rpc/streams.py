@@ -1,0 +1,443 @@
+"""Result streams: compute slots for work, not for waiting, and a watchdog on the server's clock.
+
+A DoGet stream runs its query in a producer thread and hands batches to the gRPC thread through
+a small queue. The resources a client can make the server spend are bounded here:
+
+| resource | bound (``StreamLimits``) | when it is reached |
+|---|---|---|
+| streams computing at once | ``max_running`` compute slots | a producer waits for a slot up to ``queue_wait_s``, then the stream fails with ``SlowDown`` |
+| streams open at once | ``max_open`` | DoGet is refused at once with ``SlowDown`` naming the limit |
+| memory of a stream | ``queue_batches`` batches queued | the producer waits (holding no slot) until the client reads |
+| a client that stops reading | ``idle_timeout_s`` | the stream is cancelled (``RequestTimeout``) and its producer ends |
+| run time | ``query_timeout_s`` | the stream fails with ``QueryTimeout`` |
+
+A producer holds a compute slot only while it computes the next batch (``next()`` of the query:
+DataFusion or the reference reader doing the work) and gives it back before it queues the batch.
+So a stream whose client is not reading it yet (ADBC opens every endpoint at once and reads them
+in order) waits without a slot, and the endpoint the client reads always gets one: no reading
+order can deadlock the server.
+
+gRPC stops pulling a stream whose client stops reading, so nothing that waits for the next pull
+can enforce a time limit. :class:`StreamPool` runs a watchdog thread that checks every open
+stream's deadline and idle time on the server's own clock, and on shutdown ends every stream.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+from flight_storage.errors import InvalidRequestError, ResourceLimitError, StorageError
+from flight_storage.rpc.boundary import client_error
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.1
+"""How often a waiting thread looks at its stream's stop switch."""
+
+Item = pa.RecordBatch | tuple[pa.RecordBatch, bytes]
+
+
+@dataclass(frozen=True)
+class StreamLimits:
+    """Bounds on result streams (see the module's table)."""
+
+    max_running: int = 4
+    max_open: int = 256
+    queue_batches: int = 2
+    queue_wait_s: float = 120.0
+    query_timeout_s: float = 600.0
+    idle_timeout_s: float = 300.0
+    keepalive_s: float = 5.0
+
+
+class _Stopped(Exception):
+    """Raised inside the reader when its query has been told to stop."""
+
+
+class StoppableFile(io.RawIOBase):
+    """An object file that counts the bytes read and fails once its query stops."""
+
+    def __init__(self, path: Path, stop: threading.Event, counter: list[int]) -> None:
+        self._file = open(path, "rb")  # noqa: SIM115 - closed by close()
+        self._stop = stop
+        self._counter = counter
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._stop.is_set():
+            raise _Stopped("query stopped")
+        n = self._file.readinto(buffer)
+        self._counter[0] += n or 0
+        return n or 0
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        return self._file.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._file.tell()
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
+
+
+@dataclass
+class StoppableSource:
+    """A file source whose streams stop with their query (see :class:`StoppableFile`)."""
+
+    path: Path
+    name: str
+    size: int
+    stop: threading.Event = field(default_factory=threading.Event)
+    read: list[int] = field(default_factory=lambda: [0])
+
+    def open(self) -> Any:
+        return io.BufferedReader(StoppableFile(self.path, self.stop, self.read), 1 << 20)
+
+    def open_random_access(self) -> pa.NativeFile:
+        """Positioned reads for Parquet (stopped by dropping the DataFusion stream instead)."""
+        return pa.OSFile(str(self.path))
+
+
+def empty_batch(schema: pa.Schema) -> pa.RecordBatch:
+    """A batch with no rows and exactly ``schema`` (keep-alives, Stats messages)."""
+    return pa.RecordBatch.from_arrays(
+        [pa.array([], type=f.type) for f in schema], schema=schema
+    )
+
+
+class _Context(Protocol):
+    def is_cancelled(self) -> bool: ...
+
+
+class StreamPool:
+    """The server's open streams, its compute slots and the watchdog that times them.
+
+    Args:
+        limits: the bounds.
+        is_cancelled: whether the endpoint with this stop key was cancelled (CancelFlightInfo).
+    """
+
+    def __init__(self, limits: StreamLimits,
+                 is_cancelled: Callable[[bytes], bool] = lambda key: False) -> None:
+        self.limits = limits
+        self.is_cancelled = is_cancelled
+        self.aborting = threading.Event()
+        self._slots = threading.BoundedSemaphore(limits.max_running)
+        self._lock = threading.Lock()
+        self._open: set[QueryStream] = set()
+        self._computing = 0
+        self._watchdog: threading.Thread | None = None
+        self._closed = threading.Event()
+
+    # -- open streams
+    def register(self, stream: QueryStream) -> None:
+        """Count ``stream`` as open, or refuse it when ``max_open`` streams are."""
+        if self.aborting.is_set():
+            raise ResourceLimitError("server is shutting down; retry on another replica",
+                                     code="ServiceUnavailable")
+        with self._lock:
+            if len(self._open) >= self.limits.max_open:
+                raise ResourceLimitError(
+                    f"{len(self._open)} result streams are open, the limit "
+                    f"(--max-open-streams) is {self.limits.max_open}; read or close some, "
+                    "or retry later",
+                    code="SlowDown",
+                )
+            self._open.add(stream)
+            if self._watchdog is None:
+                self._watchdog = threading.Thread(target=self._watch, name="stream-watchdog",
+                                                  daemon=True)
+                self._watchdog.start()
+
+    def unregister(self, stream: QueryStream) -> None:
+        with self._lock:
+            self._open.discard(stream)
+
+    @property
+    def open_streams(self) -> int:
+        with self._lock:
+            return len(self._open)
+
+    @property
+    def computing(self) -> int:
+        """Streams holding a compute slot now."""
+        with self._lock:
+            return self._computing
+
+    # -- compute slots
+    def acquire(self, stop: threading.Event) -> bool:
+        """Wait for a compute slot up to ``queue_wait_s``; False when none came or ``stop``."""
+        deadline = time.monotonic() + self.limits.queue_wait_s
+        while not stop.is_set():
+            wait = min(POLL_S, deadline - time.monotonic())
+            if wait <= 0:
+                return False
+            if self._slots.acquire(timeout=wait):
+                with self._lock:
+                    self._computing += 1
+                return True
+        return False
+
+    def release(self) -> None:
+        with self._lock:
+            self._computing -= 1
+        self._slots.release()
+
+    # -- the server's clock
+    def _watch(self) -> None:
+        while not self._closed.wait(POLL_S * 2):
+            now = time.monotonic()
+            with self._lock:
+                streams = list(self._open)
+            for stream in streams:
+                stream.check_clock(now)
+
+    def abort_all(self) -> int:
+        """End every open stream now (shutdown after the grace); returns how many."""
+        self.aborting.set()
+        with self._lock:
+            streams = list(self._open)
+        for stream in streams:
+            stream.fail(ResourceLimitError("server is shutting down; retry on another replica",
+                                           code="ServiceUnavailable"), "shutdown")
+        return len(streams)
+
+    def close(self) -> None:
+        """Stop the watchdog (after shutdown)."""
+        self._closed.set()
+
+
+class QueryStream:
+    """Runs a query's batches in a producer thread and hands them to the gRPC thread.
+
+    The consumer (``__next__``, called by pyarrow's ``GeneratorStream``) waits for batches in
+    short slices; between them it stops the query when the client cancelled or went away, the
+    statement's FlightInfo was cancelled or the stream failed (watchdog, shutdown); and it
+    yields an empty batch when nothing was sent for ``keepalive_s``.
+    """
+
+    def __init__(
+        self,
+        *,
+        produce: Callable[[], Iterator[pa.RecordBatch]],
+        schema: pa.Schema,
+        source: StoppableSource,
+        context: _Context,
+        pool: StreamPool,
+        fields: dict[str, Any],
+        on_batch: Callable[[pa.RecordBatch], Item] | None = None,
+        on_end: Callable[[], Item] | None = None,
+        on_idle: Callable[[], Item] | None = None,
+        stop_key: bytes = b"",
+    ) -> None:
+        self._produce = produce
+        self._schema = schema
+        self._source = source
+        self._context = context
+        self._pool = pool
+        self._limits = pool.limits
+        self._fields = fields
+        self._on_batch = on_batch or (lambda b: b)
+        self._on_end = on_end
+        self._on_idle = on_idle or (lambda: empty_batch(schema))
+        self._stop_key = stop_key
+        self._queue: queue.Queue[tuple[str, Any]] = queue.Queue(
+            maxsize=max(1, self._limits.queue_batches))
+        self._thread: threading.Thread | None = None
+        self._done = False
+        self._failure: BaseException | None = None
+        self._lock = threading.Lock()
+        self._started = time.monotonic()
+        self._last_sent = self._started
+        self._last_pull = self._started
+        self._deadline = self._started + self._limits.query_timeout_s
+        fields.update(rows=0, bytes=0)
+        pool.register(self)
+
+    @property
+    def stop(self) -> threading.Event:
+        return self._source.stop
+
+    # -- producer (its own thread)
+    def _run(self) -> None:
+        stop = self.stop
+        batches = self._produce()
+        try:
+            while True:
+                if not self._pool.acquire(stop):
+                    if not stop.is_set():
+                        self.fail(ResourceLimitError(
+                            f"every compute slot (--max-concurrent-queries "
+                            f"{self._limits.max_running}) stayed busy for "
+                            f"{self._limits.queue_wait_s:g} s; retry later",
+                            code="SlowDown",
+                        ), "busy")
+                    return
+                try:
+                    batch = next(batches)
+                except StopIteration:
+                    self._put(("end", None))
+                    return
+                finally:
+                    self._pool.release()
+                if not self._put(("batch", batch)):
+                    return
+        except BaseException as exc:  # handed to the consumer, which converts it
+            if not stop.is_set():
+                self._put(("error", exc))
+        finally:
+            close = getattr(batches, "close", None)
+            if close is not None:
+                close()  # a generator: release its reader (and DataFusion's stream) now
+
+    def _put(self, item: tuple[str, Any]) -> bool:
+        while not self.stop.is_set():
+            try:
+                self._queue.put(item, timeout=POLL_S)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    # -- the watchdog (server's clock)
+    def check_clock(self, now: float) -> None:
+        """Fail the stream past its deadline, or when its client stopped reading."""
+        if self._done:
+            return
+        if now > self._deadline:
+            self.fail(ResourceLimitError(
+                f"query ran longer than {self._limits.query_timeout_s:g} s (--query-timeout)",
+                code="QueryTimeout"), "timeout")
+        elif self._queue.full() and now - self._last_pull > self._limits.idle_timeout_s:
+            self.fail(ResourceLimitError(
+                f"the client read nothing for {self._limits.idle_timeout_s:g} s "
+                "(--idle-timeout); the stream was cancelled", code="RequestTimeout"), "idle")
+
+    def fail(self, error: StorageError, status: str) -> None:
+        """End the stream with ``error`` from outside the consumer (watchdog, shutdown)."""
+        with self._lock:
+            if self._failure is not None or self._done:
+                return
+            self._failure = error
+        self._fields.setdefault("status", status)
+        self.stop.set()
+        _drain(self._queue)  # the batches' memory goes now, not when gRPC pulls again
+        self._finish(None)
+
+    # -- consumer (gRPC thread)
+    def __iter__(self) -> QueryStream:
+        return self
+
+    def __next__(self) -> Item:
+        self._last_pull = time.monotonic()
+        if self._failure is not None:
+            failure, self._failure = self._failure, None
+            raise client_error(failure)
+        if self._done:
+            raise StopIteration
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="query", daemon=True)
+            self._thread.start()
+        try:
+            return self._next()
+        except BaseException:
+            self._finish(None)
+            raise
+
+    def _next(self) -> Item:
+        while True:
+            self._check_stop()
+            try:
+                kind, value = self._queue.get(timeout=POLL_S)
+            except queue.Empty:
+                if time.monotonic() - self._last_sent >= self._limits.keepalive_s:
+                    self._last_sent = time.monotonic()
+                    self._fields["keepalives"] = self._fields.get("keepalives", 0) + 1
+                    return self._on_idle()
+                continue
+            if kind == "batch":
+                self._fields["rows"] += value.num_rows
+                self._fields["bytes"] += value.nbytes
+                self._last_sent = time.monotonic()
+                return self._on_batch(value)
+            if kind == "error":
+                self._fields["status"] = getattr(value, "code", "error")
+                raise value
+            self._finish("ok")
+            if self._on_end is not None:
+                return self._on_end()
+            raise StopIteration
+
+    def _check_stop(self) -> None:
+        if self._failure is not None:
+            failure, self._failure = self._failure, None
+            raise client_error(failure)
+        if self._context.is_cancelled():
+            self._finish("cancelled")
+            raise flight.FlightCancelledError("query cancelled by the client")
+        if self._stop_key and self._pool.is_cancelled(self._stop_key):
+            self._finish("cancelled")
+            raise client_error(
+                InvalidRequestError("the query was cancelled (CancelFlightInfo)",
+                                    code="QueryCancelled")
+            )
+        if self._pool.aborting.is_set():
+            self._finish("shutdown")
+            raise client_error(
+                ResourceLimitError("server is shutting down; retry on another replica",
+                                   code="ServiceUnavailable")
+            )
+        if time.monotonic() > self._deadline:
+            self._finish("timeout")
+            raise client_error(
+                ResourceLimitError(
+                    f"query ran longer than {self._limits.query_timeout_s:g} s "
+                    "(--query-timeout)",
+                    code="QueryTimeout",
+                )
+            )
+
+    def _finish(self, status: str | None) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+        self.stop.set()
+        if status is not None:
+            self._fields.setdefault("status", status)
+        self._fields["scanned"] = self._source.read[0]
+        self._pool.unregister(self)
+
+    def close(self) -> None:
+        """The client went away before the stream was drained."""
+        if not self._done:
+            self._fields.setdefault("status", "disconnected")
+            self._finish(None)
+
+    def __del__(self) -> None:
+        self.close()
+
+
+def _drain(items: queue.Queue[Any]) -> None:
+    while True:
+        try:
+            items.get_nowait()
+        except queue.Empty:
+            return
