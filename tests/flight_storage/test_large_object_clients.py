@@ -52,7 +52,7 @@ def test_adbc_execute_reads_every_endpoint_in_order(big_server: ServerProcess) -
     import adbc_driver_flightsql.dbapi as flightsql
 
     with flightsql.connect(big_server.location) as conn, conn.cursor() as cur:
-        cur.execute('SELECT _1, _3 FROM "big"."rows.csv"')
+        cur.execute('SELECT * FROM "big"."rows.csv"')
         table: pa.Table = cur.fetch_arrow_table()
     assert table.num_rows == ROWS
     ids = table.column(0).cast(pa.int64())
@@ -71,3 +71,20 @@ def test_adbc_partitions_read_in_reverse_order(big_server: ServerProcess) -> Non
             cur.adbc_read_partition(partition)
             counts.append(cur.fetch_arrow_table().num_rows)
     assert sum(counts) == ROWS
+
+
+def test_every_endpoint_opened_at_once_then_read_in_order(big_server: ServerProcess) -> None:
+    """The worst order for a server that holds slots while waiting: open the last endpoints
+    first, read nothing from them, then read the first endpoint to the end, then the rest."""
+    import pyarrow.flight as flight
+
+    from tests.flight_storage.test_server_support import statement_descriptor
+
+    client = flight.connect(big_server.location)
+    info = client.get_flight_info(statement_descriptor('SELECT * FROM "big"."rows.csv"'))
+    assert len(info.endpoints) >= 7
+    readers = {i: client.do_get(e.ticket) for i, e in reversed(list(enumerate(info.endpoints)))}
+    first_chunks = [readers[i].read_chunk().data for i in sorted(readers)[1:]]
+    assert all(int(chunk.column(0)[0].as_py()) > 0 for chunk in first_chunks)
+    rows = sum(readers[i].read_all().num_rows for i in sorted(readers))
+    assert rows + sum(chunk.num_rows for chunk in first_chunks) == ROWS
