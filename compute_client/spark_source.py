@@ -24,6 +24,13 @@ Streaming (``spark.readStream.format("flight-select")``) is :mod:`compute_client
 
 Filters Spark offers are translated by :mod:`compute_client.spark_filters`, which pushes a filter
 only when the server's answer is provably Spark's; the others are returned to Spark.
+
+**Reusing a DataFrame (PySpark 4.3.0):** Spark keeps the read planned for the last query that
+pushed filters on the relation one ``load()`` created, and reads with it in a later query on
+that relation that pushes none (a plain ``count()``, a ``collect()``, a filter Spark cannot
+offer such as an ``OR``): that query sees only the rows the earlier filters kept. Until Spark
+scopes the read to its scan, load the DataFrame anew for each action (each ``load()`` is a
+relation of its own) rather than reusing one across filtered and unfiltered actions.
 """
 
 from __future__ import annotations
@@ -216,6 +223,18 @@ def _is_stream(options: dict[str, str]) -> bool:
 
 class FlightSelectReader(DataSourceReader):
     """Plans the pushed statement on the driver; each Flight endpoint becomes one partition.
+
+    Lifecycle in PySpark 4.3.0 (traced): every planning pass unpickles the data source in a
+    driver-side worker and calls ``reader(schema)`` for a new reader, then ``pushFilters`` (only
+    when the query has a filter Spark can hand to Python) and ``partitions()`` on it, in that one
+    process; the reader is then pickled into the read function, and each task unpickles its own
+    copy to call ``read()``. Pushed state therefore never passes from one reader to another.
+    What outlives a query is on the JVM side: the read function and partitions are stored on
+    the relation and reused, without any call into Python, by a later query on it that pushes
+    no filter. Such a query and a re-run of the filtered one arrive at ``read()`` with the same
+    pickled reader, the same partitions and nothing in the task that ties either to the query
+    that pushed, so no keying of the pushed filters on this side can tell them apart; the cure
+    is in Spark (see the module docstring for the workaround).
 
     Args:
         options: the data source options.

@@ -172,6 +172,11 @@ def _limits(default_files: int | None, default_bytes: int | None,
 class FlightSelectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """The list step on the driver, the fetch step on executors.
 
+    Nothing a query pushes lives here: a stream reader has no ``pushFilters`` and ``where`` is
+    an option of the relation. That matters because PySpark 4.3.0 stores the read function on
+    the relation and every streaming query started from one DataFrame reads with it; ``read()``
+    uses only the options and the schema, which are the same for all of them.
+
     Args:
         options: the data source options.
         schema: the stream's schema; its columns are the projection sent to the server.
