@@ -23,9 +23,16 @@ def _marks(case: corpus.Case, skips: corpus.SkipRules, known: dict[str, str]) ->
         marks.append(pytest.mark.skip(reason=reason))
     if case.id in known:
         marks.append(pytest.mark.xfail(strict=True, reason=known[case.id]))
-    if int((case.get("generator", {}) or {}).get("rows", 0) or 0) >= _SLOW_ROWS:
+    if _generated_rows(case) >= _SLOW_ROWS:
         marks.append(pytest.mark.slow)
     return marks
+
+
+def _generated_rows(case: corpus.Case) -> int:
+    """Rows of the case's generator spec (0 when there is none or it is not a spec object)."""
+    spec = case.get("generator", {})
+    rows = spec.get("rows", 0) if isinstance(spec, dict) else 0
+    return rows if isinstance(rows, int) else 0
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
