@@ -21,6 +21,7 @@ import hashlib
 import io
 import json
 import logging
+import os
 import queue
 import re
 import secrets
@@ -501,13 +502,13 @@ class StorageServer(flight.FlightServerBase):
         fields = self._fields(context)
         fields.update(query_id=_query_id(ticket), object=f"{ticket.bucket}/{ticket.key}",
                       partition=ticket.partition.to_dict())
-        source, plan = self._plan_ticket(call, ticket)
-        stream = self._partition_stream(context, ticket, plan, source, fields, key)
+        source, plan, objects = self._plan_ticket(call, ticket)
+        stream = self._partition_stream(context, ticket, plan, source, fields, key, objects)
         return flight.GeneratorStream(stream.schema, guarded(stream.items))
 
     def _plan_ticket(
         self, call: CallContext, ticket: PartitionTicket
-    ) -> tuple[StoppableSource, SelectPlan]:
+    ) -> tuple[StoppableSource, SelectPlan, Sequence[ObjectInfo]]:
         if ticket.output_serialization is None:  # a Flight SQL statement
             reference, sql = split_table_reference(ticket.query)
             if reference is None or (reference.bucket, reference.key) != (ticket.bucket,
@@ -531,7 +532,7 @@ class StorageServer(flight.FlightServerBase):
         sources = _sources(objects)
         plan = self.engine.plan(sql, sources, spec, flavor=ticket.flavor)
         sources[0].read[0] = 0  # count what the scan reads, not the header planning peeked at
-        return sources[0], plan
+        return sources[0], plan, objects
 
     def _partition_stream(
         self,
@@ -541,13 +542,19 @@ class StorageServer(flight.FlightServerBase):
         source: StoppableSource,
         fields: dict[str, Any],
         key: bytes,
+        objects: Sequence[ObjectInfo],
     ) -> _Stream:
         partition = ticket.partition
         common = dict(source=source, context=context, pool=self.streams, fields=fields,
                       stop_key=key)
+        version = object_version(objects)
+
+        def arrow() -> Iterator[pa.RecordBatch]:
+            return _unchanged(self.engine.execute_arrow(plan, [partition]), objects, version)
+
         if ticket.output_serialization is None:
             schema = plan.arrow_schema
-            produce = lambda: self.engine.execute_arrow(plan, [partition])  # noqa: E731
+            produce = arrow
             return _Stream(schema, QueryStream(produce=produce, schema=schema, **common))
         extras = extras_from_ticket(ticket.output_serialization)
         one = dataclasses.replace(
@@ -562,12 +569,13 @@ class StorageServer(flight.FlightServerBase):
 
         if extras.output_serialization is None:
             schema = plan.arrow_schema
-            produce = lambda: self.engine.execute_arrow(plan, [partition])  # noqa: E731
+            produce = arrow
             measure: Callable[[pa.RecordBatch], int] = lambda b: b.nbytes  # noqa: E731
         else:
             schema = RECORDS_SCHEMA
             output = extras.output_serialization
-            produce = lambda: _chunks(serialized_records(self.engine, one, output))  # noqa: E731
+            produce = lambda: _unchanged(  # noqa: E731
+                _chunks(serialized_records(self.engine, one, output)), objects, version)
             measure = lambda b: len(b.column(0)[0].as_buffer()) if b.num_rows else 0  # noqa: E731
 
         def on_batch(batch: pa.RecordBatch) -> Item:
@@ -874,6 +882,33 @@ def _tls_arguments(config: ServerConfig) -> dict[str, Any]:
         arguments["verify_client"] = True
         arguments["root_certificates"] = config.tls_client_ca.read_bytes()
     return arguments
+
+
+def _unchanged(batches: Iterator[pa.RecordBatch], objects: Sequence[ObjectInfo],
+               version: str) -> Iterator[pa.RecordBatch]:
+    """``batches``, then a check that the objects are still the version planned: an object
+    replaced or truncated while it streamed fails the stream instead of ending it short (and a
+    reader's error caused by such a change is reported as the change)."""
+    try:
+        yield from batches
+    except StorageError:
+        _check_version(objects, version)
+        raise
+    _check_version(objects, version)
+
+
+def _check_version(objects: Sequence[ObjectInfo], version: str) -> None:
+    try:
+        fresh = [dataclasses.replace(o, size=st.st_size, mtime_ns=st.st_mtime_ns)
+                 for o, st in ((o, os.stat(o.path)) for o in objects)]
+    except OSError:
+        fresh = []
+    if object_version(fresh) != version:
+        raise StaleTicketError(
+            f"{objects[0].bucket}/{objects[0].key} changed while it was read; the result is "
+            "incomplete: run the query again",
+            code="PreconditionFailed",
+        )
 
 
 def _source(obj: ObjectInfo) -> StoppableSource:

@@ -1,0 +1,49 @@
+"""An object that changes while it streams fails the stream: no short answer passes as whole."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.flight as flight
+import pytest
+
+from tests.conftest import start_server
+from tests.flight_storage.test_server_support import error_document, statement_descriptor
+
+ROWS = 400_000
+
+
+@pytest.mark.parametrize("query, endpoints", [
+    ('SELECT * FROM "b"."rows.csv" LIMIT 400000', 1),  # LIMIT: one ordered endpoint
+    ('SELECT * FROM "b"."rows.csv"', None),
+])
+@pytest.mark.parametrize("change", ["truncate", "replace"])
+def test_object_changed_mid_stream_fails_the_stream(tmp_path: Path, query: str,
+                                                    endpoints: int | None, change: str) -> None:
+    path = tmp_path / "b" / "rows.csv"
+    path.parent.mkdir()
+    path.write_text("".join(f"{i},{i % 7},padding padding padding {i:08d}\n"
+                            for i in range(ROWS)))
+    server = start_server(tmp_path)
+    try:
+        client = flight.connect(server.location)
+        info = client.get_flight_info(statement_descriptor(query))
+        if endpoints is not None:
+            assert len(info.endpoints) == endpoints
+        reader = client.do_get(info.endpoints[0].ticket)
+        assert reader.read_chunk().data.num_rows > 0
+        if change == "truncate":
+            with path.open("r+b") as handle:
+                handle.truncate(path.stat().st_size // 3)
+        else:
+            replacement = path.with_suffix(".new")
+            replacement.write_bytes(path.read_bytes())
+            os.replace(replacement, path)
+        with pytest.raises(pa.ArrowException) as failed:
+            while True:
+                reader.read_chunk()
+        assert error_document(failed.value)["code"] == "PreconditionFailed"
+    finally:
+        server.stop()
