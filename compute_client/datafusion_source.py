@@ -130,17 +130,35 @@ _TOKEN = re.compile(
     re.S,
 )
 _ESCAPES = {"\\": "\\", '"': '"', "n": "\n", "t": "\t", "r": "\r", "0": "\0"}
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SPACE = re.compile(r"\s*")
+_NAME_END = frozenset(" ),")
 
 
 class _Unparsed(ValueError):
     """The Expression's text is not in the subset this module reads back."""
 
 
-def _tokens(text: str) -> list[tuple[str, str]]:
+def _tokens(text: str, names: Sequence[str] = ()) -> list[tuple[str, str]]:
+    """Split an Expression's text; ``names`` are column names to read as one ``field`` token.
+
+    pyarrow prints a field name as is (``(order region == "x")``), so a name that is not an
+    identifier is found by trying the table's names, longest first; the rebuild check in
+    :func:`parse_expression` rejects any wrong split.
+    """
+    special = sorted((n for n in names if not _IDENTIFIER.fullmatch(n)), key=len, reverse=True)
     out: list[tuple[str, str]] = []
     position = 0
     text = text.rstrip()
     while position < len(text):
+        start = _SPACE.match(text, position).end()  # type: ignore[union-attr]
+        name = next((n for n in special if text.startswith(n, start)
+                     and (start + len(n) == len(text) or text[start + len(n)] in _NAME_END)),
+                    None)
+        if name is not None:
+            out.append(("field", name))
+            position = start + len(name)
+            continue
         match = _TOKEN.match(text, position)
         if match is None or match.end() == position:
             raise _Unparsed(f"unexpected text at {position}: {text[position:position + 20]!r}")
@@ -152,8 +170,8 @@ def _tokens(text: str) -> list[tuple[str, str]]:
 
 
 class _Parser:
-    def __init__(self, text: str) -> None:
-        self.tokens = _tokens(text)
+    def __init__(self, text: str, names: Sequence[str] = ()) -> None:
+        self.tokens = _tokens(text, names)
         self.position = 0
 
     def _next(self) -> tuple[str, str]:
@@ -185,12 +203,13 @@ class _Parser:
             return _Call(_INFIX[op], (left, right))
         if kind == "string":
             return _Literal(_unescape(value[1:-1]), True)
+        if kind == "field":
+            return _Field(value)
         if kind != "word":
             raise _Unparsed(f"unexpected {value!r}")
         if self.position < len(self.tokens) and self.tokens[self.position] == ("punct", "("):
             return self._call(value)
-        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value) and value not in ("true", "false",
-                                                                            "nan", "inf"):
+        if _IDENTIFIER.fullmatch(value) and value not in ("true", "false", "nan", "inf"):
             return _Field(value)
         return _Literal(value, False)
 
@@ -330,7 +349,7 @@ def parse_expression(expression: pc.Expression, schema: pa.Schema) -> _Node:
     The tree is returned only when rebuilding it gives an Expression ``equals`` to the one
     received (same functions, options, columns, literal values and types).
     """
-    node = _Parser(str(expression)).parse()
+    node = _Parser(str(expression), schema.names).parse()
     if not _rebuild(node, schema).equals(expression):
         raise _Unparsed(f"rebuilt expression differs from {expression}")
     return node
@@ -407,12 +426,37 @@ _KINDS: dict[tuple[str, str], _Kind] = {
 }
 
 
+_POSITIONAL = re.compile(r"_(\d+)")
+
+
+def unreferable_columns(server: pa.Schema) -> frozenset[str]:
+    """Server columns that no s3-select reference names in every object format.
+
+    A name twice in the schema has no reference of its own. A name ``_N`` at another position
+    than N is the N-th field in a CSV object but the column of that name in a Parquet object,
+    quoted or not. Such columns are fetched with ``SELECT *`` and filtered locally.
+
+    Example:
+        >>> sorted(unreferable_columns(pa.schema([("_2", pa.string()), ("_2x", pa.string())])))
+        ['_2']
+    """
+    seen: set[str] = set()
+    out: set[str] = set()
+    for position, name in enumerate(server.names):
+        positional = _POSITIONAL.fullmatch(name)
+        if name in seen or (positional is not None and int(positional.group(1)) != position + 1):
+            out.add(name)
+        seen.add(name)
+    return frozenset(out)
+
+
 def column_kinds(server: pa.Schema, client: pa.Schema) -> dict[str, _Kind]:
     """The pushable columns of a table: server schema as stored, client schema as declared."""
     kinds: dict[str, _Kind] = {}
+    unreferable = unreferable_columns(server)
     for column in client:
         index = server.get_field_index(column.name)
-        if index < 0:
+        if index < 0 or column.name in unreferable:
             continue
         server_type = server.field(index).type
         category = _category(column.type)
@@ -562,15 +606,41 @@ class PushdownPlan:
 
     filters: tuple[pushdown.Filter, ...]
     residual: pc.Expression | None
+    no_rows: bool = False
 
     @property
     def where(self) -> str:
         return " AND ".join(pushdown.render_filter(f) for f in self.filters)
 
 
-def plan_pushdown(expression: pc.Expression | None, server: pa.Schema,
+_NOT_CONSTANT: Any = object()
+_CONSTANT_TEXT: dict[Any, str] = {False: "false", None: "null"}
+_BOOLEAN_CONSTANTS = tuple(
+    (pc.scalar(pa.scalar(value, pa.bool_())), value) for value in (True, False, None)
+)
+
+
+def constant_filter(expression: pc.Expression | pa.Scalar) -> Any:
+    """``True``, ``False`` or ``None`` (NULL) when DataFusion folded the filter to a constant.
+
+    ``WHERE a = 'x' AND a = 'y'`` reaches the dataset as the scalar ``false``, which
+    ``RecordBatch.filter`` rejects ("Filter should be array-like"); a literal Expression is
+    recognised too. Anything else returns a private sentinel.
+    """
+    if isinstance(expression, pa.Scalar):
+        return expression.as_py()
+    for constant, value in _BOOLEAN_CONSTANTS:
+        if expression.equals(constant):
+            return value
+    return _NOT_CONSTANT
+
+
+def plan_pushdown(expression: pc.Expression | pa.Scalar | None, server: pa.Schema,
                   client: pa.Schema) -> PushdownPlan:
     """Split DataFusion's filter into pushed s3-select conjuncts and a local residual.
+
+    A filter folded to a constant pushes nothing: TRUE keeps every row, FALSE or NULL none
+    (``no_rows``: there is nothing to ask the server).
 
     Example:
         >>> s = pa.schema([("a", pa.string())])
@@ -579,6 +649,10 @@ def plan_pushdown(expression: pc.Expression | None, server: pa.Schema,
     """
     if expression is None:
         return PushdownPlan((), None)
+    constant = constant_filter(expression)
+    if constant is not _NOT_CONSTANT:
+        # SQL's WHERE keeps a row only where the condition is TRUE.
+        return PushdownPlan((), None, no_rows=constant is not True)
     try:
         tree = parse_expression(expression, client)
     except _Unparsed as exc:
@@ -614,7 +688,9 @@ def residual_columns(residual: pc.Expression | None, schema: pa.Schema) -> set[s
     if residual is None:
         return set()
     try:
-        return _expression_columns(_Parser(str(residual)).parse()) & set(schema.names)
+        return _expression_columns(_Parser(str(residual), schema.names).parse()) & set(
+            schema.names
+        )
     except _Unparsed:
         return set(schema.names)
 
@@ -638,7 +714,8 @@ class ScanStats:
     """One scan of a remote table: what was pushed and what came back.
 
     Attributes:
-        query: the s3-select statement sent.
+        query: the s3-select statement sent ('' when none was: the filter is constant FALSE
+            or NULL, so the scan has no partitions).
         pushed: the pushed WHERE clause ('' when none).
         local: the filter applied locally, as text ('' when none).
         limit: the pushed LIMIT, if any.
@@ -663,12 +740,21 @@ class ScanStats:
 
 
 def _conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
-    """Columns of ``schema`` by name, cast to its types (CSV text, decimals sent as double)."""
+    """Columns of ``schema`` by name, cast to its types (CSV text, decimals sent as double).
+
+    Raises:
+        RuntimeError: the batch has no column of that name, or several (index -1 would
+            silently take the last column).
+    """
     if not len(schema):
         return batch.select([])  # count(*): no columns, the row count still matters
     columns = []
     for target in schema:
-        column = batch.column(batch.schema.get_field_index(target.name))
+        index = batch.schema.get_field_index(target.name)
+        if index < 0:
+            raise RuntimeError(f"server result has no single column {target.name!r}: "
+                               f"{batch.schema.names}")
+        column = batch.column(index)
         if column.type != target.type:
             column = column.cast(target.type)
         columns.append(column)
@@ -799,10 +885,12 @@ class FlightDataset(ds.Dataset):
         return iter(self._plan_scan(columns, filter))
 
     def _plan_scan(self, columns: Sequence[str] | None,
-                   filter: pc.Expression | None) -> list[_EndpointFragment]:
+                   filter: pc.Expression | pa.Scalar | None) -> list[_EndpointFragment]:
         split = plan_pushdown(filter, self.server_schema, self._schema)
-        needed = _needed_columns(self._schema, columns, split.residual)
         limit = self._take_fetch_hint(split)
+        if split.no_rows:
+            return self._no_rows(filter)
+        needed = _needed_columns(self._schema, columns, split.residual)
         fetched = _project(self._schema, needed)
         query = pushdown.build_query(
             self.table.bucket, self.table.key, _server_projection(self, needed),
@@ -819,6 +907,16 @@ class FlightDataset(ds.Dataset):
                  len(plan.endpoints))
         scan = _Scan(self.table, self._schema, fetched, plan, split.residual, stats)
         return [_EndpointFragment(scan, e) for e in plan.endpoints]
+
+    def _no_rows(self, filter: pc.Expression | pa.Scalar | None) -> list[_EndpointFragment]:
+        """A filter that is constant FALSE or NULL: no partitions, no call to the server."""
+        constant = constant_filter(filter) if filter is not None else None
+        text = _CONSTANT_TEXT.get(constant, str(constant))
+        with self._lock:
+            self.scans.append(ScanStats("", "", text, None, 0))
+        log.info("flight scan table=%s/%s skipped: the filter is constant %s",
+                 self.table.bucket, self.table.key, text)
+        return []
 
     def _take_fetch_hint(self, split: PushdownPlan) -> int | None:
         with self._lock:
@@ -863,11 +961,15 @@ def _needed_columns(schema: pa.Schema, columns: Sequence[str] | None,
 
 def _server_projection(dataset: FlightDataset, needed: Sequence[str] | None
                        ) -> Sequence[str] | None:
-    """The SELECT list; ``*`` when a named wide decimal would come back as a double."""
+    """The SELECT list; ``*`` when a named wide decimal would come back as a double, or when a
+    column has no reference of its own (:func:`unreferable_columns`)."""
     if needed is None:
         return None
     server = dataset.server_schema
+    unreferable = unreferable_columns(server)
     for name in needed:
+        if name in unreferable:
+            return None
         data_type = server.field(name).type
         if pa.types.is_decimal(data_type) and data_type.precision > 15:
             return None

@@ -4,7 +4,8 @@ Filters arrive as a small neutral tree (:class:`Comparison`, :class:`InList`, :c
 :class:`StringMatch`, :class:`Not`, :class:`And`, :class:`Or`) so the DataFusion and Spark
 front ends share one renderer. Only what renders exactly is pushed; callers keep the rest.
 
-A column is named by a plain string, or by a :class:`Field` when the server must convert it
+A column is named by a plain string (rendered by :func:`quote_identifier`: bare when that is
+safe, else ``s3object."name"``), or by a :class:`Field` when the server must convert it
 before comparing (``Field("l_quantity", "INT")`` renders ``CAST(l_quantity AS INT)``: a CSV
 field the client reads as an integer). A :class:`Comparison` whose value is a :class:`Field`
 compares two columns. Deciding *whether* a comparison means on the server what it means on the
@@ -21,6 +22,17 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 _PLAIN_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Words the s3-select parser reads as keywords or literals, so that a bare column of that name
+# does not parse, or means something else (``missing``, ``s3object``). Measured against
+# select_dialect in both flavours; tests/compute_client/test_datafusion_column_names.py pins
+# the list against every keyword and function name of the parser.
+RESERVED_WORDS = frozenset(
+    "all alter and any as between case connect_by_root create cross current_date current_time "
+    "current_timestamp current_user distinct drop else except false fetch for from glob grant "
+    "having if ilike inner insert intersect into join lateral like missing not notnull null on "
+    "or outer partitioned_by qualify regexp returning revoke rlike rollback s3object select "
+    "tablesample then true uncache union using when where with xor".split()
+)
 _OPERATORS = {"=": "=", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 _LIKE_ESCAPE = "!"
 
@@ -89,10 +101,22 @@ Filter = Union[Comparison, InList, NullTest, StringMatch, Not, And, Or]
 
 
 def quote_identifier(name: str) -> str:
-    """An identifier as s3-select reads it (plain names stay bare)."""
-    if _PLAIN_IDENTIFIER.fullmatch(name):
+    """A column reference as s3-select reads it.
+
+    A plain name that is no keyword stays bare (``region``, ``Status``: the server looks the
+    exact name up first). Any other name is a quoted step under the row,
+    ``s3object."order region"``: a bare double-quoted name is a *string literal* in the Ceph
+    flavour, while a qualified one names the column in both flavours (CSV header, Parquet
+    column or JSON key; exact name first). A name ``_N`` is the N-th field of a CSV object
+    however it is written: callers must not use it for a column named ``_N`` elsewhere.
+
+    Example:
+        >>> quote_identifier("region"), quote_identifier("order region")
+        ('region', 's3object."order region"')
+    """
+    if _PLAIN_IDENTIFIER.fullmatch(name) and name.lower() not in RESERVED_WORDS:
         return name
-    return '"' + name.replace('"', '""') + '"'
+    return 's3object."' + name.replace('"', '""') + '"'
 
 
 def render_column(column: str | Field) -> str:
