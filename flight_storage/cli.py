@@ -110,6 +110,8 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     limits.add_argument("--max-open-streams", type=int, default=256,
                         help="result streams open at once (one per endpoint being read); more "
                         "are refused with SlowDown")
+    limits.add_argument("--max-parameter-bytes", type=int, default=1 << 20,
+                        help="largest batch of statement parameters a client may bind")
     limits.add_argument("--idle-timeout", type=float, default=300.0,
                         help="seconds a client may leave a stream unread before it is cancelled")
     limits.add_argument("--query-timeout", type=float, default=600.0, help="seconds")
@@ -156,6 +158,7 @@ def _serve(args: argparse.Namespace) -> int:
         queue_wait_s=args.queue_wait,
         max_open_streams=args.max_open_streams,
         idle_timeout_s=args.idle_timeout,
+        max_parameter_bytes=args.max_parameter_bytes,
         query_timeout_s=args.query_timeout,
         keepalive_s=args.keepalive,
         shutdown_grace_s=args.shutdown_grace,

@@ -36,6 +36,7 @@ class ServerConfig:
         max_open_streams: result streams open at once (each endpoint read is one); a DoGet
             over it is refused (SlowDown).
         idle_timeout_s: a stream whose client read nothing for this long is cancelled.
+        max_parameter_bytes: largest parameter batch a DoPut may bind (EntityTooLarge).
         query_timeout_s: a stream running longer than this is stopped (server's clock).
         keepalive_s: a scan that finds nothing sends an empty batch this often.
         shutdown_grace_s: on shutdown, running streams may finish for this long before they
@@ -57,6 +58,7 @@ class ServerConfig:
     max_concurrent_queries: int = 16
     queue_wait_s: float = 120.0
     max_open_streams: int = 256
+    max_parameter_bytes: int = 1 << 20
     idle_timeout_s: float = 300.0
     query_timeout_s: float = 600.0
     keepalive_s: float = 5.0
@@ -110,6 +112,7 @@ class ServerConfig:
         positive = {
             "max_concurrent_queries": self.max_concurrent_queries,
             "max_open_streams": self.max_open_streams,
+            "max_parameter_bytes": self.max_parameter_bytes,
             "idle_timeout_s": self.idle_timeout_s,
             "query_timeout_s": self.query_timeout_s,
             "keepalive_s": self.keepalive_s,

@@ -27,6 +27,7 @@ import re
 import secrets
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,6 +77,11 @@ SERVER_NAME: Final = "flight-select"
 SERVER_VERSION: Final = "0.1.0"
 TABLE_TYPES: Final = ("OBJECT", "PREFIX")
 FLAVOR_HEADER: Final = "x-flight-select-flavor"
+ENDPOINTS_HEADER: Final = "x-flight-select-endpoints"
+"""``single``: one endpoint for the whole result, for clients that read only the first
+endpoint of a FlightInfo (flightsql-dbapi); ``partitioned`` (default): one per partition."""
+_BOUND_HANDLES: Final = 1024
+"""Parameters bound by DoPut kept per handle, for clients that keep the first handle."""
 FLAVORS: Final = ("ceph", "aws")
 _SHUTDOWN_AFTER_ABORT_S: Final = 5.0
 """After the grace, how long ended streams get to leave gRPC before the server gives up."""
@@ -115,6 +121,7 @@ class CallContext:
     user: User | None
     flavor: str
     peer: str
+    single_endpoint: bool = False
 
     @property
     def user_name(self) -> str | None:
@@ -237,6 +244,7 @@ class StorageServer(flight.FlightServerBase):
         self.users = Users.load(config.users_file) if config.users_file is not None else None
         self._lock = threading.Lock()
         self._cancelled: dict[bytes, float] = {}
+        self._bound: OrderedDict[tuple[bytes, str | None], bytes] = OrderedDict()
         self.streams = StreamPool(config.stream_limits, self.is_cancelled)
         self.aborting = self.streams.aborting
         signer = TokenSigner(hashlib.sha256(b"bearer\x00" + self.secret).digest(),
@@ -293,10 +301,16 @@ class StorageServer(flight.FlightServerBase):
             raise InvalidRequestError(
                 f"unknown flavor {flavor!r} in {FLAVOR_HEADER}; use one of {', '.join(FLAVORS)}"
             )
+        endpoints = (headers.get(ENDPOINTS_HEADER) or ["partitioned"])[0].strip().lower()
+        if endpoints not in ("single", "partitioned"):
+            raise InvalidRequestError(
+                f"unknown value {endpoints!r} in {ENDPOINTS_HEADER}; use single or partitioned"
+            )
         user = middleware.user if middleware is not None else None
         if middleware is not None:
             middleware.fields["peer"] = context.peer()
-        return CallContext(user=user, flavor=flavor, peer=context.peer())
+        return CallContext(user=user, flavor=flavor, peer=context.peer(),
+                           single_endpoint=endpoints == "single")
 
     def _fields(self, context: flight.ServerCallContext) -> dict[str, Any]:
         middleware = context.get_middleware("call")
@@ -346,9 +360,14 @@ class StorageServer(flight.FlightServerBase):
         self, call: CallContext, descriptor: flight.FlightDescriptor, message: Any,
         fields: dict[str, Any],
     ) -> flight.FlightInfo:
-        handle = self._decode_handle(call, message.prepared_statement_handle)
+        raw = bytes(message.prepared_statement_handle)
+        handle = self._decode_handle(call, raw)
+        parameters = handle.parameters
+        if parameters is None:  # a client that binds, then keeps using the first handle
+            with self._lock:
+                parameters = self._bound.get((raw, call.user_name))
         return self._statement_info(call, descriptor, handle.query, handle.flavor,
-                                    handle.parameters, fields)
+                                    parameters, fields)
 
     def _statement_info(
         self,
@@ -367,7 +386,8 @@ class StorageServer(flight.FlightServerBase):
                 input_serialization=plan.input.to_request(), user=call.user_name,
                 parameters=parameters, issued_at=issued, object_version=table.version,
             )
-            for p in _endpoint_partitions(plan)
+            for p in ([Partition("object")] if call.single_endpoint
+                      else _endpoint_partitions(plan))
         ]
         total_records = _known_rows(plan)
         return self._flight_info(plan.arrow_schema, descriptor, tickets, plan, total_records,
@@ -738,10 +758,17 @@ class StorageServer(flight.FlightServerBase):
         name, message = protocol.unpack_any(_descriptor_command(descriptor))
         if name != "CommandPreparedStatementQuery":
             raise AccessDeniedError(f"{name}: this server is read-only", code="ReadOnly")
-        handle = self._decode_handle(call, message.prepared_statement_handle)
-        table = reader.read_all()
+        raw = bytes(message.prepared_statement_handle)
+        handle = self._decode_handle(call, raw)
+        table = _read_bounded(reader, self.config.max_parameter_bytes)
         batch = table.combine_chunks().to_batches()[0] if table.num_rows else None
         bound = protocol.bind_parameters(handle, batch)
+        with self._lock:
+            if bound.parameters is not None:
+                self._bound[(raw, call.user_name)] = bound.parameters
+                self._bound.move_to_end((raw, call.user_name))
+                while len(self._bound) > _BOUND_HANDLES:
+                    self._bound.popitem(last=False)
         result = pb.DoPutPreparedStatementResult(
             prepared_statement_handle=protocol.encode_handle(bound, self.secret)
         )
@@ -882,6 +909,28 @@ def _tls_arguments(config: ServerConfig) -> dict[str, Any]:
         arguments["verify_client"] = True
         arguments["root_certificates"] = config.tls_client_ca.read_bytes()
     return arguments
+
+
+def _read_bounded(reader: flight.MetadataRecordBatchReader, limit: int) -> pa.Table:
+    """Everything a DoPut sends, refused as soon as it passes ``limit`` bytes."""
+    batches, size = [], 0
+    while True:
+        try:
+            chunk = reader.read_chunk()
+        except StopIteration:
+            break
+        if chunk.data is None:
+            continue
+        size += chunk.data.nbytes
+        if size > limit:
+            raise ResourceLimitError(
+                f"statement parameters are over {limit} bytes (--max-parameter-bytes)",
+                code="EntityTooLarge",
+            )
+        batches.append(chunk.data)
+    if not batches:
+        return reader.schema.empty_table()
+    return pa.Table.from_batches(batches)
 
 
 def _unchanged(batches: Iterator[pa.RecordBatch], objects: Sequence[ObjectInfo],

@@ -1,0 +1,103 @@
+"""Flight SQL clients we did not write read every row (flightsql-dbapi, pandas/polars on ADBC)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ServerProcess, start_server
+
+ROWS = 60_000
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    root = tmp_path_factory.mktemp("foreign")
+    path = root / "shop" / "orders.csv"
+    path.parent.mkdir()
+    with path.open("w", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow(["order_id", "region", "note"])
+        for i in range(ROWS):
+            writer.writerow([i, f"r{i % 5}", f"a note long enough to pad the row {i:07d}"])
+    (root / "shop" / ".flight-select.json").write_text(
+        '{"tables": [{"prefix": "", "InputSerialization": {"CSV": {"FileHeaderInfo": "USE"}}}]}')
+    process = start_server(root)
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+_DBAPI_SCRIPT = """
+import json, sys
+from flightsql import FlightSQLClient, connect
+host, port, header, query, params = json.loads(sys.argv[1])
+metadata = {"x-flight-select-endpoints": header} if header else {}
+cursor = connect(FlightSQLClient(host=host, port=port, insecure=True, metadata=metadata)).cursor()
+try:
+    cursor.execute(query, params)
+except Exception as exc:
+    print(json.dumps({"error": str(exc)}))
+else:
+    print(json.dumps({"rows": [list(map(str, r)) for r in cursor.fetchall()]}))
+"""
+
+
+def _dbapi(server: ServerProcess, query: str, params: list[str] | None = None,
+           endpoints: str | None = "single") -> dict[str, Any]:
+    """Run flightsql-dbapi in its own process: its generated Flight SQL messages and ours
+    cannot share one protobuf descriptor pool (what a user's process has is theirs only)."""
+    host, port = server.location.removeprefix("grpc://").rsplit(":", 1)
+    argument = json.dumps([host, int(port), endpoints, query, params])
+    done = subprocess.run([sys.executable, "-c", _DBAPI_SCRIPT, argument], capture_output=True,
+                          text=True, timeout=120, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_object_has_several_endpoints(server: ServerProcess) -> None:
+    import pyarrow.flight as flight
+
+    from tests.flight_storage.test_server_support import statement_descriptor
+
+    info = flight.connect(server.location).get_flight_info(
+        statement_descriptor('SELECT * FROM "shop"."orders.csv"'))
+    assert len(info.endpoints) >= 2  # what makes a first-endpoint-only client lose rows
+
+
+def test_flightsql_dbapi_single_endpoint_option_reads_every_row(server: ServerProcess) -> None:
+    rows = _dbapi(server, 'SELECT order_id, region FROM "shop"."orders.csv"')["rows"]
+    assert len(rows) == ROWS
+    assert [int(r[0]) for r in rows] == list(range(ROWS))
+
+
+def test_flightsql_dbapi_parameters_with_the_first_handle(server: ServerProcess) -> None:
+    rows = _dbapi(server, 'SELECT order_id FROM "shop"."orders.csv" WHERE region = ? '
+                  "AND cast(order_id as int) < 100", ["r3"])["rows"]
+    assert sorted(int(r[0]) for r in rows) == [i for i in range(100) if i % 5 == 3]
+
+
+def test_an_unknown_endpoints_option_is_refused(server: ServerProcess) -> None:
+    result = _dbapi(server, 'SELECT order_id FROM "shop"."orders.csv"', endpoints="some")
+    assert "single or partitioned" in result["error"] and "Traceback" not in result["error"]
+
+
+def test_pandas_and_polars_through_adbc_read_every_row(server: ServerProcess) -> None:
+    import adbc_driver_flightsql.dbapi as flightsql
+    import pandas as pd
+
+    with flightsql.connect(server.location) as conn:
+        frame = pd.read_sql('SELECT order_id, note FROM "shop"."orders.csv"', conn)
+    assert len(frame) == ROWS and frame["order_id"].astype(int).tolist() == list(range(ROWS))
+    polars = pytest.importorskip("polars")
+    with flightsql.connect(server.location) as conn, conn.cursor() as cur:
+        cur.execute('SELECT order_id FROM "shop"."orders.csv" WHERE region = \'r1\'')
+        table = polars.from_arrow(cur.fetch_arrow_table())
+    assert table.height == ROWS // 5
