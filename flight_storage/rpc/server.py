@@ -565,9 +565,9 @@ class StorageServer(flight.FlightServerBase):
         objects: Sequence[ObjectInfo],
     ) -> _Stream:
         partition = ticket.partition
-        common = dict(source=source, context=context, pool=self.streams, fields=fields,
-                      stop_key=key)
         version = object_version(objects)
+        common = dict(source=source, context=context, pool=self.streams, fields=fields,
+                      stop_key=key, check_source=lambda: _changed(objects, version))
 
         def arrow() -> Iterator[pa.RecordBatch]:
             return _unchanged(self.engine.execute_arrow(plan, [partition]), objects, version)
@@ -947,17 +947,25 @@ def _unchanged(batches: Iterator[pa.RecordBatch], objects: Sequence[ObjectInfo],
 
 
 def _check_version(objects: Sequence[ObjectInfo], version: str) -> None:
+    changed = _changed(objects, version)
+    if changed is not None:
+        raise changed
+
+
+def _changed(objects: Sequence[ObjectInfo], version: str) -> StaleTicketError | None:
+    """The error to fail a stream with when its objects are no longer ``version``."""
     try:
         fresh = [dataclasses.replace(o, size=st.st_size, mtime_ns=st.st_mtime_ns)
                  for o, st in ((o, os.stat(o.path)) for o in objects)]
     except OSError:
         fresh = []
-    if object_version(fresh) != version:
-        raise StaleTicketError(
-            f"{objects[0].bucket}/{objects[0].key} changed while it was read; the result is "
-            "incomplete: run the query again",
-            code="PreconditionFailed",
-        )
+    if object_version(fresh) == version:
+        return None
+    return StaleTicketError(
+        f"{objects[0].bucket}/{objects[0].key} changed while it was read; the result is "
+        "incomplete: run the query again",
+        code="PreconditionFailed",
+    )
 
 
 def _source(obj: ObjectInfo) -> StoppableSource:

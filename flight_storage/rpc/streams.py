@@ -10,6 +10,7 @@ a small queue. The resources a client can make the server spend are bounded here
 | memory of a stream | ``queue_batches`` batches queued | the producer waits (holding no slot) until the client reads |
 | a client that stops reading | ``idle_timeout_s`` | the stream is cancelled (``RequestTimeout``) and its producer ends |
 | run time | ``query_timeout_s`` | the stream fails with ``QueryTimeout`` |
+| an object changed under a running stream | checked every second | the stream fails with ``PreconditionFailed`` |
 
 A producer holds a compute slot only while it computes the next batch (``next()`` of the query:
 DataFusion or the reference reader doing the work) and gives it back before it queues the batch.
@@ -44,6 +45,8 @@ log = logging.getLogger(__name__)
 
 POLL_S = 0.1
 """How often a waiting thread looks at its stream's stop switch."""
+_SOURCE_CHECK_S = 1.0
+"""How often the watchdog checks that a stream's objects are still the version planned."""
 
 Item = pa.RecordBatch | tuple[pa.RecordBatch, bytes]
 
@@ -246,6 +249,7 @@ class QueryStream:
         on_end: Callable[[], Item] | None = None,
         on_idle: Callable[[], Item] | None = None,
         stop_key: bytes = b"",
+        check_source: Callable[[], StorageError | None] | None = None,
     ) -> None:
         self._produce = produce
         self._schema = schema
@@ -258,6 +262,9 @@ class QueryStream:
         self._on_end = on_end
         self._on_idle = on_idle or (lambda: empty_batch(schema))
         self._stop_key = stop_key
+        self._check_source = check_source
+        self._next_source_check = 0.0
+        self._holding_slot = False
         self._queue: queue.Queue[tuple[str, Any]] = queue.Queue(
             maxsize=max(1, self._limits.queue_batches))
         self._thread: threading.Thread | None = None
@@ -290,13 +297,15 @@ class QueryStream:
                             code="SlowDown",
                         ), "busy")
                     return
+                with self._lock:
+                    self._holding_slot = True
                 try:
                     batch = next(batches)
                 except StopIteration:
                     self._put(("end", None))
                     return
                 finally:
-                    self._pool.release()
+                    self._give_back_slot()
                 if not self._put(("batch", batch)):
                     return
         except BaseException as exc:  # handed to the consumer, which converts it
@@ -306,6 +315,14 @@ class QueryStream:
             close = getattr(batches, "close", None)
             if close is not None:
                 close()  # a generator: release its reader (and DataFusion's stream) now
+
+    def _give_back_slot(self) -> None:
+        """Release the compute slot once, whoever gets here first: the producer after its
+        batch, or :meth:`fail` for a producer stuck inside the engine."""
+        with self._lock:
+            holding, self._holding_slot = self._holding_slot, False
+        if holding:
+            self._pool.release()
 
     def _put(self, item: tuple[str, Any]) -> bool:
         while not self.stop.is_set():
@@ -321,6 +338,12 @@ class QueryStream:
         """Fail the stream past its deadline, or when its client stopped reading."""
         if self._done:
             return
+        if self._check_source is not None and now >= self._next_source_check:
+            self._next_source_check = now + _SOURCE_CHECK_S
+            changed = self._check_source()
+            if changed is not None:
+                self.fail(changed, "changed")
+                return
         if now > self._deadline:
             self.fail(ResourceLimitError(
                 f"query ran longer than {self._limits.query_timeout_s:g} s (--query-timeout)",
@@ -338,6 +361,8 @@ class QueryStream:
             self._failure = error
         self._fields.setdefault("status", status)
         self.stop.set()
+        # a producer that never comes back from the engine must not keep its slot
+        self._give_back_slot()
         _drain(self._queue)  # the batches' memory goes now, not when gRPC pulls again
         self._finish(None)
 

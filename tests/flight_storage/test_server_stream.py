@@ -193,3 +193,26 @@ def test_abort_all_ends_every_open_stream(tmp_path: Path) -> None:
     for stream in streams:
         with pytest.raises(flight.FlightUnavailableError, match="ServiceUnavailable"):
             next(stream)
+
+
+def test_a_producer_stuck_in_the_engine_gives_its_slot_back_when_failed(tmp_path: Path) -> None:
+    """DataFusion can spin on a file truncated under it: failing the stream frees the slot."""
+    pool = _pool(max_running=1)
+    entered, release = threading.Event(), threading.Event()
+
+    def produce() -> Iterator[pa.RecordBatch]:
+        yield _batch(1)
+        entered.set()
+        release.wait(30)  # stuck inside next() as far as the stream can tell
+        yield _batch(2)
+
+    stream, *_ = _stream(tmp_path, produce, pool)
+    assert next(stream).num_rows == 1
+    assert entered.wait(30) and pool.computing == 1
+    stream.fail(ResourceLimitError("object changed", code="PreconditionFailed"), "changed")
+    assert pool.computing == 0 and pool.acquire(threading.Event())  # the slot is usable
+    pool.release()
+    release.set()
+    assert stream._thread is not None
+    stream._thread.join(30)
+    assert pool.computing == 0  # the producer did not release a second time
