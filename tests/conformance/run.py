@@ -21,7 +21,7 @@ import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 if __package__:
     from . import corpus
@@ -117,6 +117,17 @@ def known_failures_from(results: Sequence[tuple[corpus.Case, corpus.Outcome]]) -
     }
 
 
+def _counting(engine: corpus.Engine, readers: Counter[str]) -> corpus.Engine:
+    """``engine``, counting which reader served each request (``SelectResult.reader``)."""
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        result = engine(*args, **kwargs)
+        readers[str(getattr(result, "reader", "unknown"))] += 1
+        return result
+
+    return run  # type: ignore[return-value]
+
+
 def main(
     argv: Sequence[str] | None = None,
     out: TextIO = sys.stdout,
@@ -132,8 +143,10 @@ def main(
         case for case in corpus.load_cases(files)
         if args.substring is None or args.substring in case.id
     ]
+    readers: Counter[str] = Counter()
     ctx = corpus.RunContext(
-        engine=engine or corpus.load_engine(), corpus_dir=corpus_dir, seed=args.seed,
+        engine=_counting(engine or corpus.load_engine(), readers), corpus_dir=corpus_dir,
+        seed=args.seed,
         flavor=args.flavor, nanosecond_build=args.nanosecond_build,
     )
     results = list(corpus.run_cases(
@@ -152,6 +165,9 @@ def main(
     if args.show_failures:
         print_failures(results, args.show_failures, out)
     out.write(summary_table(results) + "\n")
+    if readers:
+        out.write("engine requests by reader: " + ", ".join(
+            f"{name} {count}" for name, count in sorted(readers.items())) + "\n")
     out.write(final_line(results) + "\n")
     return 1 if any(o.status == corpus.FAILED for _, o in results) else 0
 
