@@ -157,14 +157,24 @@ def _flight_bytes(location: str, statement: str) -> int:
 
 def _options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-spark", action="store_true", help="skip the Spark variants")
+    parser.add_argument("--scale", type=float, default=None,
+                        help="TPC-H scale factor of lineitem (1.4 is about 1 GB of CSV)")
+    parser.add_argument("--selectivities", default=None,
+                        help="comma list of shares to run, e.g. 0.01 (default: all)")
+    parser.add_argument("--variants", default=None,
+                        help="comma list of variants to run (default: all)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = common.bench_args(__doc__.splitlines()[0], argv, _options)
-    scale = SIZES["quick" if args.quick else "full"]
+    scale = args.scale or SIZES["quick" if args.quick else "full"]
     path = common.lineitem(scale, "csv")
     file_bytes = path.stat().st_size
     cuts = thresholds(path)
+    if args.selectivities:
+        wanted = {float(x) for x in args.selectivities.split(",")}
+        cuts = {share: cut for share, cut in cuts.items() if share in wanted}
+    chosen = set(args.variants.split(",")) if args.variants else None
     root = common.data_root(NAME, {f"{BUCKET}/{KEY}": path},
                             {BUCKET: [{"prefix": "", "InputSerialization": common.CSV_USE_HEADER}]})
     results: list[dict[str, Any]] = []
@@ -200,6 +210,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                          lambda: file_bytes),
                     ]
                 for variant, job, moved in cases:
+                    if chosen is not None and variant not in chosen:
+                        continue
                     counter.take()
                     stat, answer = common.measure(job, args.runs)
                     nbytes = moved()
