@@ -180,6 +180,8 @@ def _options(parser: argparse.ArgumentParser) -> None:
                         help="TPC-H scale factor of lineitem (1.4 is about 1 GB of CSV)")
     parser.add_argument("--selectivities", default=None,
                         help="comma list of shares to run, e.g. 0.01 (default: all)")
+    parser.add_argument("--partition-mb", type=int, default=None,
+                        help="server --partition-mb (default: the server's own default)")
     parser.add_argument("--variants", default=None,
                         help="comma list of variants to run (default: all)")
 
@@ -198,7 +200,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                             {BUCKET: [{"prefix": "", "InputSerialization": common.CSV_USE_HEADER}]})
     results: list[dict[str, Any]] = []
     spark = None
-    with common.ServerGroup(root, 1) as servers:
+    extra = ["--partition-mb", str(args.partition_mb)] if args.partition_mb else []
+    with common.ServerGroup(root, 1, *extra) as servers:
         location = servers.location
         whole = _flight_bytes(location, f'SELECT * FROM "{BUCKET}"."{KEY}"')
         counter = _ByteCounter()

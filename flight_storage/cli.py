@@ -94,8 +94,9 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     security.add_argument("--tls-client-ca", type=Path,
                           help="PEM CA that client certificates must chain to (mutual TLS)")
     limits = serve.add_argument_group("limits")
-    limits.add_argument("--partition-mb", type=int, default=16,
-                        help="split CSV/NDJSON objects into byte ranges of this size")
+    limits.add_argument("--partition-mb", type=int, default=128,
+                        help="split CSV/NDJSON objects into byte ranges of at most this size (and "
+                        "at least one per core for objects over 1 MiB)")
     limits.add_argument("--memory-limit-mb", type=int, default=1024,
                         help="DataFusion memory pool per query")
     limits.add_argument("--max-query-chars", type=int, default=256 * 1024,

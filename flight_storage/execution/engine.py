@@ -86,7 +86,7 @@ class EngineConfig:
     """
 
     batch_rows: int = 16384
-    partition_bytes: int = 16 << 20
+    partition_bytes: int = 128 << 20
     row_groups_per_partition: int = 4
     memory_limit_bytes: int | None = 1 << 30
     max_query_chars: int = 256 * 1024

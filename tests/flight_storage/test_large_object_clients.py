@@ -4,7 +4,7 @@ ADBC's ``cursor.execute`` issues one DoGet per endpoint in parallel and hands ro
 endpoint order; with a server that held a stream slot while a stream waited for its reader,
 the endpoints after the one being read held every slot and the query hung (``SlowDown`` after
 the queue wait). The server runs here with its defaults (a 2-core machine gives 4 compute
-slots) on a CSV of over 100 MB (7 endpoints).
+slots) except for 16 MiB partitions, so a CSV of over 100 MB has 7 endpoints, more than slots.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def big_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProce
     root = tmp_path_factory.mktemp("big-data")
     size = _write_big_csv(root / "big" / "rows.csv")
     assert size > 100_000_000
-    server = start_server(root)
+    server = start_server(root, "--partition-mb", "16")
     try:
         yield server
     finally:
