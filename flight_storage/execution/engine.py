@@ -578,14 +578,8 @@ class SelectEngine:
             scans = [chain_scans([s for p in chosen for s in self._scans(plan, p)])]
         ctx = _session(self.config, plan.translation)
         ctx.register_dataset(TABLE, StreamingDataset(plan.input_schema, scans))
-        try:
-            frame = ctx.sql_with_options(plan.translation.sql, _READ_ONLY)
-            for batch in frame.execute_stream():
-                yield batch.to_pyarrow()
-        except StorageError:
-            raise
-        except Exception as exc:  # DataFusion raises plain exceptions with text only
-            raise engine_error(exc) from None
+        yield from _arrow_batches(
+            lambda: ctx.sql_with_options(plan.translation.sql, _READ_ONLY).execute_stream())
 
     def _native_stream(
         self, plan: SelectPlan, native: NativeCsvTable, chosen: Sequence[Partition]
@@ -618,24 +612,23 @@ class SelectEngine:
         split = 0 if index is not None else _MIN_SPLIT_BYTES
         ctx = _session(self.config, plan.translation, partitions=partitions,
                        split_min_bytes=split)
-        try:
+
+        mismatch: list[bool] = []
+
+        def open_stream() -> Any:
             native.register(ctx, TABLE)
             frame = ctx.sql_with_options(plan.translation.sql, _READ_ONLY)
             if index is None:
-                stream = frame.execute_stream()
-            else:
-                physical = frame.execution_plan()
-                if physical.partition_count != partitions:
-                    # not DataFusion's split after all: the reference reader serves the range
-                    yield from self._reference_stream(plan, [partition] if partition else [])
-                    return
-                stream = ctx.execute(physical, index)
-            for batch in stream:
-                yield batch.to_pyarrow()
-        except StorageError:
-            raise
-        except Exception as exc:  # DataFusion raises plain exceptions with text only
-            raise engine_error(exc) from None
+                return frame.execute_stream()
+            physical = frame.execution_plan()
+            if physical.partition_count != partitions:
+                mismatch.append(True)  # not DataFusion's split after all
+                return None
+            return ctx.execute(physical, index)
+
+        yield from _arrow_batches(open_stream)
+        if mismatch and partition is not None:  # the reference reader serves the range
+            yield from self._reference_stream(plan, [partition])
 
     def execute_arrow(
         self, plan: SelectPlan, partitions: Sequence[Partition] | None = None
@@ -825,6 +818,21 @@ def _named(error: InputFormatError, object_name: str) -> InputFormatError:
         return error
     return type(error)(f"{object_name}: {error.message}", code=error.code, offset=error.offset,
                        row=error.row)
+
+
+def _arrow_batches(open_stream: Callable[[], Any]) -> Iterator[pa.RecordBatch]:
+    """The batches of a DataFusion stream as pyarrow, DataFusion's errors made ours; nothing
+    when ``open_stream`` returns None."""
+    try:
+        stream = open_stream()
+        if stream is None:
+            return
+        for batch in stream:
+            yield batch.to_pyarrow()
+    except StorageError:
+        raise
+    except Exception as exc:  # DataFusion raises plain exceptions with text only
+        raise engine_error(exc) from None
 
 
 def _order_free(translation: Translation) -> bool:
