@@ -31,11 +31,14 @@ NAME = "profile_server"
 STAGES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("CSV reader (formats/csv_input.py)", re.compile(r"csv_input\.py")),
     ("JSON reading", re.compile(r"json_input\.py")),
-    ("UDF kernels", re.compile(r"flight_storage/udfs\.py")),
+    ("UDF kernels", re.compile(r"flight_storage/execution/udfs\.py")),
+    ("CSV survey (formats/csv_guard.py)", re.compile(r"csv_guard\.py")),
     ("dataset scan glue", re.compile(r"streaming_dataset\.py")),
     ("result conversion", re.compile(r"arrow_result\.py|to_arrow_result")),
-    ("engine (DataFusion execute)", re.compile(r"flight_storage/engine\.py")),
-    ("Flight server / stream", re.compile(r"flight_storage/(server|boundary)\.py|pyarrow/flight")),
+    ("DataFusion (planning, reading, executing)", re.compile(r"datafusion/")),
+    ("engine (flight_storage/execution)", re.compile(r"flight_storage/execution/")),
+    ("Flight server / stream",
+     re.compile(r"flight_storage/rpc/(server|boundary|streams)\.py|pyarrow/flight")),
 )
 # A thread blocked on a Python lock still shows as active to py-spy.
 _WAITING = re.compile(r"^(Condition\.wait|Event\.wait|Thread\.join|_wait_for_tstate_lock) "
