@@ -570,7 +570,9 @@ class StorageServer(flight.FlightServerBase):
                       stop_key=key, check_source=lambda: _changed(objects, version))
 
         def arrow() -> Iterator[pa.RecordBatch]:
-            return _unchanged(self.engine.execute_arrow(plan, [partition]), objects, version)
+            batches = _counted(self.engine.execute_arrow(plan, [partition]), plan, source,
+                               _partition_bytes(partition, plan))
+            return _unchanged(batches, objects, version)
 
         if ticket.output_serialization is None:
             schema = plan.arrow_schema
@@ -595,7 +597,8 @@ class StorageServer(flight.FlightServerBase):
             schema = RECORDS_SCHEMA
             output = extras.output_serialization
             produce = lambda: _unchanged(  # noqa: E731
-                _chunks(serialized_records(self.engine, one, output)), objects, version)
+                _counted(_chunks(serialized_records(self.engine, one, output)), plan, source,
+                         total), objects, version)
             measure = lambda b: len(b.column(0)[0].as_buffer()) if b.num_rows else 0  # noqa: E731
 
         def on_batch(batch: pa.RecordBatch) -> Item:
@@ -931,6 +934,16 @@ def _read_bounded(reader: flight.MetadataRecordBatchReader, limit: int) -> pa.Ta
     if not batches:
         return reader.schema.empty_table()
     return pa.Table.from_batches(batches)
+
+
+def _counted(batches: Iterator[pa.RecordBatch], plan: SelectPlan, source: StoppableSource,
+             nbytes: int) -> Iterator[pa.RecordBatch]:
+    """``batches``; then, when DataFusion read the object itself (Python saw none of its
+    bytes), count the partition's bytes as scanned. A LIMIT may stop DataFusion early, so
+    those scans are not counted rather than over-counted."""
+    yield from batches
+    if plan.native is not None and plan.translation.limit is None:
+        source.read[0] = max(source.read[0], nbytes)
 
 
 def _unchanged(batches: Iterator[pa.RecordBatch], objects: Sequence[ObjectInfo],
