@@ -273,3 +273,13 @@ def test_references_and_kinds() -> None:
 
 def test_like_pattern_escapes_every_wildcard() -> None:
     assert spark_filters.like_pattern("contains", "5%_[!]") == "%5!%!_![!!!]%"
+
+
+def test_keyword_columns_go_by_position() -> None:
+    """A bare ``missing`` (or ``union``, ``join``) is not a column to the parser: by position."""
+    from compute_client.spark_filters import reference
+
+    for word in ("missing", "union", "join", "with", "status"):
+        names = ["id", word]
+        expected = "_2" if word != "status" else "status"
+        assert reference(word, 1, names) == expected
