@@ -617,6 +617,18 @@ class StorageServer(flight.FlightServerBase):
                              on_end=on_end, **common)
         return _Stream(schema, query)
 
+    # ------------------------------------------------------------------ unsupported RPCs
+    @rpc_boundary
+    def do_exchange(self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor,
+                    reader: Any, writer: Any) -> None:
+        raise protocol.UnknownCommandError("DoExchange")
+
+    @rpc_boundary
+    def list_flights(self, context: flight.ServerCallContext,
+                     criteria: bytes) -> Iterator[flight.FlightInfo]:
+        raise protocol.UnknownCommandError(
+            "ListFlights (list tables with GetTables, objects with the ListObjects action)")
+
     # ------------------------------------------------------------------ DoAction
     @rpc_boundary
     def do_action(

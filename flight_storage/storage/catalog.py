@@ -7,6 +7,7 @@ named by its ``/``-separated key. Format and compression come from the key's suf
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -110,12 +111,33 @@ def describe_key(key: str) -> tuple[str | None, str, bool]:
     return _FORMAT_SUFFIXES.get(suffix), compression, suffix in _JSON_LINES_SUFFIXES
 
 
+MAX_KEY_BYTES = 1024
+"""S3's limit on a key's UTF-8 length."""
+
+
 def _check_name(kind: str, name: str) -> None:
     if not name or "\x00" in name or name.startswith("/") or "\\" in name:
         raise AccessDeniedError(f"invalid {kind} name {name!r}")
     parts = name.split("/")
     if any(part in ("", ".", "..") for part in parts):
         raise AccessDeniedError(f"invalid {kind} name {name!r}")
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidRequestError(f"{kind} name {name!r} is not valid UTF-8",
+                                  code="InvalidArgument") from None
+    if size > MAX_KEY_BYTES:
+        raise InvalidRequestError(f"{kind} name is {size} bytes; the limit is {MAX_KEY_BYTES}",
+                                  code="KeyTooLongError")
+
+
+# errno -> (error class, S3 code) for a key whose file cannot be looked up
+_LOOKUP_ERRORS: dict[int, tuple[type[Exception], str]] = {
+    errno.ENAMETOOLONG: (InvalidRequestError, "KeyTooLongError"),
+    errno.ELOOP: (ObjectNotFoundError, "NoSuchKey"),
+    errno.EACCES: (AccessDeniedError, "AccessDenied"),
+    errno.EPERM: (AccessDeniedError, "AccessDenied"),
+}
 
 
 class Catalog:
@@ -161,14 +183,22 @@ class Catalog:
         """Resolve one object, refusing ``..``, absolute paths, NUL bytes and symlinks out."""
         base = self.bucket_path(bucket)
         _check_name("key", key)
+        if any(part.startswith(".") for part in key.split("/")):
+            # dotfiles (the bucket configuration among them) are not objects, as in listings
+            raise ObjectNotFoundError(f"no such key: {bucket}/{key}")
         path = base.joinpath(*key.split("/"))
         try:
             resolved = path.resolve(strict=True)
+            st = resolved.stat()
         except (FileNotFoundError, NotADirectoryError):
             raise ObjectNotFoundError(f"no such key: {bucket}/{key}") from None
+        except RuntimeError:  # pathlib's "Symlink loop"
+            raise ObjectNotFoundError(f"no such key: {bucket}/{key} (a symlink loop)") from None
+        except OSError as exc:
+            kind, code = _LOOKUP_ERRORS.get(exc.errno or 0, (ObjectNotFoundError, "NoSuchKey"))
+            raise kind(f"{bucket}/{key}: {exc.strerror}", code=code) from None
         if not resolved.is_relative_to(base.resolve()):
             raise AccessDeniedError(f"object {bucket}/{key} points outside its bucket")
-        st = resolved.stat()
         if not stat.S_ISREG(st.st_mode):
             raise ObjectNotFoundError(f"no such key: {bucket}/{key}")
         fmt, compression, json_lines = describe_key(key)
@@ -210,8 +240,8 @@ class Catalog:
         for key in sorted(keys):
             try:
                 yield self.object(bucket, key)
-            except (ObjectNotFoundError, AccessDeniedError):
-                continue  # vanished between listing and stat, or a link out: not listed
+            except (ObjectNotFoundError, AccessDeniedError, InvalidRequestError):
+                continue  # vanished, a link out or a loop, an unusable name: not listed
 
 
 @dataclass(frozen=True)
