@@ -103,6 +103,8 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
                         help="longest statement accepted")
     limits.add_argument("--max-record-kb", type=int, default=1024,
                         help="longest CSV/JSON record accepted")
+    limits.add_argument("--max-columns", type=int, default=4096,
+                        help="widest table a CSV query may make (select * of wide records)")
     limits.add_argument("--max-concurrent-queries", type=int, default=_default_streams(),
                         help="result streams computing at once (a stream holds a slot only "
                         "while it computes a batch); default twice the cores, at least 4")
@@ -168,6 +170,7 @@ def _serve(args: argparse.Namespace) -> int:
             memory_limit_bytes=args.memory_limit_mb << 20,
             max_query_chars=args.max_query_chars,
             max_record_bytes=args.max_record_kb << 10,
+            max_columns=args.max_columns,
         ),
     )
     if config.ticket_secret and len(config.ticket_secret) < 16:

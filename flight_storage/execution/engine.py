@@ -79,6 +79,8 @@ class EngineConfig:
         memory_limit_bytes: DataFusion memory pool per query (None: unbounded).
         max_query_chars: longest statement accepted (AWS allows 256 KiB).
         max_record_bytes: longest CSV/JSON record accepted (AWS: 1 MiB).
+        max_columns: widest table a CSV query may make (planning cost grows faster than
+            linearly with the width).
         native_readers: let DataFusion's own readers read the objects a survey proves they
             read exactly (False: the reference readers read everything).
         cores: DataFusion partitions an order-free query (an aggregate) runs on at once;
@@ -91,6 +93,7 @@ class EngineConfig:
     memory_limit_bytes: int | None = 1 << 30
     max_query_chars: int = 256 * 1024
     max_record_bytes: int = 1 << 20
+    max_columns: int = 4096
     native_readers: bool = True
     cores: int = 0
 
@@ -409,6 +412,9 @@ class SelectEngine:
             survey = self.surveys.survey(path, options, plan.input.compression)
         except (OSError, InputFormatError) as exc:
             return None, f"survey failed ({exc})"
+        widest = max(survey.max_fields, survey.header_fields)
+        if widest > self.config.max_columns:
+            return None, f"records of {widest} fields (over --max-columns)"
         return native_csv_table(path, options, survey, width=len(plan.input_schema),
                                 compression=plan.input.compression)
 
@@ -433,6 +439,12 @@ class SelectEngine:
         if translation.select_star and header is None:
             width = max(width, self._peek_csv_width(sources[0], input, options))
         width = max(width, 1)  # a statement that reads no field still counts rows
+        if width > self.config.max_columns:
+            raise InvalidRequestError(
+                f"the query's table would have {width} columns; the limit is "
+                f"{self.config.max_columns} (--max-columns): name the columns you need",
+                code="TooManyColumns",
+            )
         schema = pa.schema([pa.field(f"_{i}", pa.string()) for i in range(1, width + 1)])
         return translation, schema, header
 

@@ -201,3 +201,17 @@ def test_any_bytes_read_the_same_whichever_reader(tmp_path: Path, data: bytes, f
     path = tmp_path / "object.csv"
     path.write_bytes(data)
     _same(path, query, flavor, header)
+
+
+def test_wide_records_are_bounded_by_max_columns(tmp_path: Path) -> None:
+    """A record of 100,000 fields: select * is refused at once, a named column still reads."""
+    path = tmp_path / "object.csv"
+    path.write_text(",".join(f"v{i}" for i in range(100_000)) + "\n")
+    engine = SelectEngine(EngineConfig())
+    source = FileSource(path, "b/wide.csv", path.stat().st_size)
+    with pytest.raises(StorageError) as refused:
+        engine.plan("select * from s3object", source, InputSpec("csv"))
+    assert refused.value.code == "TooManyColumns" and "--max-columns" in refused.value.message
+    plan = engine.plan("select _2 from s3object", source, InputSpec("csv"))
+    assert plan.reader == "reference" and "max-columns" in plan.native_reason
+    assert [r for b in engine.execute(plan) for r in b.to_pylist()] == [{"c0": "v1"}]
