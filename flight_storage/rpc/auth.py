@@ -32,6 +32,7 @@ import json
 import os
 import secrets
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -194,6 +195,77 @@ class Users:
         stored = user.password_hash if user is not None else _DUMMY_HASH
         if not verify_password(password, stored) or user is None:
             raise AuthenticationError("wrong user name or password")
+        return user
+
+
+class LoginThrottle:
+    """Failed logins per user name, and a bound on password checks running at once.
+
+    After ``max_failures`` wrong passwords for one name within ``window_s``, that name is
+    refused for ``lockout_s`` without checking any password (a check costs a scrypt, which is
+    what a guessing client makes everyone else wait for). At most ``parallel_checks`` password
+    checks run at once; a login that cannot start one within ``wait_s`` is refused.
+
+    Example:
+        >>> throttle = LoginThrottle(max_failures=1, lockout_s=60)
+        >>> throttle.failed("alice")
+        >>> throttle.check("alice")
+        Traceback (most recent call last):
+        ...
+        flight_storage.rpc.auth.AuthenticationError: SlowDown: too many failed logins ...
+    """
+
+    def __init__(self, *, max_failures: int = 5, window_s: float = 60.0,
+                 lockout_s: float = 30.0, parallel_checks: int = 2, wait_s: float = 10.0,
+                 max_names: int = 10_000) -> None:
+        self.max_failures = max_failures
+        self.window_s = window_s
+        self.lockout_s = lockout_s
+        self.wait_s = wait_s
+        self.max_names = max_names
+        self._failures: dict[str, list[float]] = {}
+        self._locked: dict[str, float] = {}
+        self._lock = threading.Lock()
+        self._checks = threading.BoundedSemaphore(parallel_checks)
+
+    def check(self, name: str) -> None:
+        """Refuse ``name`` while it is locked out."""
+        with self._lock:
+            until = self._locked.get(name, 0.0)
+        left = until - time.monotonic()
+        if left > 0:
+            raise AuthenticationError(
+                f"too many failed logins for {name!r}; retry in {left:.0f} s", code="SlowDown")
+
+    def failed(self, name: str) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if len(self._failures) >= self.max_names and name not in self._failures:
+                self._failures.clear()  # bounded memory: forget, do not grow
+            recent = [t for t in self._failures.get(name, []) if now - t < self.window_s]
+            recent.append(now)
+            self._failures[name] = recent
+            if len(recent) >= self.max_failures:
+                self._locked[name] = now + self.lockout_s
+                self._failures.pop(name, None)
+
+    def succeeded(self, name: str) -> None:
+        with self._lock:
+            self._failures.pop(name, None)
+
+    def verify(self, users: Users, name: str, password: str) -> User:
+        """``users.check`` under the throttle."""
+        self.check(name)
+        if not self._checks.acquire(timeout=self.wait_s):
+            raise AuthenticationError("too many logins at once; retry later", code="SlowDown")
+        try:
+            user = users.check(name, password)
+        except AuthenticationError:
+            self.failed(name)
+            raise
+        finally:
+            self._checks.release()
+        self.succeeded(name)
         return user
 
 

@@ -37,7 +37,14 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from flight_storage import protocol
-from flight_storage.rpc.auth import AuthenticationError, TokenSigner, User, Users, parse_basic
+from flight_storage.rpc.auth import (
+    AuthenticationError,
+    LoginThrottle,
+    TokenSigner,
+    User,
+    Users,
+    parse_basic,
+)
 from flight_storage.rpc.boundary import client_error, guarded, rpc_boundary
 from flight_storage.storage.catalog import Catalog, ObjectInfo
 from flight_storage.rpc.config import ServerConfig
@@ -171,6 +178,7 @@ class _CallFactory(flight.ServerMiddlewareFactory):
     def __init__(self, users: Users | None, signer: TokenSigner) -> None:
         self.users = users
         self.signer = signer
+        self.throttle = LoginThrottle()
 
     def start_call(
         self, info: flight.CallInfo, headers: Mapping[str, list[str]]
@@ -196,7 +204,7 @@ class _CallFactory(flight.ServerMiddlewareFactory):
         scheme, _, credentials = values[0].strip().partition(" ")
         if scheme.lower() == "basic":
             name, password = parse_basic(credentials)
-            user = self.users.check(name, password)
+            user = self.throttle.verify(self.users, name, password)
             return user, self.signer.issue(user.name)
         if scheme.lower() == "bearer":
             name = self.signer.check(credentials.strip())

@@ -98,3 +98,23 @@ def test_add_user_command_line(tmp_path: Path) -> None:
     entry = json.loads(path.read_text())["users"]["carol"]
     assert entry["buckets"] == ["sales"]
     assert Users.load(path).check("carol", "secret-pw").name == "carol"
+
+
+def test_login_throttle_locks_a_name_after_failures_and_forgets_on_success() -> None:
+    from flight_storage.rpc.auth import AuthenticationError, LoginThrottle
+
+    throttle = LoginThrottle(max_failures=3, window_s=60.0, lockout_s=60.0)
+    throttle.failed("bob")
+    throttle.failed("bob")
+    throttle.succeeded("bob")  # a success forgets earlier failures
+    throttle.failed("bob")
+    throttle.failed("bob")
+    throttle.check("bob")  # two recent failures: still allowed
+    throttle.failed("bob")
+    with pytest.raises(AuthenticationError) as locked:
+        throttle.check("bob")
+    assert locked.value.code == "SlowDown"
+    throttle.check("alice")
+    expired = LoginThrottle(max_failures=1, lockout_s=0.0)
+    expired.failed("bob")
+    expired.check("bob")  # a lockout of zero seconds is over at once

@@ -314,3 +314,28 @@ def test_errors_never_carry_a_traceback(open_server: ServerProcess) -> None:
             client.get_flight_info(descriptor)
         assert "Traceback" not in str(info.value) and ".py" not in str(info.value)
         assert error_document(info.value)["code"]
+
+
+def test_failed_logins_are_throttled_per_user(data_root: Path, users_file: Path) -> None:
+    """Five wrong passwords lock the name out (no password is checked meanwhile); other users
+    are not affected."""
+    server = start_server(data_root, "--auth", str(users_file))
+    try:
+        def attempt(name: str, password: str) -> str:
+            try:
+                with flightsql.connect(server.location,
+                                       db_kwargs=_login(name, password)) as conn:
+                    with conn.cursor() as cursor:
+                        cursor.execute(SQL)
+                        cursor.fetchall()
+            except adbc_driver_manager.Error as exc:
+                return str(exc)
+            return "ok"
+
+        for _ in range(5):
+            assert '"code": "InvalidAccessKeyId"' in attempt("bob", "guess")
+        locked = attempt("bob", "bob-pw")
+        assert '"code": "SlowDown"' in locked and "too many failed logins" in locked
+        assert attempt("alice", "alice-pw") == "ok"
+    finally:
+        server.stop()
