@@ -19,6 +19,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from flight_storage.errors import StorageError
 
 
@@ -50,7 +52,9 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
 
-    serve = commands.add_parser("serve", help="run the Flight SQL storage server")
+    shows_defaults = argparse.ArgumentDefaultsHelpFormatter
+    serve = commands.add_parser("serve", help="run the Flight SQL storage server",
+                                formatter_class=shows_defaults)
     _add_serve_arguments(serve)
 
     add_user = commands.add_parser(
@@ -58,7 +62,8 @@ def _build_parser() -> argparse.ArgumentParser:
         help="add a user to a users file: USERS_FILE NAME [--bucket B ...] [--password-stdin]")
     add_user.add_argument("rest", nargs=argparse.REMAINDER)
 
-    query = commands.add_parser("query", help="run one S3 Select query on a local object")
+    query = commands.add_parser("query", help="run one S3 Select query on a local object",
+                                formatter_class=shows_defaults)
     query.add_argument("file", help="object file, or - for standard input")
     query.add_argument("--expression", "-e", required=True, help="s3-select SQL")
     query.add_argument("--input-serialization", type=_json_arg,
@@ -66,7 +71,8 @@ def _build_parser() -> argparse.ArgumentParser:
     query.add_argument("--output-serialization", type=_json_arg,
                        help='AWS OutputSerialization, e.g. \'{"JSON": {}}\'')
     query.add_argument("--scan-range", type=_scan_range_arg, help="START:END bytes (End inclusive)")
-    query.add_argument("--flavor", choices=("ceph", "aws"), default="ceph")
+    query.add_argument("--flavor", choices=("ceph", "aws"), default="ceph",
+                       help="dialect and printing rules: Ceph's s3select or AWS S3 Select")
     return parser
 
 
@@ -186,6 +192,10 @@ def _serve(args: argparse.Namespace) -> int:
     except (ConfigError, UsersFileError, OSError) as exc:
         print(f"flight-select: {exc}", file=sys.stderr)
         return 2
+    except pa.ArrowException as exc:  # gRPC could not bind: pyarrow says only that
+        print(f"flight-select: could not listen on {config.host}:{config.port} (is the port "
+              f"in use, or the address not this machine's?): {exc}", file=sys.stderr)
+        return 2
     print(f"listening on {server.location}", flush=True)
     while not stopping.wait(0.5):
         pass
@@ -238,6 +248,13 @@ def _query(args: argparse.Namespace) -> int:
     except FileNotFoundError as exc:
         print(f"NoSuchKey: {exc.filename}: no such file", file=sys.stderr)
         return 2
+    except IsADirectoryError as exc:
+        print(f"InvalidRequest: {exc.filename} is a directory; name an object file",
+              file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"InvalidRequest: {exc.filename or args.file}: {exc.strerror}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -257,7 +274,15 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``flight-select`` console script."""
     args = _build_parser().parse_args(argv)
-    return _COMMANDS[args.command](args)
+    status = _COMMANDS[args.command](args)
+    if args.command == "query" and argv is None:
+        # As a process of its own, leave without running interpreter teardown: DataFusion's
+        # runtime threads could abort it ("terminate called without an active exception")
+        # after the result was printed.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    return status
 
 
 if __name__ == "__main__":

@@ -63,3 +63,30 @@ def test_missing_file_is_no_such_key(tmp_path: Path) -> None:
     done = _query(str(tmp_path / "nope.csv"), "-e", "select * from s3object")
     assert done.returncode != 0
     assert done.stderr.decode().startswith("NoSuchKey")
+
+
+def test_a_directory_is_refused_without_a_traceback(tmp_path: Path) -> None:
+    result = _query(str(tmp_path), "--expression", "select * from s3object")
+    assert result.returncode == 2
+    assert b"is a directory" in result.stderr and b"Traceback" not in result.stderr
+
+
+def test_a_busy_port_is_reported_without_a_traceback(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "flight_storage", "serve", "--data", str(tmp_path),
+             "--port", str(port)], capture_output=True, timeout=60)
+    assert result.returncode == 2
+    assert b"could not listen" in result.stderr and b"Traceback" not in result.stderr
+
+
+def test_every_subcommand_help_shows_its_defaults() -> None:
+    for command in ("serve", "query"):
+        result = subprocess.run([sys.executable, "-m", "flight_storage", command, "--help"],
+                                capture_output=True, timeout=60, check=True)
+        assert b"(default:" in result.stdout
