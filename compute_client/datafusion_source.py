@@ -58,7 +58,7 @@ from datafusion.catalog import CatalogProvider, SchemaProvider, Table
 from compute_client import pushdown
 from compute_client.flight import ConnectionOptions, Endpoint, FlightSelectClient, QueryPlan
 
-log = logging.getLogger("compute_client.datafusion")
+log = logging.getLogger(__name__)
 
 # ---------------------------------------------------------------------------------------------
 # Expression parsing: str(pc.Expression) -> tree, proven by rebuilding.
@@ -858,10 +858,6 @@ class FlightDataset(ds.Dataset):
         """The most recent scan, or None."""
         return self.scans[-1] if self.scans else None
 
-    @property
-    def bytes_received(self) -> int:
-        """Arrow bytes received by every scan so far."""
-        return sum(s.bytes for s in self.scans)
 
     def scanner(self, schema: pa.Schema | None = None,  # type: ignore[override]
                 columns: Sequence[str] | None = None, filter: pc.Expression | None = None,

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "data" / "samples"
 ORDER_TABLES = ("sales/orders/2024-01.csv", "sales/orders/2024-02.csv", "sales/orders/2024-03.csv")
 
-log = logging.getLogger("compute_client.pipeline")
+log = logging.getLogger(__name__)
 
 
 @dataclass

@@ -53,7 +53,7 @@ from compute_client import pushdown, spark_filters
 from compute_client.flight import ConnectionOptions, Endpoint, FlightSelectClient
 
 SOURCE_NAME = "flight-select"
-log = logging.getLogger("compute_client.spark_source")
+log = logging.getLogger(__name__)
 
 
 def local_session(app_name: str, cores: int = 2) -> SparkSession:

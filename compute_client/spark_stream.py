@@ -61,7 +61,7 @@ from compute_client.spark_source import (
     spark_schema,
     split_columns,
 )
-log = logging.getLogger("compute_client.spark_stream")
+log = logging.getLogger(__name__)
 
 OFFSET_VERSION = 1
 _GONE = ("NoSuchKey", "NoSuchBucket")

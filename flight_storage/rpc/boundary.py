@@ -41,7 +41,7 @@ from flight_storage.errors import StorageError
 from flight_storage.protocol import ProtocolError, TicketError, UnknownCommandError
 from select_dialect.errors import SelectDialectError
 
-log = logging.getLogger("flight_storage.rpc.server")
+log = logging.getLogger(__name__)
 
 
 class _NoTraceback:

@@ -78,7 +78,7 @@ from flight_storage.request.statement import split_table_reference
 from flight_storage.request.tables import ResolvedTable, input_spec, object_version, resolve_table
 from select_dialect import translate
 
-log = logging.getLogger("flight_storage.rpc.server")
+log = logging.getLogger(__name__)
 
 SERVER_NAME: Final = "flight-select"
 SERVER_VERSION: Final = "0.1.0"

@@ -250,11 +250,3 @@ class ObjectPage:
 
     objects: tuple[ObjectInfo, ...]
     next_start_after: str | None
-
-
-def split_object_path(name: str) -> tuple[str, str]:
-    """Split ``bucket/key`` into its parts."""
-    bucket, sep, key = name.partition("/")
-    if not sep or not key:
-        raise InvalidRequestError(f"object name must be bucket/key, got {name!r}")
-    return bucket, key
