@@ -67,6 +67,9 @@ __all__ = [
     "TABLES_SCHEMA",
     "TABLES_SCHEMA_WITH_SCHEMA",
     "TABLE_TYPES_SCHEMA",
+    "XDBC_TYPE_INFO_SCHEMA",
+    "PRIMARY_KEYS_SCHEMA",
+    "FOREIGN_KEYS_SCHEMA",
     "TICKET_VERSION",
     "HANDLE_VERSION",
     "TYPE_URL_PREFIX",
@@ -329,6 +332,62 @@ TABLES_SCHEMA_WITH_SCHEMA: Final = TABLES_SCHEMA.append(
 
 TABLE_TYPES_SCHEMA: Final = pa.schema([pa.field("table_type", pa.utf8(), nullable=False)])
 """Result of ``CommandGetTableTypes``."""
+
+XDBC_TYPE_INFO_SCHEMA: Final = pa.schema(
+    [
+        pa.field("type_name", pa.utf8(), nullable=False),
+        pa.field("data_type", pa.int32(), nullable=False),
+        pa.field("column_size", pa.int32()),
+        pa.field("literal_prefix", pa.utf8()),
+        pa.field("literal_suffix", pa.utf8()),
+        pa.field("create_params", pa.list_(pa.field("item", pa.utf8(), nullable=False))),
+        pa.field("nullable", pa.int32(), nullable=False),
+        pa.field("case_sensitive", pa.bool_(), nullable=False),
+        pa.field("searchable", pa.int32(), nullable=False),
+        pa.field("unsigned_attribute", pa.bool_()),
+        pa.field("fixed_prec_scale", pa.bool_(), nullable=False),
+        pa.field("auto_increment", pa.bool_()),
+        pa.field("local_type_name", pa.utf8()),
+        pa.field("minimum_scale", pa.int32()),
+        pa.field("maximum_scale", pa.int32()),
+        pa.field("sql_data_type", pa.int32(), nullable=False),
+        pa.field("datetime_subcode", pa.int32()),
+        pa.field("num_prec_radix", pa.int32()),
+        pa.field("interval_precision", pa.int32()),
+    ]
+)
+"""Result of ``CommandGetXdbcTypeInfo``."""
+
+PRIMARY_KEYS_SCHEMA: Final = pa.schema(
+    [
+        pa.field("catalog_name", pa.utf8()),
+        pa.field("db_schema_name", pa.utf8()),
+        pa.field("table_name", pa.utf8(), nullable=False),
+        pa.field("column_name", pa.utf8(), nullable=False),
+        pa.field("key_name", pa.utf8()),
+        pa.field("key_sequence", pa.int32(), nullable=False),
+    ]
+)
+"""Result of ``CommandGetPrimaryKeys`` (objects have no keys: always empty)."""
+
+FOREIGN_KEYS_SCHEMA: Final = pa.schema(
+    [
+        pa.field("pk_catalog_name", pa.utf8()),
+        pa.field("pk_db_schema_name", pa.utf8()),
+        pa.field("pk_table_name", pa.utf8(), nullable=False),
+        pa.field("pk_column_name", pa.utf8(), nullable=False),
+        pa.field("fk_catalog_name", pa.utf8()),
+        pa.field("fk_db_schema_name", pa.utf8()),
+        pa.field("fk_table_name", pa.utf8(), nullable=False),
+        pa.field("fk_column_name", pa.utf8(), nullable=False),
+        pa.field("key_sequence", pa.int32(), nullable=False),
+        pa.field("fk_key_name", pa.utf8()),
+        pa.field("pk_key_name", pa.utf8()),
+        pa.field("update_rule", pa.uint8(), nullable=False),
+        pa.field("delete_rule", pa.uint8(), nullable=False),
+    ]
+)
+"""Result of ``CommandGetExportedKeys``, ``…ImportedKeys`` and ``…CrossReference`` (empty)."""
 
 # Info ids whose integer value the protocol defines as int32 (the other integers are int64).
 _INT32_INFOS: Final = frozenset(

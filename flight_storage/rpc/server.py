@@ -347,6 +347,8 @@ class StorageServer(flight.FlightServerBase):
             return self._info_s3_request(call, descriptor, command, self._fields(context))
         name, message = protocol.unpack_any(command)
         handler = self._INFO_HANDLERS.get(name)
+        if handler is None and name in _METADATA:
+            handler = StorageServer._info_metadata
         if handler is None:
             raise protocol.UnknownCommandError(name)
         return handler(self, call, descriptor, message, self._fields(context))
@@ -498,7 +500,7 @@ class StorageServer(flight.FlightServerBase):
         fields: dict[str, Any],
     ) -> flight.FlightInfo:
         name = message.DESCRIPTOR.name
-        schema = self._METADATA_SCHEMAS[name](message)
+        schema = _METADATA[name].schema(message)
         ticket = flight.Ticket(protocol.pack_any(message))
         return flight.FlightInfo(schema, descriptor, [flight.FlightEndpoint(ticket, [])], -1, -1)
 
@@ -511,10 +513,10 @@ class StorageServer(flight.FlightServerBase):
         name, message = protocol.unpack_any(ticket.ticket)
         if name == "TicketStatementQuery":
             return self._serve_partition(context, call, message.statement_handle)
-        builder = self._METADATA_BUILDERS.get(name)
-        if builder is None:
+        command = _METADATA.get(name)
+        if command is None:
             raise protocol.UnknownCommandError(name)
-        return flight.RecordBatchStream(builder(self, call, message))
+        return flight.RecordBatchStream(command.build(self, call, message))
 
     def _serve_partition(
         self, context: flight.ServerCallContext, call: CallContext, handle: bytes
@@ -875,30 +877,19 @@ class StorageServer(flight.FlightServerBase):
             [{"table_type": t} for t in TABLE_TYPES], schema=protocol.TABLE_TYPES_SCHEMA
         )
 
+    def _xdbc_type_info(self, call: CallContext, message: Any) -> pa.Table:
+        rows = [dict(zip(_XDBC_COLUMNS, row, strict=True)) for row in _XDBC_TYPES]
+        if message.HasField("data_type"):
+            rows = [r for r in rows if r["data_type"] == message.data_type]
+        return pa.Table.from_pylist(rows, schema=protocol.XDBC_TYPE_INFO_SCHEMA)
+
+    def _no_keys(self, call: CallContext, message: Any) -> pa.Table:
+        name = message.DESCRIPTOR.name
+        return _METADATA[name].schema(message).empty_table()
+
     _INFO_HANDLERS: Mapping[str, Callable[..., flight.FlightInfo]] = {
         "CommandStatementQuery": _info_statement,
         "CommandPreparedStatementQuery": _info_prepared,
-        "CommandGetSqlInfo": _info_metadata,
-        "CommandGetCatalogs": _info_metadata,
-        "CommandGetDbSchemas": _info_metadata,
-        "CommandGetTables": _info_metadata,
-        "CommandGetTableTypes": _info_metadata,
-    }
-    _METADATA_SCHEMAS: Mapping[str, Callable[[Any], pa.Schema]] = {
-        "CommandGetSqlInfo": lambda m: protocol.SQL_INFO_SCHEMA,
-        "CommandGetCatalogs": lambda m: protocol.CATALOGS_SCHEMA,
-        "CommandGetDbSchemas": lambda m: protocol.DB_SCHEMAS_SCHEMA,
-        "CommandGetTables": lambda m: (
-            protocol.TABLES_SCHEMA_WITH_SCHEMA if m.include_schema else protocol.TABLES_SCHEMA
-        ),
-        "CommandGetTableTypes": lambda m: protocol.TABLE_TYPES_SCHEMA,
-    }
-    _METADATA_BUILDERS: Mapping[str, Callable[..., pa.Table]] = {
-        "CommandGetSqlInfo": _sql_info,
-        "CommandGetCatalogs": _catalogs,
-        "CommandGetDbSchemas": _db_schemas,
-        "CommandGetTables": _tables,
-        "CommandGetTableTypes": _table_types,
     }
     _ACTION_HANDLERS: Mapping[str, Callable[..., list[flight.Result]]] = {
         "CreatePreparedStatement": _action_create_prepared,
@@ -932,6 +923,63 @@ def _tls_arguments(config: ServerConfig) -> dict[str, Any]:
         arguments["verify_client"] = True
         arguments["root_certificates"] = config.tls_client_ca.read_bytes()
     return arguments
+
+
+@dataclass(frozen=True)
+class _MetadataCommand:
+    """One Flight SQL metadata command: its result schema and how to build the result."""
+
+    schema: Callable[[Any], pa.Schema]
+    build: Callable[[StorageServer, CallContext, Any], pa.Table]
+
+
+_METADATA: Final[Mapping[str, _MetadataCommand]] = {
+    "CommandGetSqlInfo": _MetadataCommand(lambda m: protocol.SQL_INFO_SCHEMA,
+                                          StorageServer._sql_info),
+    "CommandGetCatalogs": _MetadataCommand(lambda m: protocol.CATALOGS_SCHEMA,
+                                           StorageServer._catalogs),
+    "CommandGetDbSchemas": _MetadataCommand(lambda m: protocol.DB_SCHEMAS_SCHEMA,
+                                            StorageServer._db_schemas),
+    "CommandGetTables": _MetadataCommand(
+        lambda m: protocol.TABLES_SCHEMA_WITH_SCHEMA if m.include_schema else
+        protocol.TABLES_SCHEMA,
+        StorageServer._tables),
+    "CommandGetTableTypes": _MetadataCommand(lambda m: protocol.TABLE_TYPES_SCHEMA,
+                                             StorageServer._table_types),
+    "CommandGetXdbcTypeInfo": _MetadataCommand(lambda m: protocol.XDBC_TYPE_INFO_SCHEMA,
+                                               StorageServer._xdbc_type_info),
+    "CommandGetPrimaryKeys": _MetadataCommand(lambda m: protocol.PRIMARY_KEYS_SCHEMA,
+                                              StorageServer._no_keys),
+    "CommandGetExportedKeys": _MetadataCommand(lambda m: protocol.FOREIGN_KEYS_SCHEMA,
+                                               StorageServer._no_keys),
+    "CommandGetImportedKeys": _MetadataCommand(lambda m: protocol.FOREIGN_KEYS_SCHEMA,
+                                               StorageServer._no_keys),
+    "CommandGetCrossReference": _MetadataCommand(lambda m: protocol.FOREIGN_KEYS_SCHEMA,
+                                                 StorageServer._no_keys),
+}
+"""Every metadata command, one record each (GetFlightInfo's schema, DoGet's result)."""
+
+_XDBC_COLUMNS: Final = tuple(protocol.XDBC_TYPE_INFO_SCHEMA.names)
+# The types a result column can have: name, XDBC/SQL type code, column size, literal prefix and
+# suffix, create params, nullable (1), case sensitive, searchable (3: full), unsigned,
+# fixed precision, auto increment, local name, min and max scale, SQL type, datetime subcode,
+# radix, interval precision.
+_XDBC_TYPES: Final = (
+    ("VARCHAR", 12, None, "'", "'", None, 1, True, 3, None, False, None, "string", None, None,
+     12, None, None, None),
+    ("BIGINT", -5, 19, None, None, None, 1, False, 2, False, True, False, "int64", 0, 0, -5,
+     None, 10, None),
+    ("DOUBLE", 8, 53, None, None, None, 1, False, 2, False, False, False, "float64", None,
+     None, 8, None, 2, None),
+    ("DECIMAL", 3, 38, None, None, ["precision", "scale"], 1, False, 2, False, True, False,
+     "decimal", 0, 38, 3, None, 10, None),
+    ("BOOLEAN", 16, 1, None, None, None, 1, False, 2, None, False, None, "bool", None, None,
+     16, None, None, None),
+    ("DATE", 91, 10, "DATE '", "'", None, 1, False, 2, None, False, None, "date", None, None,
+     9, 1, None, None),
+    ("TIMESTAMP", 93, 35, "TIMESTAMP '", "'", None, 1, False, 2, None, False, None,
+     "timestamp", 0, 9, 9, 3, None, None),
+)
 
 
 def _read_bounded(reader: flight.MetadataRecordBatchReader, limit: int) -> pa.Table:

@@ -101,3 +101,34 @@ def test_pandas_and_polars_through_adbc_read_every_row(server: ServerProcess) ->
         cur.execute('SELECT order_id FROM "shop"."orders.csv" WHERE region = \'r1\'')
         table = polars.from_arrow(cur.fetch_arrow_table())
     assert table.height == ROWS // 5
+
+
+@pytest.mark.parametrize("command, rows", [
+    ("CommandGetXdbcTypeInfo", 7),
+    ("CommandGetPrimaryKeys", 0),
+    ("CommandGetExportedKeys", 0),
+    ("CommandGetImportedKeys", 0),
+    ("CommandGetCrossReference", 0),
+])
+def test_catalog_answers_what_bi_clients_ask(server: ServerProcess, command: str,
+                                             rows: int) -> None:
+    """XDBC type info lists the result types; objects have no primary or foreign keys."""
+    import pyarrow.flight as flight
+
+    from flight_storage import protocol
+
+    message = getattr(protocol.pb, command)()
+    if command != "CommandGetXdbcTypeInfo":
+        for field in ("table", "pk_table", "fk_table"):
+            if field in message.DESCRIPTOR.fields_by_name:
+                setattr(message, field, "orders.csv")
+    client = flight.connect(server.location)
+    info = client.get_flight_info(flight.FlightDescriptor.for_command(protocol.pack_any(message)))
+    table = client.do_get(info.endpoints[0].ticket).read_all()
+    assert table.schema.equals(info.schema) and table.num_rows == rows
+    if rows:
+        assert "VARCHAR" in table.column("type_name").to_pylist()
+        one = protocol.pb.CommandGetXdbcTypeInfo(data_type=12)
+        info = client.get_flight_info(flight.FlightDescriptor.for_command(protocol.pack_any(one)))
+        assert client.do_get(info.endpoints[0].ticket).read_all().column(
+            "type_name").to_pylist() == ["VARCHAR"]
