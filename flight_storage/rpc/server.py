@@ -842,7 +842,12 @@ class StorageServer(flight.FlightServerBase):
             buckets = [b for b in self._readable_buckets(call) if _like(b, schema_pattern)]
         rows = []
         for bucket in buckets:
-            names = [(t.prefix, "PREFIX") for t in self.catalog.bucket_config(bucket).tables]
+            try:
+                configured = self.catalog.bucket_config(bucket).tables
+            except StorageError as exc:  # one bucket's broken file must not hide the others
+                log.warning("bucket %s: %s", bucket, exc)
+                configured = ()
+            names = [(t.prefix, "PREFIX") for t in configured]
             names += [(o.key, "OBJECT") for o in self.catalog.objects(bucket)
                       if o.format is not None]
             for name, kind in names:

@@ -67,3 +67,26 @@ def test_do_exchange_and_list_flights_answer_unimplemented_json(server: ServerPr
         writer, reader = client.do_exchange(flight.FlightDescriptor.for_command(b"x"))
         reader.read_all()
     assert "DoExchange" in str(exchange.value) and "Traceback" not in str(exchange.value)
+
+
+def test_a_broken_bucket_configuration_hides_no_other_bucket(tmp_path: Path) -> None:
+    import adbc_driver_flightsql.dbapi as flightsql
+
+    for bucket, key in (("good", "x.csv"), ("bad", "y.csv")):
+        (tmp_path / bucket).mkdir()
+        (tmp_path / bucket / key).write_text("a,b\n")
+    (tmp_path / "bad" / ".flight-select.json").write_text("{not json")
+    process = start_server(tmp_path)
+    try:
+        with flightsql.connect(process.location) as conn:
+            objects = conn.adbc_get_objects(depth="tables").read_all().to_pylist()
+            tables = {(s["db_schema_name"], t["table_name"]) for c in objects
+                      for s in c["catalog_db_schemas"] or [] for t in s["db_schema_tables"] or []}
+            assert {("good", "x.csv"), ("bad", "y.csv")} <= tables
+            with conn.cursor() as cursor:
+                cursor.execute('SELECT * FROM "good"."x.csv"')
+                assert cursor.fetchall() == [("a", "b")]
+                with pytest.raises(Exception, match="invalid bucket configuration"):
+                    cursor.execute('SELECT * FROM "bad"."y.csv"')
+    finally:
+        process.stop()
