@@ -1,0 +1,74 @@
+"""The README's examples, run as written (the server's port is the one difference).
+
+The ADBC snippet and the CLI example are taken from the README's fenced blocks, so a change to
+the README changes what runs here. Their answers are checked against the sample data.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ServerProcess, start_server
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+ORDERS = ROOT / "data" / "samples" / "sales" / "orders" / "2024-01.csv"
+
+
+def _block(language: str, contains: str) -> str:
+    for match in re.finditer(rf"```{language}\n(.*?)```", README, flags=re.S):
+        if contains in match.group(1):
+            return match.group(1)
+    raise AssertionError(f"no {language} block with {contains!r} in README.md")
+
+
+def _orders() -> list[dict[str, str]]:
+    with ORDERS.open(newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ServerProcess]:
+    process = start_server(ROOT / "data" / "samples")
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="issue #12: in the default ceph flavour LIMIT counts "
+                   "scanned records (1 row of the 5 asked); the standard-SQL flavour is not "
+                   "built yet")
+def test_readme_adbc_snippet(server: ServerProcess) -> None:
+    code = _block("python", "flightsql.connect").replace("grpc://127.0.0.1:8815",
+                                                         server.location)
+    code = code.replace("print(cur.fetchall())", "rows = cur.fetchall()")
+    scope: dict[str, object] = {}
+    exec(compile(code, "README.md", "exec"), scope)  # noqa: S102 - the README's own code
+    expected = [(r["order_id"], r["region"]) for r in _orders()
+                if r["status"] == "delivered"][:5]
+    assert scope["rows"] == expected
+
+
+@pytest.mark.xfail(strict=True, raises=json.JSONDecodeError,
+                   reason="issue #12: in the default ceph flavour the CLI prints "
+                   "`{\"order_id\":1,\"r\":WEST}` (not JSON) and LIMIT counts scanned records")
+def test_readme_cli_example() -> None:
+    command = _block("bash", "flight-select query").replace("\\\n", " ")
+    command = command.replace(".venv/bin/flight-select", f"{sys.executable} -m flight_storage")
+    result = subprocess.run(command, shell=True, cwd=ROOT, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    expected = [r for r in _orders() if r["status"] == "shipped"][:3]
+    assert [str(r["order_id"]) for r in records] == [r["order_id"] for r in expected]
+    assert [r["r"] for r in records] == [r["region"].upper() for r in expected]
