@@ -919,8 +919,9 @@ class FlightDataset(ds.Dataset):
             hint, self._fetch_hint = self._fetch_hint, None
         if hint is None or split.residual is not None:
             return None
-        # Ceph's LIMIT counts scanned rows, so with a WHERE it would cut matching rows.
-        if split.filters and self.table.connection.flavor != "aws":
+        # Ceph's LIMIT counts scanned rows, so with a WHERE it would cut matching rows
+        # (standard and aws count result rows).
+        if split.filters and self.table.connection.flavor == "ceph":
             return None
         return hint
 

@@ -20,7 +20,7 @@ import pyarrow.flight as flight
 from compute_client.errors import ClientError, RemoteQueryError, ServerUnavailableError
 from flight_storage import protocol
 
-FLAVOR_HEADER = "x-flight-select-flavor"
+FLAVOR_HEADER = protocol.FLAVOR_HEADER
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,8 @@ class ConnectionOptions:
 
     Attributes:
         location: ``grpc://host:port`` or ``grpc+tls://host:port``.
-        flavor: s3-select flavour (``ceph`` or ``aws``).
+        flavor: dialect flavour (``standard``, ``ceph`` or ``aws``); None sends no header,
+            so the server's default applies (``standard`` for statements).
         username, password: Basic credentials exchanged for a bearer token at connect time.
         tls_root_certs: PEM bytes of the CA to trust for ``grpc+tls``.
         cert_chain, private_key: PEM client certificate and key (mutual TLS).
@@ -37,7 +38,7 @@ class ConnectionOptions:
     """
 
     location: str
-    flavor: str = "ceph"
+    flavor: str | None = None
     username: str | None = None
     password: str | None = None
     tls_root_certs: bytes | None = None
@@ -131,9 +132,10 @@ class FlightSelectClient:
     def __init__(self, options: ConnectionOptions) -> None:
         self.options = options
         self._clients: dict[str, flight.FlightClient] = {}
-        self._headers: list[tuple[bytes, bytes]] = [
-            (FLAVOR_HEADER.encode(), options.flavor.encode())
-        ] + [(k.lower().encode(), v.encode()) for k, v in options.headers.items()]
+        named = [] if options.flavor is None else [(FLAVOR_HEADER.encode(),
+                                                    options.flavor.encode())]
+        self._headers: list[tuple[bytes, bytes]] = named + [
+            (k.lower().encode(), v.encode()) for k, v in options.headers.items()]
         self._client(options.location)
 
     def _client(self, location: str) -> flight.FlightClient:

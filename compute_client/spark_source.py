@@ -15,7 +15,7 @@ Batch options:
 | ``table`` | the object, ``bucket/key`` |
 | ``query`` | instead of ``table``: a raw s3-select statement (aggregates too); no filter pushed |
 | ``columns`` | comma-separated projection (column pruning; a user schema prunes too) |
-| ``flavor`` | ``ceph`` (default) or ``aws`` |
+| ``flavor`` | ``standard`` (the server's default), ``ceph`` or ``aws`` |
 | ``username``, ``password`` | Basic credentials, exchanged for a bearer token |
 | ``tls_root_certs`` | path of a PEM file with the CA to trust |
 | ``timeout`` | per-call timeout in seconds |
@@ -104,7 +104,7 @@ def connection_options(options: dict[str, str]) -> ConnectionOptions:
             tls_root_certs = pem.read()
     return ConnectionOptions(
         location=location,
-        flavor=options.get("flavor", "ceph"),
+        flavor=options.get("flavor"),
         username=options.get("username"),
         password=options.get("password"),
         tls_root_certs=tls_root_certs,

@@ -3,7 +3,11 @@
     flight-select serve --data DIR [--host 127.0.0.1] [--port 0] [--auth USERS_FILE]
                         [--tls-cert PEM --tls-key PEM [--tls-client-ca PEM]] [limits...]
     flight-select query FILE --expression SQL [--input-serialization JSON]
-                        [--output-serialization JSON] [--scan-range START:END] [--flavor ceph|aws]
+                        [--output-serialization JSON] [--scan-range START:END]
+                        [--flavor aws|ceph|standard]
+
+``query`` answers as AWS S3 Select by default (its printing is valid CSV and JSON);
+``--flavor ceph`` answers exactly as Ceph RGW, ``--flavor standard`` adds standard SQL.
 """
 
 from __future__ import annotations
@@ -22,6 +26,10 @@ from typing import Any
 import pyarrow as pa
 
 from flight_storage.errors import StorageError
+from select_dialect.flavors import AWS, FLAVOR_NAMES, FLAVORS
+
+QUERY_DEFAULT_FLAVOR = AWS
+"""``flight-select query`` stands for one S3 SelectObjectContent call: AWS's answer."""
 
 
 def _json_arg(text: str) -> dict[str, Any]:
@@ -71,8 +79,9 @@ def _build_parser() -> argparse.ArgumentParser:
     query.add_argument("--output-serialization", type=_json_arg,
                        help='AWS OutputSerialization, e.g. \'{"JSON": {}}\'')
     query.add_argument("--scan-range", type=_scan_range_arg, help="START:END bytes (End inclusive)")
-    query.add_argument("--flavor", choices=("ceph", "aws"), default="ceph",
-                       help="dialect and printing rules: Ceph's s3select or AWS S3 Select")
+    query.add_argument("--flavor", choices=FLAVOR_NAMES, default=QUERY_DEFAULT_FLAVOR,
+                       help="dialect and printing rules: "
+                       + "; ".join(f"{f.name}: {f.summary}" for f in FLAVORS.values()))
     return parser
 
 

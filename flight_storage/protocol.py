@@ -121,6 +121,14 @@ class TicketError(ProtocolError):
 
 # ----------------------------------------------------------------------------- Any packing
 
+FLAVOR_HEADER: Final = "x-flight-select-flavor"
+"""Call header naming the dialect flavour (``standard``, ``ceph``, ``aws``; the list is
+``select_dialect.flavors``). Absent: ``standard`` for Flight SQL statements, ``ceph`` for S3
+SelectObjectContent requests."""
+ENDPOINTS_HEADER: Final = "x-flight-select-endpoints"
+"""Call header: ``single``, one endpoint for the whole result, for clients that read only the
+first endpoint of a FlightInfo (flightsql-dbapi); ``partitioned`` (default): one per partition."""
+
 TYPE_URL_PREFIX: Final = "type.googleapis.com/arrow.flight.protocol.sql."
 
 # Every Flight SQL message the server may receive inside an Any, by name. The server decides
@@ -605,7 +613,7 @@ class PartitionTicket:
 
     Attributes:
         query: the s3-select SQL text as the client wrote it.
-        flavor: dialect flavor (``"ceph"`` or ``"aws"``).
+        flavor: dialect flavour (a name of ``select_dialect.flavors``).
         bucket: bucket name.
         key: object key (for an ``"objects"`` partition, the table's prefix).
         partition: which slice to compute.

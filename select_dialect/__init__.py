@@ -1,4 +1,4 @@
-"""The s3-select dialect (Ceph flavour, AWS-compatible) translated onto DataFusion SQL.
+"""The s3-select dialect (Ceph and AWS flavours, and standard SQL) translated onto DataFusion SQL.
 
 Depends only on sqlglot and the standard library.
 """

@@ -43,8 +43,10 @@ ANONYMOUS_FUNCTIONS: tuple[str, ...] = (
     "VERSION",
 )
 
-# Tokens that end a FROM clause (after the table and its optional alias).
-_FROM_END = {TokenType.WHERE, TokenType.LIMIT, TokenType.SEMICOLON}
+# Tokens that end a FROM clause (after the table and its optional alias). GROUP BY, HAVING
+# and ORDER BY end it too, so that the translator, not a misleading alias, answers them.
+_FROM_END = {TokenType.WHERE, TokenType.LIMIT, TokenType.SEMICOLON, TokenType.GROUP_BY,
+             TokenType.HAVING, TokenType.ORDER_BY}
 
 
 class S3Table(exp.Expression):
@@ -176,3 +178,4 @@ class CephS3Select(S3Select):
 
 
 DIALECTS: dict[str, type[Dialect]] = {"ceph": CephS3Select, "aws": S3Select}
+"""The grammar of each engine's rules (``select_dialect.flavors.Flavor.engine``)."""

@@ -48,8 +48,6 @@ JSON = "json"  # compact JSON text of a JSON value
 NUMERIC = frozenset({INT, FLOAT})
 TEXTUAL = frozenset({STRING, FIELD})
 
-FLAVORS = ("ceph", "aws")
-
 # Parquet/Arrow column type names (Column.type) -> kind.
 COLUMN_KINDS: dict[str, str] = {
     "string": STRING,

@@ -21,9 +21,9 @@ from select_dialect.errors import (
     QuerySyntaxError,
     UnsupportedFeatureError,
 )
+from select_dialect.flavors import CEPH, FLAVOR_NAMES, FLAVORS, STANDARD
 from select_dialect.s3select import DIALECTS, S3Table
 from select_dialect.transforms import (
-    FLAVORS,
     JSON,
     Column,
     Lowering,
@@ -37,6 +37,8 @@ _TABLE_NAMES = ("s3object", "stdin")
 _AGGREGATE_CALLS = frozenset({"count", "sum", "avg", "min", "max"})
 # Statement parts we accept; any other populated part of the SELECT is rejected.
 _ALLOWED_SELECT_ARGS = frozenset({"expressions", "from_", "where", "limit"})
+# What a flavour with standard SQL accepts beyond S3 Select (the clauses DataFusion runs).
+_STANDARD_SQL_ARGS = frozenset({"group", "having", "order", "distinct"})
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,7 @@ class Translation:
             ``select_star`` on CSV/Parquet input).
         output_names: display name of each output column (JSON output keys).
         output_is_json: per output column, True when its Utf8 values are JSON text.
-        is_aggregate: the query aggregates (one output row).
+        is_aggregate: the query aggregates (one output row, or one per group with GROUP BY).
         select_star: the projection is ``*``.
         max_positional: largest N of ``_N`` used (0 if none).
         json_from_path: steps of ``FROM s3object[*].a.b`` (after the table name).
@@ -64,6 +66,10 @@ class Translation:
         filter_over_aliases: the WHERE clause reads aliases computed in a subquery below it
             (once per row); the engine must keep DataFusion from pushing the filter back down
             through that subquery (its ``push_down_filter`` rule would inline them again).
+        whole_input: the result depends on all input rows together (GROUP BY, HAVING,
+            DISTINCT, ORDER BY): it must be computed over every partition at once, never
+            endpoint by endpoint.
+        reads_table: the statement has a FROM clause (``SELECT 1`` reads no object).
     """
 
     sql: str
@@ -78,34 +84,36 @@ class Translation:
     limit_counts_input: bool = False
     row_as_record: bool = False
     filter_over_aliases: bool = False
+    whole_input: bool = False
+    reads_table: bool = True
 
 
 # The S3 error code of every syntax error in the Ceph flavour (RGW reports no finer code).
 CEPH_SYNTAX_CODE = "UnsupportedSyntax"
 
 
-def parse(sql: str, flavor: str = "ceph") -> exp.Select:
+def parse(sql: str, flavor: str = CEPH) -> exp.Select:
     """Parse one s3-select statement (syntax errors become :class:`QuerySyntaxError`).
 
     The error names the line, column and offending text; its code is AWS's
-    (``ParseUnexpectedToken``, ...) in the ``aws`` flavour and ``UnsupportedSyntax``, what
-    RGW reports, in the ``ceph`` flavour.
+    (``ParseUnexpectedToken``, ...) in the ``aws`` and ``standard`` flavours and
+    ``UnsupportedSyntax``, what RGW reports, in the ``ceph`` flavour.
     """
     try:
-        return _parse(sql, flavor)
+        return _parse(sql, FLAVORS[flavor].engine)
     except QuerySyntaxError as error:
-        if flavor == "ceph":
+        if FLAVORS[flavor].engine == CEPH:
             error.code = CEPH_SYNTAX_CODE
         raise
 
 
-def _parse(sql: str, flavor: str) -> exp.Select:
+def _parse(sql: str, rules: str) -> exp.Select:
     if len(sql.encode("utf-8", errors="replace")) > MAX_QUERY_BYTES:
         raise UnsupportedFeatureError(
             f"query is longer than {MAX_QUERY_BYTES} bytes", code="ExpressionTooLong"
         )
     try:
-        statements = DIALECTS[flavor]().parse(sql)
+        statements = DIALECTS[rules]().parse(sql)
     except ParseError as error:
         raise _syntax_error(error) from None
     except TokenError as error:
@@ -138,7 +146,7 @@ def translate(
     sql: str,
     *,
     input_format: str,
-    flavor: str = "ceph",
+    flavor: str = CEPH,
     columns: Sequence[Column] | None = None,
     header: Sequence[str] | None = None,
     table: str = "s3object",
@@ -148,7 +156,7 @@ def translate(
     Args:
         sql: the s3-select statement.
         input_format: ``csv``, ``json`` or ``parquet``.
-        flavor: ``ceph`` (default) or ``aws``.
+        flavor: ``ceph`` (default), ``aws`` or ``standard`` (:mod:`select_dialect.flavors`).
         columns: Parquet columns (name, type) in file order.
         header: CSV header names when FileHeaderInfo is USE.
         table: the DataFusion table name to read.
@@ -168,11 +176,12 @@ def translate(
     if input_format not in INPUT_FORMATS:
         raise UnsupportedFeatureError(f"unsupported input format {input_format}")
     if flavor not in FLAVORS:
-        raise UnsupportedFeatureError(f"unsupported flavor {flavor}")
+        raise UnsupportedFeatureError(
+            f"unknown flavor {flavor!r}; use one of {', '.join(FLAVOR_NAMES)}")
     try:
         return _translate(sql, input_format, flavor, columns, header, table)
     except QuerySyntaxError as error:
-        if flavor == "ceph":
+        if FLAVORS[flavor].engine == CEPH:
             error.code = CEPH_SYNTAX_CODE
         raise
     except RecursionError:
@@ -189,25 +198,29 @@ def _translate(
     header: Sequence[str] | None,
     table: str,
 ) -> Translation:
+    # Reading, typing and printing follow the flavour's engine (``standard`` reads as AWS);
+    # what the flavour adds on top (its LIMIT, standard SQL clauses) is looked up by name.
+    rules = FLAVORS[flavor].engine
     statement = parse(sql, flavor)
-    _check_shape(statement)
-    source: S3Table = statement.args["from_"].this
-    from_path = tuple(source.args.get("path") or ())
+    _check_shape(statement, flavor)
+    from_clause = statement.args.get("from_")
+    source: S3Table | None = from_clause.this if from_clause is not None else None
+    from_path = tuple(source.args.get("path") or ()) if source is not None else ()
     if from_path[:1] == (("any_index",),):
         from_path = from_path[1:]  # s3object[*]: each document; the reader's rows start here
-    table_alias = source.args.get("alias")
-    if table_alias is None and flavor == "aws" and from_path and from_path[-1][0] == "key":
+    table_alias = source.args.get("alias") if source is not None else None
+    if table_alias is None and rules == "aws" and from_path and from_path[-1][0] == "key":
         # PartiQL: FROM S3Object[*].Rules[*].id binds the row to the name "id".
         table_alias = exp.to_identifier(from_path[-1][1])
-    table_names = {str(source.this.this), "s3object"}
+    table_names = {str(source.this.this), "s3object"} if source is not None else set()
     if table_alias is not None:
         table_names.add(str(table_alias.this))
 
     projections = list(statement.expressions)
-    aliases = _collect_aliases(projections, flavor, input_format, header)
+    aliases = _collect_aliases(projections, rules, input_format, header)
     lowering = Lowering(
         input_format=input_format,
-        flavor=flavor,
+        flavor=rules,
         columns=columns,
         header=header,
         table_names=table_names,
@@ -215,7 +228,8 @@ def _translate(
     )
 
     where = statement.args.get("where")
-    aggregate = any(is_aggregate(p) for p in projections)
+    grouped = statement.args.get("group") is not None
+    aggregate = grouped or any(is_aggregate(p) for p in projections)
     if where is not None and not aggregate:
         # An alias the WHERE clause uses is computed once per row, in a subquery below the
         # filter, and read as a column by the filter and by the projections.
@@ -247,20 +261,20 @@ def _translate(
                 node, kind = lowering.lower_alias(projection.alias)
             else:
                 node, kind = lowering.lower(body)
-            if aggregate:
+            if aggregate and not grouped:  # with GROUP BY, DataFusion checks the columns
                 _check_grouped(node)
             outputs.append(exp.alias_(node, f"c{len(outputs)}", quoted=True))
             if isinstance(projection, exp.Alias):
                 name: str | None = projection.alias
             else:
                 name = lowering.output_name(body)
-            row_alias = _is_row_alias(body, table_alias, flavor, input_format, aliases)
+            row_alias = _is_row_alias(body, table_alias, rules, input_format, aliases)
             if row_alias and len(projections) == 1:
                 row_as_record = True
                 name = str(table_alias.this) if name is None else name
             if name is None:
                 unnamed += 1
-                name = f"_{unnamed if flavor == 'ceph' else position}"
+                name = f"_{unnamed if rules == CEPH else position}"
             output_names.append(name)
             output_is_json.append(kind == JSON)
 
@@ -271,7 +285,7 @@ def _translate(
         condition = lowering.lower_condition(where.this)
 
     limit = _limit_value(statement)
-    counts_input = flavor == "ceph" and limit is not None
+    counts_input = FLAVORS[flavor].limit_counts_input and limit is not None
     source_sql: exp.Expression = exp.Table(this=exp.Identifier(this=table, quoted=True))
     if counts_input:
         source_sql = (
@@ -291,9 +305,12 @@ def _translate(
         )
     # copy=False: the trees were built here for this statement (a copy of a 256 KB WHERE
     # clause costs seconds).
-    query = exp.select(*outputs, copy=False).from_(source_sql, copy=False)
+    query = exp.select(*outputs, copy=False)
+    if source is not None:
+        query = query.from_(source_sql, copy=False)
     if condition is not None:
         query = query.where(condition, copy=False)
+    whole_input = _add_standard_clauses(query, statement, lowering)
     if limit is not None and not counts_input:
         query = query.limit(exp.Literal.number(limit), copy=False)
 
@@ -310,7 +327,44 @@ def _translate(
         limit_counts_input=counts_input,
         row_as_record=row_as_record,
         filter_over_aliases=bool(lowering.materialized),
+        whole_input=whole_input,
+        reads_table=source is not None,
     )
+
+
+def _add_standard_clauses(query: exp.Select, statement: exp.Select, lowering: Lowering) -> bool:
+    """GROUP BY, HAVING, ORDER BY and DISTINCT of ``statement``, lowered onto ``query``.
+
+    Their expressions are lowered like the projections (header names, aliases, coercions),
+    so DataFusion matches a grouped projection with its GROUP BY expression; an ordinal
+    (``ORDER BY 2``) stays an ordinal. Returns True when the statement has any of them.
+    """
+    group = statement.args.get("group")
+    having = statement.args.get("having")
+    order = statement.args.get("order")
+    distinct = statement.args.get("distinct")
+    if group is not None:
+        query.set("group", exp.Group(expressions=[_lower_key(lowering, e)
+                                                  for e in group.expressions]))
+    if having is not None:
+        query.set("having", exp.Having(this=lowering.lower_condition(having.this)))
+    if order is not None:
+        keys = [exp.Ordered(this=_lower_key(lowering, o.this), desc=o.args.get("desc"),
+                            nulls_first=o.args.get("nulls_first"))
+                for o in order.expressions]
+        query.set("order", exp.Order(expressions=keys))
+    if distinct is not None:
+        if distinct.args.get("on") is not None:
+            raise UnsupportedFeatureError("DISTINCT ON is not supported; use GROUP BY")
+        query.set("distinct", exp.Distinct())
+    return any(part is not None for part in (group, having, order, distinct))
+
+
+def _lower_key(lowering: Lowering, node: exp.Expression) -> exp.Expression:
+    """A GROUP BY / ORDER BY key: an ordinal as written, anything else lowered."""
+    if isinstance(node, exp.Literal) and not node.is_string and node.this.isdigit():
+        return node.copy()
+    return lowering.lower(node)[0]
 
 
 def _aliases_used(condition: exp.Expression, aliases: dict[str, exp.Expression]) -> set[str]:
@@ -327,12 +381,22 @@ def _aliases_used(condition: exp.Expression, aliases: dict[str, exp.Expression])
     return used
 
 
-def _check_shape(statement: exp.Select) -> None:
+def _check_shape(statement: exp.Select, flavor: str) -> None:
+    standard_sql = FLAVORS[flavor].standard_sql
     for key, value in statement.args.items():
         if key in _ALLOWED_SELECT_ARGS or value in (None, [], False):
             continue
-        raise UnsupportedFeatureError(f"unsupported clause: {key.rstrip('_').upper()}")
+        if standard_sql and key in _STANDARD_SQL_ARGS:
+            continue
+        clause = _CLAUSE_NAMES.get(key, key.rstrip("_").upper())
+        if key in _STANDARD_SQL_ARGS:
+            raise UnsupportedFeatureError(
+                f"{clause} is not part of S3 Select (the {flavor} flavour); the "
+                f"{STANDARD} flavour runs it")
+        raise UnsupportedFeatureError(f"unsupported clause: {clause}")
     source = statement.args.get("from_")
+    if source is None and standard_sql:
+        return
     if source is None:
         raise QuerySyntaxError("missing FROM clause", code="ParseSelectMissingFrom")
     table = source.this
@@ -349,9 +413,13 @@ def _check_shape(statement: exp.Select) -> None:
         raise QuerySyntaxError("an object path takes no JSON steps", offending=name)
 
 
+_CLAUSE_NAMES = {"group": "GROUP BY", "order": "ORDER BY", "having": "HAVING",
+                 "distinct": "DISTINCT"}
+
+
 def _collect_aliases(
     projections: list[exp.Expression],
-    flavor: str,
+    rules: str,
     input_format: str,
     header: Sequence[str] | None,
 ) -> dict[str, exp.Expression]:
@@ -362,7 +430,7 @@ def _collect_aliases(
             continue
         name = projection.alias
         key = name.lower()
-        if flavor == "ceph" and input_format == "csv" and key in header_names:
+        if rules == CEPH and input_format == "csv" and key in header_names:
             raise QuerySemanticError(
                 f"multiple definition of column {{{name}}} as schema-column and alias"
             )
@@ -387,12 +455,12 @@ def _is_star(node: exp.Expression, table_names: set[str]) -> bool:
 def _is_row_alias(
     node: exp.Expression,
     table_alias: exp.Identifier | None,
-    flavor: str,
+    rules: str,
     input_format: str,
     aliases: dict[str, exp.Expression],
 ) -> bool:
-    """``SELECT s FROM s3object s`` on JSON (aws flavour): the projection is the row."""
-    if flavor != "aws" or input_format != "json" or table_alias is None:
+    """``SELECT s FROM s3object s`` on JSON (aws rules): the projection is the row."""
+    if rules != "aws" or input_format != "json" or table_alias is None:
         return False
     bare = isinstance(node, exp.Column) and not node.table
     if not (bare and isinstance(node.this, exp.Identifier)):

@@ -44,10 +44,6 @@ def server() -> Iterator[ServerProcess]:
         process.stop()
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="issue #12: in the default ceph flavour LIMIT counts "
-                   "scanned records (1 row of the 5 asked); the standard-SQL flavour is not "
-                   "built yet")
 def test_readme_adbc_snippet(server: ServerProcess) -> None:
     code = _block("python", "flightsql.connect").replace("grpc://127.0.0.1:8815",
                                                          server.location)
@@ -59,9 +55,6 @@ def test_readme_adbc_snippet(server: ServerProcess) -> None:
     assert scope["rows"] == expected
 
 
-@pytest.mark.xfail(strict=True, raises=json.JSONDecodeError,
-                   reason="issue #12: in the default ceph flavour the CLI prints "
-                   "`{\"order_id\":1,\"r\":WEST}` (not JSON) and LIMIT counts scanned records")
 def test_readme_cli_example() -> None:
     command = _block("bash", "flight-select query").replace("\\\n", " ")
     command = command.replace(".venv/bin/flight-select", f"{sys.executable} -m flight_storage")

@@ -61,9 +61,9 @@ from flight_storage.execution.streaming_dataset import (
 )
 from select_dialect import Column, Translation, translate
 from select_dialect.errors import SelectDialectError
+from select_dialect.flavors import CEPH, FLAVOR_NAMES, FLAVORS, engine_rules
 
 TABLE = "s3object"
-FLAVORS = ("ceph", "aws")
 COMPRESSIONS = ("NONE", "GZIP", "BZIP2", "ZSTD")
 
 
@@ -183,6 +183,11 @@ class SelectPlan:
     native_reason: str = "not a CSV object"
 
     @property
+    def rules(self) -> str:
+        """Whose reading and printing rules the flavour follows (``ceph`` or ``aws``)."""
+        return engine_rules(self.flavor)
+
+    @property
     def reader(self) -> str:
         """Which reader serves the plan: ``datafusion`` or ``reference``."""
         return "datafusion" if self.native is not None else "reference"
@@ -201,7 +206,7 @@ class SelectPlan:
     def parallel_safe(self) -> bool:
         """True when partitions may be served as independent endpoints (no cross-row state)."""
         t = self.translation
-        return not t.is_aggregate and t.limit is None
+        return not (t.is_aggregate or t.whole_input) and t.limit is None
 
     @property
     def arrow_schema(self) -> pa.Schema:
@@ -326,7 +331,7 @@ class SelectEngine:
         source: ObjectSource | Sequence[ObjectSource],
         input: InputSpec,
         *,
-        flavor: str = "ceph",
+        flavor: str = CEPH,
         scan_range: tuple[int, int] | None = None,
     ) -> SelectPlan:
         """Translate ``expression`` for ``source`` (one object, or a prefix's objects in key
@@ -360,7 +365,8 @@ class SelectEngine:
         scan_range: tuple[int, int] | None,
     ) -> SelectPlan:
         if flavor not in FLAVORS:
-            raise InvalidRequestError(f"unknown flavor {flavor!r}; use one of {FLAVORS}")
+            raise InvalidRequestError(
+                f"unknown flavor {flavor!r}; use one of {', '.join(FLAVOR_NAMES)}")
         if len(expression) > self.config.max_query_chars:
             raise ResourceLimitError(
                 f"query text is {len(expression)} characters; the limit is "
@@ -709,7 +715,7 @@ class SelectEngine:
                 options,
                 from_path=translation.json_from_path or (),
                 paths=translation.json_paths,
-                flavor=plan.flavor,
+                flavor=plan.rules,
                 byte_range=_byte_range(partition),
                 batch_rows=min(self.config.batch_rows, 8192),
                 max_record_size=self.config.max_record_bytes,
@@ -753,8 +759,9 @@ class SelectEngine:
 
     # ------------------------------------------------------------------ helpers
     def _csv_options(self, input: InputSpec, flavor: str) -> csv_input.CsvInputOptions:
+        """The CSV reading rules of ``flavor``'s engine (``standard`` reads as AWS)."""
         return csv_input.CsvInputOptions.from_request(
-            input.options, flavor, max_record_size=self.config.max_record_bytes
+            input.options, engine_rules(flavor), max_record_size=self.config.max_record_bytes
         )
 
     def _open(self, source: ObjectSource, input: InputSpec) -> BinaryIO:
@@ -848,7 +855,9 @@ def _arrow_batches(open_stream: Callable[[], Any]) -> Iterator[pa.RecordBatch]:
 
 
 def _order_free(translation: Translation) -> bool:
-    return translation.is_aggregate and translation.limit is None
+    """The result does not depend on the order records are read in (DataFusion may read
+    the pieces in parallel): an aggregate, GROUP BY, DISTINCT or ORDER BY without LIMIT."""
+    return (translation.is_aggregate or translation.whole_input) and translation.limit is None
 
 
 def _parquet_errors(batches: Iterable[pa.RecordBatch], name: str) -> Iterator[pa.RecordBatch]:

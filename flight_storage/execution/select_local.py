@@ -35,7 +35,7 @@ def serialized_records(
     translation = plan.translation
     writer = RecordWriter(
         output_serialization,
-        flavor=plan.flavor,
+        flavor=plan.rules,
         output_names=translation.output_names,
         output_is_json=translation.output_is_json,
         is_aggregate=translation.is_aggregate,

@@ -77,19 +77,17 @@ from flight_storage.rpc.streams import (
 from flight_storage.request.statement import split_table_reference
 from flight_storage.request.tables import ResolvedTable, input_spec, object_version, resolve_table
 from select_dialect import translate
+from select_dialect.flavors import FLAVOR_NAMES, FLAVORS, S3_REQUEST_DEFAULT, STATEMENT_DEFAULT
 
 log = logging.getLogger(__name__)
 
 SERVER_NAME: Final = "flight-select"
 SERVER_VERSION: Final = "0.1.0"
 TABLE_TYPES: Final = ("OBJECT", "PREFIX")
-FLAVOR_HEADER: Final = "x-flight-select-flavor"
-ENDPOINTS_HEADER: Final = "x-flight-select-endpoints"
-"""``single``: one endpoint for the whole result, for clients that read only the first
-endpoint of a FlightInfo (flightsql-dbapi); ``partitioned`` (default): one per partition."""
+FLAVOR_HEADER: Final = protocol.FLAVOR_HEADER
+ENDPOINTS_HEADER: Final = protocol.ENDPOINTS_HEADER
 _BOUND_HANDLES: Final = 1024
 """Parameters bound by DoPut kept per handle, for clients that keep the first handle."""
-FLAVORS: Final = ("ceph", "aws")
 _SHUTDOWN_AFTER_ABORT_S: Final = 5.0
 """After the grace, how long ended streams get to leave gRPC before the server gives up."""
 
@@ -126,9 +124,21 @@ class CallContext:
     """Who is calling and with which per-call options."""
 
     user: User | None
-    flavor: str
+    flavor: str | None
+    """The flavour the call header names; None: each surface's default (see below)."""
     peer: str
     single_endpoint: bool = False
+
+    @property
+    def statement_flavor(self) -> str:
+        """The flavour of a Flight SQL statement: standard SQL unless the caller names one."""
+        return self.flavor or STATEMENT_DEFAULT
+
+    @property
+    def s3_request_flavor(self) -> str:
+        """The flavour of an S3 SelectObjectContent request: Ceph's unless the caller names
+        one (the server stands in for RGW there, and the corpus pins its answers)."""
+        return self.flavor or S3_REQUEST_DEFAULT
 
     @property
     def user_name(self) -> str | None:
@@ -304,10 +314,12 @@ class StorageServer(flight.FlightServerBase):
     def _call_context(self, context: flight.ServerCallContext) -> CallContext:
         middleware = context.get_middleware("call")
         headers = middleware.headers if middleware is not None else {}
-        flavor = (headers.get(FLAVOR_HEADER) or ["ceph"])[0].strip().lower()
-        if flavor not in FLAVORS:
+        named = headers.get(FLAVOR_HEADER)
+        flavor = named[0].strip().lower() if named else None
+        if flavor is not None and flavor not in FLAVORS:
             raise InvalidRequestError(
-                f"unknown flavor {flavor!r} in {FLAVOR_HEADER}; use one of {', '.join(FLAVORS)}"
+                f"unknown flavor {flavor!r} in {FLAVOR_HEADER}; use one of "
+                f"{', '.join(FLAVOR_NAMES)}"
             )
         endpoints = (headers.get(ENDPOINTS_HEADER) or ["partitioned"])[0].strip().lower()
         if endpoints not in ("single", "partitioned"):
@@ -364,7 +376,8 @@ class StorageServer(flight.FlightServerBase):
         self, call: CallContext, descriptor: flight.FlightDescriptor, message: Any,
         fields: dict[str, Any],
     ) -> flight.FlightInfo:
-        return self._statement_info(call, descriptor, message.query, call.flavor, None, fields)
+        return self._statement_info(call, descriptor, message.query, call.statement_flavor, None,
+                                    fields)
 
     def _info_prepared(
         self, call: CallContext, descriptor: flight.FlightDescriptor, message: Any,
@@ -476,14 +489,15 @@ class StorageServer(flight.FlightServerBase):
         self._check_access(call, request.bucket)
         obj = self.catalog.object(request.bucket, request.key)
         spec = self._input_spec(obj, request.input_serialization)
-        plan = self.engine.plan(request.expression, _source(obj), spec, flavor=call.flavor,
+        flavor = call.s3_request_flavor
+        plan = self.engine.plan(request.expression, _source(obj), spec, flavor=flavor,
                                 scan_range=request.scan_range(obj.size))
         if request.output_serialization is not None:
             _record_writer(plan, request.output_serialization)  # refuse bad settings now
         issued = time.time()
         tickets = [
             PartitionTicket(
-                query=request.expression, flavor=call.flavor, bucket=obj.bucket, key=obj.key,
+                query=request.expression, flavor=flavor, bucket=obj.bucket, key=obj.key,
                 partition=p, input_serialization=plan.input.to_request(),
                 output_serialization=request.ticket_extras(), user=call.user_name,
                 issued_at=issued, object_version=object_version([obj]),
@@ -667,7 +681,8 @@ class StorageServer(flight.FlightServerBase):
     def _action_create_prepared(self, call: CallContext, body: bytes) -> list[flight.Result]:
         request = protocol.decode_action("CreatePreparedStatement", body)
         query = request.query
-        handle = PreparedHandle(query=query, flavor=call.flavor, user=call.user_name)
+        handle = PreparedHandle(query=query, flavor=call.statement_flavor,
+                                user=call.user_name)
         result = pb.ActionCreatePreparedStatementResult(
             prepared_statement_handle=protocol.encode_handle(handle, self.secret)
         )
@@ -678,7 +693,7 @@ class StorageServer(flight.FlightServerBase):
                 self._check_access(call, reference.bucket)
                 self.catalog.object(reference.bucket, reference.key)
         else:
-            _, plan = self._plan_statement(call, query, call.flavor, None)
+            _, plan = self._plan_statement(call, query, call.statement_flavor, None)
             result.dataset_schema = plan.arrow_schema.serialize().to_pybytes()
         return [flight.Result(protocol.pack_any(result))]
 
@@ -1069,7 +1084,7 @@ def _sources(objects: Sequence[ObjectInfo]) -> list[StoppableSource]:
 
 def _record_writer(plan: SelectPlan, output: Mapping[str, Any]) -> RecordWriter:
     t = plan.translation
-    return RecordWriter(output, flavor=plan.flavor, output_names=t.output_names,
+    return RecordWriter(output, flavor=plan.rules, output_names=t.output_names,
                         output_is_json=t.output_is_json, is_aggregate=t.is_aggregate,
                         row_as_record=t.row_as_record)
 
