@@ -355,6 +355,21 @@ class SelectEngine:
                     self._plans.popitem(last=False)
         return plan
 
+    def plan_constant(self, expression: str, *, flavor: str) -> SelectPlan:
+        """Plan a statement that reads no object (``SELECT 1``, standard flavour only).
+
+        Raises:
+            InvalidRequestError: the statement reads a table after all.
+        """
+        if flavor not in FLAVORS:
+            raise InvalidRequestError(
+                f"unknown flavor {flavor!r}; use one of {', '.join(FLAVOR_NAMES)}")
+        translation = _translate(expression, input_format="csv", flavor=flavor)
+        if translation.reads_table:
+            raise InvalidRequestError("the statement reads an object; plan it with plan()")
+        return self._finish_plan(expression, flavor, (), InputSpec("csv"), translation,
+                                 pa.schema([]), [PlannedPartition(Partition("object"), bytes=0, rows=1)])
+
     def _plan(
         self,
         expression: str,

@@ -403,11 +403,14 @@ class StorageServer(flight.FlightServerBase):
     ) -> flight.FlightInfo:
         table, plan = self._plan_statement(call, query, flavor, parameters)
         issued = time.time()
+        # A statement that reads no object (SELECT 1) has a ticket naming no bucket.
+        bucket, key = (table.bucket, table.key) if table is not None else ("", "")
         tickets = [
             PartitionTicket(
-                query=query, flavor=flavor, bucket=table.bucket, key=table.key, partition=p,
+                query=query, flavor=flavor, bucket=bucket, key=key, partition=p,
                 input_serialization=plan.input.to_request(), user=call.user_name,
-                parameters=parameters, issued_at=issued, object_version=table.version,
+                parameters=parameters, issued_at=issued,
+                object_version=table.version if table is not None else None,
             )
             for p in ([Partition("object")] if call.single_endpoint
                       else _endpoint_partitions(plan))
@@ -444,7 +447,8 @@ class StorageServer(flight.FlightServerBase):
 
     def _plan_statement(
         self, call: CallContext, query: str, flavor: str, parameters: bytes | None
-    ) -> tuple[ResolvedTable, SelectPlan]:
+    ) -> tuple[ResolvedTable | None, SelectPlan]:
+        """The table a statement reads (None for one without FROM) and its plan."""
         if len(query) > self.config.engine.max_query_chars:
             raise ResourceLimitError(
                 f"query text is {len(query)} characters; the limit is "
@@ -453,7 +457,10 @@ class StorageServer(flight.FlightServerBase):
             )
         reference, sql = split_table_reference(query)
         if reference is None:
-            translate(query, input_format="csv", flavor=flavor)  # report syntax errors first
+            # report syntax errors first
+            translation = translate(query, input_format="csv", flavor=flavor)
+            if not translation.reads_table:
+                return None, self.engine.plan_constant(_bound(sql, parameters), flavor=flavor)
             raise InvalidRequestError(
                 'name the object in FROM as "bucket"."key", e.g. '
                 'SELECT * FROM "sales"."orders/2024-01.csv"',
@@ -462,11 +469,8 @@ class StorageServer(flight.FlightServerBase):
         self._check_access(call, reference.bucket)
         table = resolve_table(self.catalog, reference.bucket, reference.key,
                               reference.input_serialization)
-        if parameters is not None:
-            sql = bind(sql, protocol.handle_parameters(parameters))
-        elif _has_parameters(sql):
-            raise InvalidRequestError("statement has ? parameters but none were bound")
-        return table, self.engine.plan(sql, _sources(table.objects), table.input, flavor=flavor)
+        return table, self.engine.plan(_bound(sql, parameters), _sources(table.objects),
+                                       table.input, flavor=flavor)
 
     def _input_spec(self, obj: ObjectInfo, request: Mapping[str, Any] | None) -> InputSpec:
         """An S3 request's InputSerialization (the bucket configuration's when it has none)."""
@@ -538,6 +542,8 @@ class StorageServer(flight.FlightServerBase):
         ticket = protocol.decode_ticket(handle, self.secret, max_age=self.config.ticket_max_age_s)
         if ticket.user != call.user_name:
             raise AccessDeniedError("ticket was issued to another user")
+        if not ticket.bucket and ticket.output_serialization is None:
+            return self._serve_constant(ticket)
         self._check_access(call, ticket.bucket)
         key = _ticket_key(handle)
         if self.is_cancelled(key):
@@ -549,6 +555,16 @@ class StorageServer(flight.FlightServerBase):
         source, plan, objects = self._plan_ticket(call, ticket)
         stream = self._partition_stream(context, ticket, plan, source, fields, key, objects)
         return flight.GeneratorStream(stream.schema, guarded(stream.items))
+
+    def _serve_constant(self, ticket: PartitionTicket) -> flight.FlightDataStream:
+        """The one row of a statement that reads no object (``SELECT 1``): computed at once,
+        without a stream slot, since no input can make it large."""
+        reference, sql = split_table_reference(ticket.query)
+        if reference is not None:
+            raise protocol.TicketError("ticket does not match its statement")
+        plan = self.engine.plan_constant(_bound(sql, ticket.parameters), flavor=ticket.flavor)
+        batches = list(self.engine.execute_arrow(plan))
+        return flight.GeneratorStream(plan.arrow_schema, guarded(iter(batches)))
 
     def _plan_ticket(
         self, call: CallContext, ticket: PartitionTicket
@@ -1108,6 +1124,15 @@ def _known_rows(plan: SelectPlan) -> int:
     if not rows or any(r is None for r in rows) or _filters_rows(plan):
         return -1
     return sum(r for r in rows if r is not None)
+
+
+def _bound(sql: str, parameters: bytes | None) -> str:
+    """``sql`` with its ``?`` parameters bound (refused when it has some and none are)."""
+    if parameters is not None:
+        return bind(sql, protocol.handle_parameters(parameters))
+    if _has_parameters(sql):
+        raise InvalidRequestError("statement has ? parameters but none were bound")
+    return sql
 
 
 def _has_parameters(query: str) -> bool:

@@ -206,9 +206,11 @@ def test_csv_with_declared_types_answers_like_datafusion(typed_server: ServerPro
 
 def test_limit_is_pushed_only_where_safe(typed_server: ServerProcess) -> None:
     ctx = SessionContext()
-    ceph = register_flight_table(ctx, "t", typed_server.location, "t/typed.parquet")
+    ceph = register_flight_table(ctx, "t", typed_server.location, "t/typed.parquet",
+                                 flavor="ceph")
     aws = register_flight_table(ctx, "a", typed_server.location, "t/typed.parquet",
                                 flavor="aws")
+    standard = register_flight_table(ctx, "s", typed_server.location, "t/typed.parquet")
     assert collect(ctx, "SELECT id FROM t LIMIT 3", {"t": ceph}).num_rows == 3
     assert ceph.last_scan is not None and ceph.last_scan.limit == 3
     assert ceph.last_scan.query == 'SELECT id FROM "t"."typed.parquet" LIMIT 3'
@@ -217,6 +219,10 @@ def test_limit_is_pushed_only_where_safe(typed_server: ServerProcess) -> None:
     assert got.num_rows == 2 and ceph.last_scan.limit is None
     got = collect(ctx, "SELECT id FROM a WHERE i > 9 LIMIT 2", {"a": aws})
     assert got.num_rows == 2 and aws.last_scan is not None and aws.last_scan.limit == 2
+    # The default (standard) flavour's LIMIT counts result rows too.
+    got = collect(ctx, "SELECT id FROM s WHERE i > 9 LIMIT 2", {"s": standard})
+    assert got.num_rows == 2 and standard.last_scan is not None
+    assert standard.last_scan.limit == 2
     # Nothing is left over for the next query.
     ctx.sql("SELECT id FROM t").to_arrow_table()
     assert ceph.last_scan.limit is None

@@ -12,7 +12,9 @@ from tests.conftest import SAMPLES, ServerProcess
 
 def test_datafusion_reads_remote_table(sample_server: ServerProcess) -> None:
     ctx = SessionContext()
-    register_flight_table(ctx, "orders", sample_server.location, "sales/orders/2024-01.csv")
+    # ceph: an empty field is NULL, as in the pyarrow baseline below
+    register_flight_table(ctx, "orders", sample_server.location, "sales/orders/2024-01.csv",
+                          flavor="ceph")
     got = ctx.sql(
         "SELECT region, count(*) AS n FROM orders WHERE status = 'shipped' "
         "GROUP BY region ORDER BY region"
