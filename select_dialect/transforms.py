@@ -208,6 +208,12 @@ def balanced(nodes: Sequence[exp.Expression], klass: type[exp.Expression]) -> ex
     return klass(this=paren(balanced(nodes[:mid], klass)), expression=paren(balanced(nodes[mid:], klass)))
 
 
+def _listing(names: Sequence[str], most: int = 40) -> str:
+    """``names`` for an error message, cut after ``most`` (a header may have thousands)."""
+    shown = ", ".join(names[:most])
+    return shown + (f", ... ({len(names) - most} more)" if len(names) > most else "")
+
+
 def is_aggregate(node: exp.Expression) -> bool:
     """True when ``node`` contains an aggregate call."""
     return any(isinstance(n, exp.AggFunc) for n in node.walk())
@@ -563,12 +569,23 @@ class Lowering:
             return col(f"_{index}"), FIELD
         index = self._header_index(name, quoted)
         if index is None:
-            raise QuerySemanticError(
-                f"alias {{{name}}} or column not exist in schema",
-                code="ProcessingTimeError" if self.flavor == "ceph" else "MissingHeaderName",
-            )
+            raise self._unknown_column(name)
         self.state.max_positional = max(self.state.max_positional, index)
         return col(f"_{index}"), FIELD
+
+    def _unknown_column(self, name: str) -> QuerySemanticError:
+        """Ceph's text (the corpus matches it), then what the user can write instead."""
+        if self.input_format == "parquet":
+            hint = f"; the columns are: {_listing([c.name for c in self.columns]) or 'none'}"
+        elif self.header:
+            hint = f"; the header (FileHeaderInfo USE) names: {_listing(self.header)}"
+        else:
+            hint = ("; without a header the columns are _1, _2, ...: set FileHeaderInfo "
+                    "to USE to name them by the first line")
+        return QuerySemanticError(
+            f"alias {{{name}}} or column not exist in schema{hint}",
+            code="ProcessingTimeError" if self.flavor == "ceph" else "MissingHeaderName",
+        )
 
     def _is_column(self, name: str) -> bool:
         if self.input_format == "parquet":
@@ -594,10 +611,7 @@ class Lowering:
             if 1 <= index <= len(self.columns):
                 match = self.columns[index - 1]
         if match is None:
-            raise QuerySemanticError(
-                f"alias {{{name}}} or column not exist in schema",
-                code="ProcessingTimeError" if self.flavor == "ceph" else "MissingHeaderName",
-            )
+            raise self._unknown_column(name)
         kind = COLUMN_KINDS.get(match.type, FLOAT if match.type.startswith("decimal") else STRING)
         node: exp.Expression = col(match.name)
         if match.type.startswith("decimal"):

@@ -8,6 +8,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -88,6 +89,16 @@ class Translation:
     reads_table: bool = True
 
 
+# Statements that would change data or schema: the server only reads, and says so.
+_WRITE_KEYWORDS = frozenset({
+    "INSERT", "UPDATE", "DELETE", "MERGE", "UPSERT", "REPLACE", "TRUNCATE", "CREATE", "DROP",
+    "ALTER", "RENAME", "GRANT", "REVOKE", "COPY", "LOAD", "VACUUM", "COMMENT",
+})
+# sqlglot names its own node class when a clause is cut short ("Required keyword: 'this'
+# missing for <class 'sqlglot.expressions.query.Where'>"); users get the token instead.
+_MISSING_PART = re.compile(r"Required keyword: '\w+' missing for <class '[\w.]+'>")
+_LARGEST_LIMIT = 2**63 - 1
+
 # The S3 error code of every syntax error in the Ceph flavour (RGW reports no finer code).
 CEPH_SYNTAX_CODE = "UnsupportedSyntax"
 
@@ -112,6 +123,7 @@ def _parse(sql: str, rules: str) -> exp.Select:
         raise UnsupportedFeatureError(
             f"query is longer than {MAX_QUERY_BYTES} bytes", code="ExpressionTooLong"
         )
+    refuse_writes(sql)
     try:
         statements = DIALECTS[rules]().parse(sql)
     except ParseError as error:
@@ -123,8 +135,27 @@ def _parse(sql: str, rules: str) -> exp.Select:
         raise QuerySyntaxError("expected exactly one SELECT statement", line=1, column=1)
     statement = statements[0]
     if not isinstance(statement, exp.Select):
-        raise UnsupportedFeatureError(f"only SELECT is supported, got {type(statement).__name__}")
+        word = sql.split(maxsplit=1)[0].upper() if sql.strip() else ""
+        raise UnsupportedFeatureError(f"only SELECT statements run here, not {word}")
     return statement
+
+
+def refuse_writes(sql: str) -> None:
+    """INSERT, UPDATE, DDL, ...: refused by name before parsing (their syntax is not ours);
+    any other first word but SELECT is named too (sqlglot would name a later token)."""
+    words = re.match(r"\s*\(*\s*([A-Za-z_]+)", sql)
+    if words is None:
+        return
+    word = words.group(1).upper()
+    if word in _WRITE_KEYWORDS:
+        raise UnsupportedFeatureError(
+            f"{word} is not allowed: the server is read-only (only SELECT statements run)")
+    if word not in ("SELECT", "WITH"):
+        start = words.start(1)
+        raise QuerySyntaxError(
+            f"a statement starts with SELECT, not {words.group(1)!r}",
+            line=sql.count("\n", 0, start) + 1, column=start - sql.rfind("\n", 0, start),
+            offending=words.group(1))
 
 
 def _syntax_error(error: ParseError) -> QuerySyntaxError:
@@ -133,6 +164,8 @@ def _syntax_error(error: ParseError) -> QuerySyntaxError:
     line = details.get("line")
     column = details.get("col")
     offending = details.get("highlight") or ""
+    if _MISSING_PART.search(description):
+        description = "Incomplete statement: an expression is missing after the token"
     where = f" at line {line}, column {column}" if line is not None else ""
     return QuerySyntaxError(
         f"{description}{where}: {offending!r}",
@@ -483,8 +516,13 @@ def _limit_value(statement: exp.Select) -> int | None:
         return None
     value = limit.expression
     if not (isinstance(value, exp.Literal) and not value.is_string and value.this.isdigit()):
-        raise QuerySyntaxError("LIMIT takes a non-negative integer", code="ParseUnexpectedToken")
-    return int(value.this)
+        raise QuerySyntaxError(f"LIMIT takes a non-negative integer, not {value.sql()}",
+                               code="ParseUnexpectedToken", offending=value.sql())
+    count = int(value.this)
+    if count > _LARGEST_LIMIT:
+        raise QuerySemanticError(
+            f"LIMIT {count} is out of range: at most {_LARGEST_LIMIT}", code="IntegerOverflow")
+    return count
 
 
 def _check_grouped(node: exp.Expression) -> None:
@@ -503,4 +541,4 @@ def _check_grouped(node: exp.Expression) -> None:
             )
 
 
-__all__ = ["Column", "Translation", "parse", "translate"]
+__all__ = ["Column", "Translation", "parse", "refuse_writes", "translate"]

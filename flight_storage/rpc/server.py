@@ -77,6 +77,7 @@ from flight_storage.rpc.streams import (
 from flight_storage.request.statement import split_table_reference
 from flight_storage.request.tables import ResolvedTable, input_spec, object_version, resolve_table
 from select_dialect import translate
+from select_dialect.translate import refuse_writes
 from select_dialect.flavors import FLAVOR_NAMES, FLAVORS, S3_REQUEST_DEFAULT, STATEMENT_DEFAULT
 
 log = logging.getLogger(__name__)
@@ -455,6 +456,7 @@ class StorageServer(flight.FlightServerBase):
                 f"{self.config.engine.max_query_chars}",
                 code="ExpressionTooLong",
             )
+        refuse_writes(query)  # before the table: INSERT INTO a new key is not NoSuchKey
         reference, sql = split_table_reference(query)
         if reference is None:
             # report syntax errors first
