@@ -85,5 +85,15 @@ def engine_rules(name: str) -> str:
     return FLAVORS[name].engine
 
 
-__all__ = ["AWS", "CEPH", "FLAVORS", "FLAVOR_NAMES", "Flavor", "S3_REQUEST_DEFAULT",
-           "STANDARD", "STATEMENT_DEFAULT", "engine_rules", "flavor"]
+__all__ = [
+    "AWS",
+    "CEPH",
+    "FLAVORS",
+    "FLAVOR_NAMES",
+    "S3_REQUEST_DEFAULT",
+    "STANDARD",
+    "STATEMENT_DEFAULT",
+    "Flavor",
+    "engine_rules",
+    "flavor",
+]

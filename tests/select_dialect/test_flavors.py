@@ -59,8 +59,8 @@ def test_s3_select_flavours_name_the_clause_and_the_standard_flavour(flavor: str
 
 
 @pytest.mark.parametrize(("sql", "error", "text"), [
-    ("insert into s3object values (1)", UnsupportedFeatureError, "INSERT is not allowed: the "
-     "server is read-only"),
+    ("insert into s3object values (1)", UnsupportedFeatureError,
+     "INSERT is not allowed: the server is read-only"),
     ("  delete from s3object", UnsupportedFeatureError, "DELETE is not allowed"),
     ("selec _1 from s3object", QuerySyntaxError, "starts with SELECT, not 'selec'"),
     ("select _1 from s3object where", QuerySyntaxError, "missing after the token"),
