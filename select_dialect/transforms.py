@@ -64,6 +64,7 @@ _INT_RE = re.compile(r"^\d+$")
 _NUMBER_TEXT_RE = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 _POSITIONAL_RE = re.compile(r"^_(\d+)$")
 _INT64_MAX = 2**63 - 1
+_FLOAT64_MAX = "1.7976931348623157e308"
 
 # Characters escaped when a LIKE pattern becomes a regular expression (valid in Rust regex,
 # RE2 and Python re alike).
@@ -150,6 +151,36 @@ def like_to_regex(pattern: str, escape: str | None) -> str:
     return "^(?s:" + "".join(out) + ")$"
 
 
+def like_to_builtin_pattern(pattern: str, escape: str | None) -> str | None:
+    """The same LIKE pattern for DataFusion's LIKE, or None when it has no equivalent.
+
+    DataFusion's LIKE (arrow-rs) has ``%`` (newlines included) and ``_`` (one character) and
+    always reads a backslash as its escape; s3-select's escape is any character and its
+    ``[a-c]`` classes have no LIKE form (those patterns keep :func:`like_to_regex`).
+
+    Example:
+        >>> like_to_builtin_pattern("50#%_\\", "#")
+        '50\\%_\\\\'
+        >>> like_to_builtin_pattern("[ab]%", None) is None
+        True
+    """
+    out: list[str] = []
+    i = 0
+    n = len(pattern)
+    while i < n:
+        ch = pattern[i]
+        if escape and ch == escape and i + 1 < n:
+            literal = pattern[i + 1]
+            out.append("\\" + literal if literal in "%_\\" else literal)
+            i += 2
+            continue
+        if ch == "[" and _class_end(pattern, i) > 0:
+            return None
+        out.append("\\" + ch if ch == "\\" else ch)
+        i += 1
+    return "".join(out)
+
+
 def _class_end(pattern: str, start: int) -> int:
     close = pattern.find("]", start + 2 if pattern[start + 1 : start + 2] == "^" else start + 1)
     return close if close > start + 1 else -1
@@ -208,6 +239,30 @@ def balanced(nodes: Sequence[exp.Expression], klass: type[exp.Expression]) -> ex
         return nodes[0]
     mid = len(nodes) // 2
     return klass(this=paren(balanced(nodes[:mid], klass)), expression=paren(balanced(nodes[mid:], klass)))
+
+
+def guarded_cast_int(text: exp.Expression) -> exp.Expression:
+    """``int(text)``: DataFusion's cast where it succeeds, ``s3_cast_int`` for the other rows.
+
+    Arrow's string -> Int64 cast accepts a subset of what s3-select accepts (``[+-]digits``
+    inside ASCII spaces, tabs and line breaks, which s3-select trims too) and gives the same
+    value; whatever it rejects (other whitespace, overflow, bad text) goes to the UDF, which
+    answers it or raises the s3-select error. DataFusion turns ``coalesce`` into a CASE that
+    runs the UDF only on the rows where the cast gave NULL (NULL input included).
+    """
+    return exp.Coalesce(this=exp.TryCast(this=text, to=exp.DataType.build("BIGINT")),
+                        expressions=[fn(U.CAST_INT, text.copy())])
+
+
+def guarded_cast_float(text: exp.Expression) -> exp.Expression:
+    """``float(text)``: DataFusion's cast for the rows it reads as a finite number, else
+    ``s3_cast_float``. Arrow also reads ``inf``/``NaN``/``1e400`` (s3-select: an error), so
+    only finite results take the builtin branch (NaN and infinities fail the BETWEEN)."""
+    value = exp.TryCast(this=text, to=exp.DataType.build("DOUBLE"))
+    finite = exp.Between(this=value, low=exp.Neg(this=exp.Literal.number(_FLOAT64_MAX)),
+                         high=exp.Literal.number(_FLOAT64_MAX))
+    return exp.Case(ifs=[exp.If(this=finite, true=value.copy())],
+                    default=fn(U.CAST_FLOAT, text.copy()))
 
 
 def is_aggregate(node: exp.Expression) -> bool:
@@ -444,7 +499,7 @@ class Lowering:
             if kind == NULL:
                 return typed_null(INT), INT
             if kind in TEXTUAL or kind == JSON:
-                return fn(U.CAST_INT, self.as_string(typed)), INT
+                return guarded_cast_int(self.as_string(typed)), INT
         elif target == "float":
             if kind == FLOAT:
                 return node, FLOAT
@@ -453,7 +508,7 @@ class Lowering:
             if kind == NULL:
                 return typed_null(FLOAT), FLOAT
             if kind in TEXTUAL or kind == JSON:
-                return fn(U.CAST_FLOAT, self.as_string(typed)), FLOAT
+                return guarded_cast_float(self.as_string(typed)), FLOAT
         elif target == "string":
             return self.as_string(typed), STRING
         elif target == "bool":
@@ -850,6 +905,8 @@ class Lowering:
             node = node.this
         if not isinstance(node, exp.Like):
             raise UnsupportedFeatureError(f"unsupported ESCAPE use: {_describe(node)}")
+        if node.args.get("negate"):  # sqlglot 30 parses ``x NOT LIKE p`` as Like(negate=True)
+            negate = not negate
         subject = self.as_string(self.lower(node.this))
         pattern_typed = self.lower(node.expression)
         pattern = pattern_typed[0]
@@ -859,9 +916,17 @@ class Lowering:
             if len(escape_literal) != 1:
                 raise QuerySemanticError("the ESCAPE argument must be a single character")
         static_escape = escape_typed is None or escape_literal is not None
-        if isinstance(pattern, exp.Literal) and pattern.is_string and static_escape:
+        builtin = (
+            like_to_builtin_pattern(pattern.this, escape_literal)
+            if isinstance(pattern, exp.Literal) and pattern.is_string and static_escape
+            else None
+        )
+        result: exp.Expression
+        if builtin is not None:
+            result = exp.Like(this=paren(subject), expression=lit_str(builtin))
+        elif isinstance(pattern, exp.Literal) and pattern.is_string and static_escape:
             regex = like_to_regex(pattern.this, escape_literal)
-            result: exp.Expression = fn("regexp_like", subject, lit_str(regex))
+            result = fn("regexp_like", subject, lit_str(regex))
         else:
             escape_node = self.as_string(escape_typed) if escape_typed is not None else lit_str("")
             result = fn(U.LIKE, subject, self.as_string(pattern_typed), escape_node)
