@@ -33,6 +33,7 @@ from sqlglot import exp
 from select_dialect import udf_names as U
 from select_dialect.errors import QuerySemanticError, UnsupportedFeatureError
 from select_dialect.s3select import Missing
+from select_dialect.timestamp_format import strftime_for
 
 # Static kinds of lowered expressions.
 INT = "int"
@@ -80,6 +81,28 @@ _DATE_PART_PRECISION: dict[str, int] = {
 }
 
 _EXTRACT_LOCAL_PARTS = frozenset({"year", "month", "day", "hour", "minute", "second", "week"})
+
+# The layout almost every timestamp in data is written in: a full date and time to the
+# second, an optional fraction of up to 9 digits, and an optional ``Z`` or ``±HH:MM`` zone.
+# On text of this layout DataFusion's string -> timestamp cast reads exactly what
+# ``s3_to_timestamp`` reads (the instant; a missing zone is UTC, as s3-select's offset 0),
+# and the first 19 characters are the wall-clock time at the written offset. Field ranges are
+# spelled out so that the cast never meets text it reads differently (leap second ``:60``,
+# offsets like ``+05:70``); an impossible date (``02-30``) makes the cast NULL and that row
+# goes to the UDF, which raises the s3-select error.
+_COMMON_TIMESTAMP = (
+    r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]"
+    r":[0-5][0-9](\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])?$"
+)
+_WALL_CLOCK_CHARS = 19  # len("YYYY-MM-DDTHH:MM:SS")
+
+# Date parts that are exact durations (the others are calendar arithmetic), in nanoseconds.
+_DURATION_NS: dict[str, int] = {
+    "second": 10**9,
+    "minute": 60 * 10**9,
+    "hour": 3600 * 10**9,
+    "day": 86400 * 10**9,
+}
 
 # What Ceph's ``version()`` returns: the ceph/s3select release whose dialect is followed.
 CEPH_S3SELECT_VERSION = "41.a"
@@ -263,6 +286,74 @@ def guarded_cast_float(text: exp.Expression) -> exp.Expression:
                          high=exp.Literal.number(_FLOAT64_MAX))
     return exp.Case(ifs=[exp.If(this=finite, true=value.copy())],
                     default=fn(U.CAST_FLOAT, text.copy()))
+
+
+def _written_text(ts: exp.Expression) -> exp.Expression | None:
+    """The text of ``s3_to_timestamp(text)``, else None."""
+    if isinstance(ts, exp.Anonymous) and ts.this == U.TO_TIMESTAMP and len(ts.expressions) == 1:
+        return ts.expressions[0]
+    return None
+
+
+def _duration_added(ts: exp.Expression) -> tuple[int, exp.Expression, exp.Expression] | None:
+    """``(unit ns, amount, inner)`` of ``s3_date_add('<duration part>', amount, inner)``."""
+    if not (isinstance(ts, exp.Anonymous) and ts.this == U.DATE_ADD and len(ts.expressions) == 3):
+        return None
+    part, amount, inner = ts.expressions
+    if isinstance(part, exp.Literal) and part.is_string and part.this in _DURATION_NS:
+        return _DURATION_NS[part.this], amount, inner
+    return None
+
+
+def _on_common_layout(text: exp.Expression, fast: exp.Expression, slow: exp.Expression
+                      ) -> exp.Expression:
+    """``fast`` for rows whose text has the common layout and a valid date, ``slow`` for the
+    others. ``fast`` must be NULL exactly when the date is impossible; DataFusion evaluates
+    each CASE branch only on the rows that reach it, so the UDF in ``slow`` sees only the
+    rows the builtins cannot answer (and the NULL rows)."""
+    layout = fn("regexp_like", text, lit_str(_COMMON_TIMESTAMP))
+    return exp.Coalesce(this=exp.Case(ifs=[exp.If(this=layout, true=fast)]), expressions=[slow])
+
+
+def _plus_duration(instant: exp.Expression, amount: exp.Expression, unit_ns: int
+                   ) -> exp.Expression:
+    """``instant + amount * unit`` on naive nanosecond timestamps."""
+    moved = exp.Add(this=cast(instant, "BIGINT"),
+                    expression=exp.Mul(this=paren(amount), expression=exp.Literal.number(unit_ns)))
+    return fn("to_timestamp_nanos", moved)
+
+
+def utc_instant(ts: exp.Expression) -> exp.Expression:
+    """The instant of an S3_TIMESTAMP expression as a naive (UTC) nanosecond timestamp,
+    composed from builtins where the timestamp comes from text of the common layout."""
+    text = _written_text(ts)
+    slow = cast(fn("get_field", ts, lit_str("utc")), "TIMESTAMP")
+    if text is not None:
+        fast = exp.TryCast(this=text.copy(), to=exp.DataType.build("TIMESTAMP"))
+        return _on_common_layout(text, fast, slow)
+    added = _duration_added(ts)
+    if added is not None:
+        unit_ns, amount, inner = added
+        return _plus_duration(utc_instant(inner), amount.copy(), unit_ns)
+    return slow
+
+
+def local_time(ts: exp.Expression) -> exp.Expression:
+    """The wall-clock time at the written offset (naive timestamp) for date parts from year to
+    second: on the builtin path the fraction of a second is dropped, which no such part
+    reads."""
+    text = _written_text(ts)
+    slow = fn(U.LOCAL_TIME, ts)
+    if text is not None:
+        wall_clock = fn("substr", text.copy(), exp.Literal.number(1),
+                        exp.Literal.number(_WALL_CLOCK_CHARS))
+        fast = exp.TryCast(this=wall_clock, to=exp.DataType.build("TIMESTAMP"))
+        return _on_common_layout(text, fast, slow)
+    added = _duration_added(ts)
+    if added is not None:
+        unit_ns, amount, inner = added
+        return _plus_duration(local_time(inner), amount.copy(), unit_ns)
+    return slow
 
 
 def is_aggregate(node: exp.Expression) -> bool:
@@ -743,8 +834,8 @@ class Lowering:
         if pair <= NUMERIC or pair <= TEXTUAL or pair == {BOOL}:
             a, b = left[0], right[0]
         elif TS in pair or NATIVE_TS in pair:
-            a = fn("get_field", self.as_ts(left), lit_str("utc"))
-            b = fn("get_field", self.as_ts(right), lit_str("utc"))
+            a = utc_instant(self.as_ts(left))
+            b = utc_instant(self.as_ts(right))
         elif pair == {JSON}:
             if klass in (exp.EQ, exp.NEQ):
                 a, b = fn(U.JSON_TO_STRING, left[0]), fn(U.JSON_TO_STRING, right[0])
@@ -1021,8 +1112,7 @@ class Lowering:
         part = _part_name(node.this)
         ts = self.as_ts(self.lower(node.expression))
         if part in _EXTRACT_LOCAL_PARTS:
-            local = fn(U.LOCAL_TIME, ts)
-            return cast(fn("date_part", lit_str(part), local), "BIGINT"), INT
+            return cast(fn("date_part", lit_str(part), local_time(ts)), "BIGINT"), INT
         offset = cast(fn("get_field", ts, lit_str("offset_minutes")), "BIGINT")
         if part == "timezone_hour":
             return exp.Paren(this=exp.Div(this=offset, expression=exp.Literal.number(60))), INT
@@ -1119,6 +1209,13 @@ class Lowering:
         part = self._date_part_arg(args[0], "date_diff")
         first = self.as_ts(self.lower(args[1]))
         second = self.as_ts(self.lower(args[2]))
+        unit_ns = _DURATION_NS.get(part)
+        if unit_ns is not None:
+            # whole units between the instants, truncated toward zero (integer division)
+            delta = exp.Sub(this=cast(utc_instant(second), "BIGINT"),
+                            expression=cast(utc_instant(first), "BIGINT"))
+            return exp.Paren(this=exp.Div(this=exp.Paren(this=delta),
+                                          expression=exp.Literal.number(unit_ns))), INT
         return fn(U.DATE_DIFF, lit_str(part), first, second), INT
 
     def _utcnow(self, args: list[exp.Expression]) -> Typed:
@@ -1148,6 +1245,11 @@ class Lowering:
             raise QuerySemanticError("to_string takes two arguments")
         ts = self.as_ts(self.lower(args[0]))
         pattern = self.as_string(self.lower(args[1]))
+        if isinstance(pattern, exp.Literal) and pattern.is_string:
+            # Every S3_TIMESTAMP is a nanosecond timestamp, so its year has four digits.
+            strftime = strftime_for(pattern.this)
+            if strftime is not None:
+                return fn("to_char", local_time(ts), lit_str(strftime)), STRING
         return fn(U.TO_STRING, ts, pattern), STRING
 
 
