@@ -295,6 +295,14 @@ def _written_text(ts: exp.Expression) -> exp.Expression | None:
     return None
 
 
+def _zone_free_instant(ts: exp.Expression) -> exp.Expression | None:
+    """The Arrow instant of ``s3_timestamp_from_utc(instant, p)`` / ``s3_timestamp_z(...)``
+    (offset 0, so its wall clock is the instant itself), else None."""
+    if isinstance(ts, exp.Anonymous) and ts.this in (U.TIMESTAMP_FROM_UTC, U.TIMESTAMP_Z):
+        return ts.expressions[0]
+    return None
+
+
 def _duration_added(ts: exp.Expression) -> tuple[int, exp.Expression, exp.Expression] | None:
     """``(unit ns, amount, inner)`` of ``s3_date_add('<duration part>', amount, inner)``."""
     if not (isinstance(ts, exp.Anonymous) and ts.this == U.DATE_ADD and len(ts.expressions) == 3):
@@ -323,11 +331,47 @@ def _plus_duration(instant: exp.Expression, amount: exp.Expression, unit_ns: int
     return fn("to_timestamp_nanos", moved)
 
 
+def whole_months_between(first: exp.Expression, second: exp.Expression) -> exp.Expression:
+    """Calendar months from ``first`` to ``second`` (naive UTC timestamps), truncated toward
+    zero: the month count, less one when the later end has not reached the earlier end's
+    position in its month (what ``s3_date_diff`` computes)."""
+
+    def month_index(ts: exp.Expression) -> exp.Expression:
+        year = cast(fn("date_part", lit_str("year"), ts), "BIGINT")
+        month = cast(fn("date_part", lit_str("month"), ts.copy()), "BIGINT")
+        return exp.Add(this=exp.Mul(this=year, expression=exp.Literal.number(12)),
+                       expression=month)
+
+    def into_month(ts: exp.Expression) -> exp.Expression:
+        start = fn("date_trunc", lit_str("month"), ts.copy())
+        return exp.Paren(this=exp.Sub(this=cast(ts, "BIGINT"), expression=cast(start, "BIGINT")))
+
+    months = exp.Paren(this=exp.Sub(this=exp.Paren(this=month_index(second)),
+                                    expression=exp.Paren(this=month_index(first))))
+
+    def one_if(condition: exp.Expression) -> exp.Expression:
+        return exp.Case(ifs=[exp.If(this=condition, true=exp.Literal.number(1))],
+                        default=exp.Literal.number(0))
+
+    zero = exp.Literal.number(0)
+    back = one_if(exp.And(this=exp.GT(this=months.copy(), expression=zero),
+                          expression=exp.LT(this=into_month(second.copy()),
+                                            expression=into_month(first.copy()))))
+    forward = one_if(exp.And(this=exp.LT(this=months.copy(), expression=zero.copy()),
+                             expression=exp.GT(this=into_month(second.copy()),
+                                               expression=into_month(first.copy()))))
+    return exp.Paren(this=exp.Add(this=exp.Sub(this=months, expression=back),
+                                  expression=forward))
+
+
 def utc_instant(ts: exp.Expression) -> exp.Expression:
     """The instant of an S3_TIMESTAMP expression as a naive (UTC) nanosecond timestamp,
     composed from builtins where the timestamp comes from text of the common layout."""
     text = _written_text(ts)
     slow = cast(fn("get_field", ts, lit_str("utc")), "TIMESTAMP")
+    instant = _zone_free_instant(ts)
+    if instant is not None:
+        return cast(instant.copy(), "TIMESTAMP")
     if text is not None:
         fast = exp.TryCast(this=text.copy(), to=exp.DataType.build("TIMESTAMP"))
         return _on_common_layout(text, fast, slow)
@@ -344,6 +388,9 @@ def local_time(ts: exp.Expression) -> exp.Expression:
     reads."""
     text = _written_text(ts)
     slow = fn(U.LOCAL_TIME, ts)
+    instant = _zone_free_instant(ts)
+    if instant is not None:
+        return cast(instant.copy(), "TIMESTAMP")
     if text is not None:
         wall_clock = fn("substr", text.copy(), exp.Literal.number(1),
                         exp.Literal.number(_WALL_CLOCK_CHARS))
@@ -1216,7 +1263,10 @@ class Lowering:
                             expression=cast(utc_instant(first), "BIGINT"))
             return exp.Paren(this=exp.Div(this=exp.Paren(this=delta),
                                           expression=exp.Literal.number(unit_ns))), INT
-        return fn(U.DATE_DIFF, lit_str(part), first, second), INT
+        months = whole_months_between(utc_instant(first), utc_instant(second))
+        if part == "year":
+            return exp.Paren(this=exp.Div(this=months, expression=exp.Literal.number(12))), INT
+        return months, INT
 
     def _utcnow(self, args: list[exp.Expression]) -> Typed:
         if args:

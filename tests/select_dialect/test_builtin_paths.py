@@ -20,7 +20,7 @@ import pytest
 from flight_storage.execution import udfs
 from flight_storage.execution.udfs import parse_processing_error, register_udfs
 from select_dialect import transforms, translate, udf_names
-from select_dialect.transforms import like_to_builtin_pattern, like_to_regex
+from select_dialect.transforms import Column, like_to_builtin_pattern, like_to_regex
 
 NUMBER_TEXTS = [
     "0", "17", "-17", "+17", "0012", " 5", "5 ", "\t5\n", "\u00a05", "\u30005 ", "5\x00",
@@ -178,3 +178,42 @@ def test_not_like_negates(query: str, expected: list[tuple[str]]) -> None:
     ctx = _ctx(["abc", "a%", "b", ""])
     rows = ctx.sql(translate(query, input_format="csv").sql).to_pylist()
     assert [tuple(r.values()) for r in rows] == expected
+
+
+NATIVE_QUERIES = [
+    *(f"select extract({part} from t) from s3object"
+      for part in ("year", "month", "day", "hour", "minute", "second", "week")),
+    "select date_diff(hour, t, to_timestamp('2020-03-01T10:00:00+02:00')) from s3object",
+    "select date_diff(month, to_timestamp('2020-03-31T10:00:00Z'), t) from s3object",
+    "select t < to_timestamp('2020-03-01T10:00:00Z') from s3object",
+    "select to_string(t, 'yyyy-MM-dd HH:mm:ss a') from s3object",
+    "select extract(minute from date_add(minute, 90, t)) from s3object",
+]  # fmt: skip
+
+NATIVE_COLUMNS = [
+    pa.array([1583056800123456, None, -2208988800000000, 4102444799999999],
+             pa.timestamp("us")),
+    pa.array([1583056800123456, 1583020000000000], pa.timestamp("us", tz="UTC")),
+    pa.array([18322, 0, -1], pa.date32()),
+]
+
+
+@pytest.mark.parametrize("values", NATIVE_COLUMNS, ids=lambda a: str(a.type))
+@pytest.mark.parametrize("query", NATIVE_QUERIES)
+def test_native_timestamp_builtin_branch_agrees_with_the_udf(
+    query: str, values: pa.Array, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kind = "date" if pa.types.is_date(values.type) else "timestamp"
+
+    def emitted() -> str:
+        return translate(query, input_format="parquet", columns=[Column("t", kind)]).sql
+
+    builtin = emitted()
+    with monkeypatch.context() as patch:
+        patch.setattr(transforms, "_zone_free_instant", lambda ts: None)
+        reference = emitted()
+    assert builtin != reference
+    ctx = datafusion.SessionContext()
+    register_udfs(ctx)
+    ctx.register_record_batches("s3object", [[pa.record_batch({"t": values})]])
+    assert ctx.sql(builtin).to_pylist() == ctx.sql(reference).to_pylist()
