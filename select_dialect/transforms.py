@@ -33,6 +33,7 @@ from sqlglot import exp
 from select_dialect import udf_names as U
 from select_dialect.errors import QuerySemanticError, UnsupportedFeatureError
 from select_dialect.s3select import Missing
+from select_dialect.timestamp_format import strftime_for
 
 # Static kinds of lowered expressions.
 INT = "int"
@@ -62,6 +63,7 @@ _INT_RE = re.compile(r"^\d+$")
 _NUMBER_TEXT_RE = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 _POSITIONAL_RE = re.compile(r"^_(\d+)$")
 _INT64_MAX = 2**63 - 1
+_FLOAT64_MAX = "1.7976931348623157e308"
 
 # Characters escaped when a LIKE pattern becomes a regular expression (valid in Rust regex,
 # RE2 and Python re alike).
@@ -77,6 +79,28 @@ _DATE_PART_PRECISION: dict[str, int] = {
 }
 
 _EXTRACT_LOCAL_PARTS = frozenset({"year", "month", "day", "hour", "minute", "second", "week"})
+
+# The layout almost every timestamp in data is written in: a full date and time to the
+# second, an optional fraction of up to 9 digits, and an optional ``Z`` or ``±HH:MM`` zone.
+# On text of this layout DataFusion's string -> timestamp cast reads exactly what
+# ``s3_to_timestamp`` reads (the instant; a missing zone is UTC, as s3-select's offset 0),
+# and the first 19 characters are the wall-clock time at the written offset. Field ranges are
+# spelled out so that the cast never meets text it reads differently (leap second ``:60``,
+# offsets like ``+05:70``); an impossible date (``02-30``) makes the cast NULL and that row
+# goes to the UDF, which raises the s3-select error.
+_COMMON_TIMESTAMP = (
+    r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]"
+    r":[0-5][0-9](\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])?$"
+)
+_WALL_CLOCK_CHARS = 19  # len("YYYY-MM-DDTHH:MM:SS")
+
+# Date parts that are exact durations (the others are calendar arithmetic), in nanoseconds.
+_DURATION_NS: dict[str, int] = {
+    "second": 10**9,
+    "minute": 60 * 10**9,
+    "hour": 3600 * 10**9,
+    "day": 86400 * 10**9,
+}
 
 # What Ceph's ``version()`` returns: the ceph/s3select release whose dialect is followed.
 CEPH_S3SELECT_VERSION = "41.a"
@@ -148,6 +172,36 @@ def like_to_regex(pattern: str, escape: str | None) -> str:
     return "^(?s:" + "".join(out) + ")$"
 
 
+def like_to_builtin_pattern(pattern: str, escape: str | None) -> str | None:
+    """The same LIKE pattern for DataFusion's LIKE, or None when it has no equivalent.
+
+    DataFusion's LIKE (arrow-rs) has ``%`` (newlines included) and ``_`` (one character) and
+    always reads a backslash as its escape; s3-select's escape is any character and its
+    ``[a-c]`` classes have no LIKE form (those patterns keep :func:`like_to_regex`).
+
+    Example:
+        >>> like_to_builtin_pattern("50#%_\\", "#")
+        '50\\%_\\\\'
+        >>> like_to_builtin_pattern("[ab]%", None) is None
+        True
+    """
+    out: list[str] = []
+    i = 0
+    n = len(pattern)
+    while i < n:
+        ch = pattern[i]
+        if escape and ch == escape and i + 1 < n:
+            literal = pattern[i + 1]
+            out.append("\\" + literal if literal in "%_\\" else literal)
+            i += 2
+            continue
+        if ch == "[" and _class_end(pattern, i) > 0:
+            return None
+        out.append("\\" + ch if ch == "\\" else ch)
+        i += 1
+    return "".join(out)
+
+
 def _class_end(pattern: str, start: int) -> int:
     close = pattern.find("]", start + 2 if pattern[start + 1 : start + 2] == "^" else start + 1)
     return close if close > start + 1 else -1
@@ -212,6 +266,145 @@ def _listing(names: Sequence[str], most: int = 40) -> str:
     """``names`` for an error message, cut after ``most`` (a header may have thousands)."""
     shown = ", ".join(names[:most])
     return shown + (f", ... ({len(names) - most} more)" if len(names) > most else "")
+
+
+def guarded_cast_int(text: exp.Expression) -> exp.Expression:
+    """``int(text)``: DataFusion's cast where it succeeds, ``s3_cast_int`` for the other rows.
+
+    Arrow's string -> Int64 cast accepts a subset of what s3-select accepts (``[+-]digits``
+    inside ASCII spaces, tabs and line breaks, which s3-select trims too) and gives the same
+    value; whatever it rejects (other whitespace, overflow, bad text) goes to the UDF, which
+    answers it or raises the s3-select error. DataFusion turns ``coalesce`` into a CASE that
+    runs the UDF only on the rows where the cast gave NULL (NULL input included).
+    """
+    return exp.Coalesce(this=exp.TryCast(this=text, to=exp.DataType.build("BIGINT")),
+                        expressions=[fn(U.CAST_INT, text.copy())])
+
+
+def guarded_cast_float(text: exp.Expression) -> exp.Expression:
+    """``float(text)``: DataFusion's cast for the rows it reads as a finite number, else
+    ``s3_cast_float``. Arrow also reads ``inf``/``NaN``/``1e400`` (s3-select: an error), so
+    only finite results take the builtin branch (NaN and infinities fail the BETWEEN)."""
+    value = exp.TryCast(this=text, to=exp.DataType.build("DOUBLE"))
+    finite = exp.Between(this=value, low=exp.Neg(this=exp.Literal.number(_FLOAT64_MAX)),
+                         high=exp.Literal.number(_FLOAT64_MAX))
+    return exp.Case(ifs=[exp.If(this=finite, true=value.copy())],
+                    default=fn(U.CAST_FLOAT, text.copy()))
+
+
+def _written_text(ts: exp.Expression) -> exp.Expression | None:
+    """The text of ``s3_to_timestamp(text)``, else None."""
+    if isinstance(ts, exp.Anonymous) and ts.this == U.TO_TIMESTAMP and len(ts.expressions) == 1:
+        return ts.expressions[0]
+    return None
+
+
+def _zone_free_instant(ts: exp.Expression) -> exp.Expression | None:
+    """The Arrow instant of ``s3_timestamp_from_utc(instant, p)`` / ``s3_timestamp_z(...)``
+    (offset 0, so its wall clock is the instant itself), else None."""
+    if isinstance(ts, exp.Anonymous) and ts.this in (U.TIMESTAMP_FROM_UTC, U.TIMESTAMP_Z):
+        return ts.expressions[0]
+    return None
+
+
+def _duration_added(ts: exp.Expression) -> tuple[int, exp.Expression, exp.Expression] | None:
+    """``(unit ns, amount, inner)`` of ``s3_date_add('<duration part>', amount, inner)``."""
+    if not (isinstance(ts, exp.Anonymous) and ts.this == U.DATE_ADD and len(ts.expressions) == 3):
+        return None
+    part, amount, inner = ts.expressions
+    if isinstance(part, exp.Literal) and part.is_string and part.this in _DURATION_NS:
+        return _DURATION_NS[part.this], amount, inner
+    return None
+
+
+def _on_common_layout(text: exp.Expression, fast: exp.Expression, slow: exp.Expression
+                      ) -> exp.Expression:
+    """``fast`` for rows whose text has the common layout and a valid date, ``slow`` for the
+    others. ``fast`` must be NULL exactly when the date is impossible; DataFusion evaluates
+    each CASE branch only on the rows that reach it, so the UDF in ``slow`` sees only the
+    rows the builtins cannot answer (and the NULL rows)."""
+    layout = fn("regexp_like", text, lit_str(_COMMON_TIMESTAMP))
+    return exp.Coalesce(this=exp.Case(ifs=[exp.If(this=layout, true=fast)]), expressions=[slow])
+
+
+def _plus_duration(instant: exp.Expression, amount: exp.Expression, unit_ns: int
+                   ) -> exp.Expression:
+    """``instant + amount * unit`` on naive nanosecond timestamps."""
+    moved = exp.Add(this=cast(instant, "BIGINT"),
+                    expression=exp.Mul(this=paren(amount), expression=exp.Literal.number(unit_ns)))
+    return fn("to_timestamp_nanos", moved)
+
+
+def whole_months_between(first: exp.Expression, second: exp.Expression) -> exp.Expression:
+    """Calendar months from ``first`` to ``second`` (naive UTC timestamps), truncated toward
+    zero: the month count, less one when the later end has not reached the earlier end's
+    position in its month (what ``s3_date_diff`` computes)."""
+
+    def month_index(ts: exp.Expression) -> exp.Expression:
+        year = cast(fn("date_part", lit_str("year"), ts), "BIGINT")
+        month = cast(fn("date_part", lit_str("month"), ts.copy()), "BIGINT")
+        return exp.Add(this=exp.Mul(this=year, expression=exp.Literal.number(12)),
+                       expression=month)
+
+    def into_month(ts: exp.Expression) -> exp.Expression:
+        start = fn("date_trunc", lit_str("month"), ts.copy())
+        return exp.Paren(this=exp.Sub(this=cast(ts, "BIGINT"), expression=cast(start, "BIGINT")))
+
+    months = exp.Paren(this=exp.Sub(this=exp.Paren(this=month_index(second)),
+                                    expression=exp.Paren(this=month_index(first))))
+
+    def one_if(condition: exp.Expression) -> exp.Expression:
+        return exp.Case(ifs=[exp.If(this=condition, true=exp.Literal.number(1))],
+                        default=exp.Literal.number(0))
+
+    zero = exp.Literal.number(0)
+    back = one_if(exp.And(this=exp.GT(this=months.copy(), expression=zero),
+                          expression=exp.LT(this=into_month(second.copy()),
+                                            expression=into_month(first.copy()))))
+    forward = one_if(exp.And(this=exp.LT(this=months.copy(), expression=zero.copy()),
+                             expression=exp.GT(this=into_month(second.copy()),
+                                               expression=into_month(first.copy()))))
+    return exp.Paren(this=exp.Add(this=exp.Sub(this=months, expression=back),
+                                  expression=forward))
+
+
+def utc_instant(ts: exp.Expression) -> exp.Expression:
+    """The instant of an S3_TIMESTAMP expression as a naive (UTC) nanosecond timestamp,
+    composed from builtins where the timestamp comes from text of the common layout."""
+    text = _written_text(ts)
+    slow = cast(fn("get_field", ts, lit_str("utc")), "TIMESTAMP")
+    instant = _zone_free_instant(ts)
+    if instant is not None:
+        return cast(instant.copy(), "TIMESTAMP")
+    if text is not None:
+        fast = exp.TryCast(this=text.copy(), to=exp.DataType.build("TIMESTAMP"))
+        return _on_common_layout(text, fast, slow)
+    added = _duration_added(ts)
+    if added is not None:
+        unit_ns, amount, inner = added
+        return _plus_duration(utc_instant(inner), amount.copy(), unit_ns)
+    return slow
+
+
+def local_time(ts: exp.Expression) -> exp.Expression:
+    """The wall-clock time at the written offset (naive timestamp) for date parts from year to
+    second: on the builtin path the fraction of a second is dropped, which no such part
+    reads."""
+    text = _written_text(ts)
+    slow = fn(U.LOCAL_TIME, ts)
+    instant = _zone_free_instant(ts)
+    if instant is not None:
+        return cast(instant.copy(), "TIMESTAMP")
+    if text is not None:
+        wall_clock = fn("substr", text.copy(), exp.Literal.number(1),
+                        exp.Literal.number(_WALL_CLOCK_CHARS))
+        fast = exp.TryCast(this=wall_clock, to=exp.DataType.build("TIMESTAMP"))
+        return _on_common_layout(text, fast, slow)
+    added = _duration_added(ts)
+    if added is not None:
+        unit_ns, amount, inner = added
+        return _plus_duration(local_time(inner), amount.copy(), unit_ns)
+    return slow
 
 
 def is_aggregate(node: exp.Expression) -> bool:
@@ -448,7 +641,7 @@ class Lowering:
             if kind == NULL:
                 return typed_null(INT), INT
             if kind in TEXTUAL or kind == JSON:
-                return fn(U.CAST_INT, self.as_string(typed)), INT
+                return guarded_cast_int(self.as_string(typed)), INT
         elif target == "float":
             if kind == FLOAT:
                 return node, FLOAT
@@ -457,7 +650,7 @@ class Lowering:
             if kind == NULL:
                 return typed_null(FLOAT), FLOAT
             if kind in TEXTUAL or kind == JSON:
-                return fn(U.CAST_FLOAT, self.as_string(typed)), FLOAT
+                return guarded_cast_float(self.as_string(typed)), FLOAT
         elif target == "string":
             return self.as_string(typed), STRING
         elif target == "bool":
@@ -700,8 +893,8 @@ class Lowering:
         if pair <= NUMERIC or pair <= TEXTUAL or pair == {BOOL}:
             a, b = left[0], right[0]
         elif TS in pair or NATIVE_TS in pair:
-            a = fn("get_field", self.as_ts(left), lit_str("utc"))
-            b = fn("get_field", self.as_ts(right), lit_str("utc"))
+            a = utc_instant(self.as_ts(left))
+            b = utc_instant(self.as_ts(right))
         elif pair == {JSON}:
             if klass in (exp.EQ, exp.NEQ):
                 a, b = fn(U.JSON_TO_STRING, left[0]), fn(U.JSON_TO_STRING, right[0])
@@ -862,6 +1055,8 @@ class Lowering:
             node = node.this
         if not isinstance(node, exp.Like):
             raise UnsupportedFeatureError(f"unsupported ESCAPE use: {_describe(node)}")
+        if node.args.get("negate"):  # sqlglot 30 parses ``x NOT LIKE p`` as Like(negate=True)
+            negate = not negate
         subject = self.as_string(self.lower(node.this))
         pattern_typed = self.lower(node.expression)
         pattern = pattern_typed[0]
@@ -871,9 +1066,17 @@ class Lowering:
             if len(escape_literal) != 1:
                 raise QuerySemanticError("the ESCAPE argument must be a single character")
         static_escape = escape_typed is None or escape_literal is not None
-        if isinstance(pattern, exp.Literal) and pattern.is_string and static_escape:
+        builtin = (
+            like_to_builtin_pattern(pattern.this, escape_literal)
+            if isinstance(pattern, exp.Literal) and pattern.is_string and static_escape
+            else None
+        )
+        result: exp.Expression
+        if builtin is not None:
+            result = exp.Like(this=paren(subject), expression=lit_str(builtin))
+        elif isinstance(pattern, exp.Literal) and pattern.is_string and static_escape:
             regex = like_to_regex(pattern.this, escape_literal)
-            result: exp.Expression = fn("regexp_like", subject, lit_str(regex))
+            result = fn("regexp_like", subject, lit_str(regex))
         else:
             escape_node = self.as_string(escape_typed) if escape_typed is not None else lit_str("")
             result = fn(U.LIKE, subject, self.as_string(pattern_typed), escape_node)
@@ -968,8 +1171,7 @@ class Lowering:
         part = _part_name(node.this)
         ts = self.as_ts(self.lower(node.expression))
         if part in _EXTRACT_LOCAL_PARTS:
-            local = fn(U.LOCAL_TIME, ts)
-            return cast(fn("date_part", lit_str(part), local), "BIGINT"), INT
+            return cast(fn("date_part", lit_str(part), local_time(ts)), "BIGINT"), INT
         offset = cast(fn("get_field", ts, lit_str("offset_minutes")), "BIGINT")
         if part == "timezone_hour":
             return exp.Paren(this=exp.Div(this=offset, expression=exp.Literal.number(60))), INT
@@ -1066,7 +1268,17 @@ class Lowering:
         part = self._date_part_arg(args[0], "date_diff")
         first = self.as_ts(self.lower(args[1]))
         second = self.as_ts(self.lower(args[2]))
-        return fn(U.DATE_DIFF, lit_str(part), first, second), INT
+        unit_ns = _DURATION_NS.get(part)
+        if unit_ns is not None:
+            # whole units between the instants, truncated toward zero (integer division)
+            delta = exp.Sub(this=cast(utc_instant(second), "BIGINT"),
+                            expression=cast(utc_instant(first), "BIGINT"))
+            return exp.Paren(this=exp.Div(this=exp.Paren(this=delta),
+                                          expression=exp.Literal.number(unit_ns))), INT
+        months = whole_months_between(utc_instant(first), utc_instant(second))
+        if part == "year":
+            return exp.Paren(this=exp.Div(this=months, expression=exp.Literal.number(12))), INT
+        return months, INT
 
     def _utcnow(self, args: list[exp.Expression]) -> Typed:
         if args:
@@ -1095,6 +1307,11 @@ class Lowering:
             raise QuerySemanticError("to_string takes two arguments")
         ts = self.as_ts(self.lower(args[0]))
         pattern = self.as_string(self.lower(args[1]))
+        if isinstance(pattern, exp.Literal) and pattern.is_string:
+            # Every S3_TIMESTAMP is a nanosecond timestamp, so its year has four digits.
+            strftime = strftime_for(pattern.this)
+            if strftime is not None:
+                return fn("to_char", local_time(ts), lit_str(strftime)), STRING
         return fn(U.TO_STRING, ts, pattern), STRING
 
 

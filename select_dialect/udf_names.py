@@ -88,6 +88,8 @@ BUILTIN_FUNCTIONS: frozenset[str] = frozenset(
         "rtrim",
         "substr",
         "sum",
+        "to_char",
+        "to_timestamp_nanos",
         "upper",
     }
 )

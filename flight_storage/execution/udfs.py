@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 
 from flight_storage.formats.values import S3_TIMESTAMP, ZONE_NONE, ZONE_OFFSET, ZONE_Z
 from select_dialect import udf_names as U
+from select_dialect.timestamp_format import tokenize
 from select_dialect.transforms import like_to_regex
 
 Kernel = Callable[..., pa.Array]
@@ -69,8 +70,6 @@ _BASIC_TIMESTAMPS = (
 
 _NS = {"second": 10**9, "minute": 60 * 10**9, "hour": 3600 * 10**9, "day": 86400 * 10**9}
 _PART_PRECISION = {"hour": 3, "minute": 3, "second": 4}
-# Longest run of one pattern letter read as one field (``ddd`` is ``dd`` then ``d``).
-_MAX_RUN = {"d": 2, "H": 2, "h": 2, "m": 2, "s": 2, "a": 1, "n": 1, "M": 5, "X": 5, "x": 5}
 _MONTHS = [
     "January", "February", "March", "April", "May", "June",
     "July", "August", "September", "October", "November", "December",
@@ -546,37 +545,9 @@ def _zone_text(parts: _Parts, count: int) -> pa.Array:
     return _offset_text(parts.offset, colon=count in (3, 5), hours_only_when_whole=False)
 
 
-def _tokenize_format(pattern: str) -> list[tuple[str, int] | str]:
-    """Split a to_string pattern into (letter, count) runs and literal text."""
-    tokens: list[tuple[str, int] | str] = []
-    i = 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == "'":
-            end = pattern.find("'", i + 1)
-            if end == i + 1:
-                tokens.append("'")
-                i += 2
-                continue
-            end = len(pattern) if end < 0 else end
-            tokens.append(pattern[i + 1 : end])
-            i = end + 1
-        elif ch.isascii() and ch.isalpha():
-            j = i
-            limit = i + _MAX_RUN.get(ch, len(pattern))
-            while j < len(pattern) and j < limit and pattern[j] == ch:
-                j += 1
-            tokens.append((ch, j - i))
-            i = j
-        else:
-            tokens.append(ch)
-            i += 1
-    return tokens
-
-
 def _format_with(parts: _Parts, pattern: str, length: int) -> pa.Array:
     pieces: list[pa.Array | str] = []
-    for token in _tokenize_format(pattern):
+    for token in tokenize(pattern):
         pieces.append(_format_token(parts, *token) if isinstance(token, tuple) else token)
     arrays = [p if isinstance(p, pa.Array) else pa.array([p] * length, pa.utf8()) for p in pieces]
     if not arrays:

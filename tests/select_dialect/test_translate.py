@@ -91,7 +91,8 @@ def test_like_to_regex(pattern: str, escape: str | None, regex: str) -> None:
 def test_aliases_are_expanded_and_reused() -> None:
     validate(
         "select int(_1) as a1, a1 + 1 as a2 from s3object",
-        'SELECT s3_cast_int("_1") AS "c0", s3_cast_int("_1") + 1 AS "c1" FROM "s3object"',
+        'SELECT COALESCE(TRY_CAST("_1" AS BIGINT), s3_cast_int("_1")) AS "c0", '
+        '(COALESCE(TRY_CAST("_1" AS BIGINT), s3_cast_int("_1"))) + 1 AS "c1" FROM "s3object"',
     )
 
 
@@ -99,7 +100,7 @@ def test_aliases_read_by_where_are_computed_below_it() -> None:
     validate(
         "select int(_1) as a1, a1 + 1 as a2 from s3object where a2 > 3",
         'SELECT "__alias_0" AS "c0", "__alias_1" AS "c1" FROM (SELECT *, "__alias_0" + 1 AS '
-        '"__alias_1" FROM (SELECT *, s3_cast_int("_1") AS "__alias_0" FROM "s3object") AS '
+        '"__alias_1" FROM (SELECT *, COALESCE(TRY_CAST("_1" AS BIGINT), s3_cast_int("_1")) AS "__alias_0" FROM "s3object") AS '
         '"s3object") AS "s3object" WHERE "__alias_1" > 3',
     )
 
@@ -158,7 +159,7 @@ def test_output_names_per_flavor() -> None:
 def test_aggregate_metadata() -> None:
     t = translate("select sum(int(_1)), count(*) from s3object", input_format="csv")
     assert t.is_aggregate
-    assert t.sql == 'SELECT sum(s3_cast_int("_1")) AS "c0", count(*) AS "c1" FROM "s3object"'
+    assert t.sql == 'SELECT sum(COALESCE(TRY_CAST("_1" AS BIGINT), s3_cast_int("_1"))) AS "c0", count(*) AS "c1" FROM "s3object"'
     with pytest.raises(QuerySemanticError):
         translate("select _1, count(*) from s3object", input_format="csv")
 
