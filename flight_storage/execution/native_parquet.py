@@ -1,0 +1,112 @@
+"""DataFusion's own Parquet reader as the table ``s3object``, where it reads what the reference
+reader reads.
+
+The reference reader (pyarrow's dataset, fed to DataFusion through
+:mod:`flight_storage.execution.streaming_dataset`) decides the types of a Parquet object's
+columns; DataFusion's reader may decide others for the same file (an INT96 timestamp is
+``timestamp[ns]`` to pyarrow and whatever the file's Arrow schema says to DataFusion; string
+columns are views unless told otherwise). :func:`native_parquet_table` asks DataFusion for the
+table's schema and takes the native path only when it equals the plan's, so a value reaches the
+query with the same type, and the same s3-select reading, whichever reader served it.
+
+Endpoints are DataFusion's own file-scan partitions. With ``n`` target partitions DataFusion
+cuts the file at multiples of ``ceil(size / n)`` (as it does a CSV file,
+:func:`~flight_storage.execution.native_csv.native_ranges`) and a row group belongs to the range
+holding the offset of its first column chunk's first page (the dictionary page when there is
+one). No API tells which row groups a partition reads, so :func:`row_group_split` works it out
+from the footer; ``tests/flight_storage/test_native_parquet.py`` pins the rule against
+DataFusion (a file where the rule and the row group's midpoint disagree). Ranges that hold no
+row group are not endpoints; the rest keep the file's order, so the endpoints read in order give
+every record once and in order.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from datafusion import SessionConfig, SessionContext
+
+from flight_storage.execution.native_csv import native_ranges
+
+SESSION_SETTINGS: tuple[tuple[str, str], ...] = (
+    # plain Utf8 as pyarrow reads it (views are DataFusion 55's default)
+    ("datafusion.execution.parquet.schema_force_view_types", "false"),
+    # evaluate the filter while decoding: rows that fail it are never materialised
+    ("datafusion.execution.parquet.pushdown_filters", "true"),
+    ("datafusion.execution.parquet.reorder_filters", "true"),
+)
+"""Session settings the native Parquet path relies on (harmless to the other readers)."""
+
+
+def row_group_starts(metadata: pq.FileMetaData) -> list[int]:
+    """The byte offset DataFusion places each row group at: its first column chunk's first
+    page (the dictionary page when there is one)."""
+    starts = []
+    for index in range(metadata.num_row_groups):
+        chunk = metadata.row_group(index).column(0)
+        starts.append(chunk.dictionary_page_offset if chunk.has_dictionary_page
+                      else chunk.data_page_offset)
+    return starts
+
+
+def row_group_split(starts: list[int], size: int, count: int) -> list[tuple[int, ...]]:
+    """The row groups each of DataFusion's ``count`` byte ranges of a ``size``-byte file reads
+    (empty tuples for ranges that hold no row group's start)."""
+    return [tuple(g for g, start in enumerate(starts) if lo <= start < hi)
+            for lo, hi in native_ranges(size, count)]
+
+
+@dataclass(frozen=True)
+class NativeParquetTable:
+    """How DataFusion reads one Parquet object.
+
+    Attributes:
+        path: the file.
+        size: its size in bytes (what DataFusion splits).
+        starts: each row group's offset (see :func:`row_group_starts`).
+    """
+
+    path: Path
+    size: int
+    starts: tuple[int, ...]
+
+    def register(self, ctx: SessionContext, name: str) -> None:
+        """Register the file as table ``name`` on ``ctx``."""
+        # DataFusion filters a table's files by this suffix; the whole name always matches
+        ctx.register_parquet(name, str(self.path), file_extension=self.path.name)
+
+    def split(self, count: int) -> list[tuple[int, ...]]:
+        """Row groups of each of ``count`` DataFusion partitions of the file."""
+        return row_group_split(list(self.starts), self.size, count)
+
+
+def native_parquet_table(
+    path: Path, metadata: pq.FileMetaData, schema: pa.Schema
+) -> tuple[NativeParquetTable | None, str]:
+    """The native table for ``path``, or None and the reason why not.
+
+    Args:
+        path: the object's file.
+        metadata: its footer (as the reference reader saw it).
+        schema: the table schema the plan was made for (the reference reader's types).
+    """
+    starts = row_group_starts(metadata)
+    if any(b <= a for a, b in itertools.pairwise(starts)):
+        return None, "row groups are not stored in file order"
+    table = NativeParquetTable(path, path.stat().st_size, tuple(starts))
+    config = SessionConfig()
+    for key, value in SESSION_SETTINGS:
+        config = config.set(key, value)
+    ctx = SessionContext(config)
+    table.register(ctx, "probe")
+    native_schema = pa.schema(ctx.table("probe").schema())
+    if not native_schema.equals(schema, check_metadata=False):
+        differ = [f"{a.name} ({a.type} vs {b.type})"
+                  for a, b in zip(native_schema, schema, strict=False) if not a.equals(b)]
+        return None, "DataFusion reads other column types: " + (", ".join(differ[:3])
+                                                               or "other columns")
+    return table, ""
