@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import gzip
+import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +29,7 @@ from flight_storage.execution.native_csv import native_ranges
 from flight_storage.execution.native_parquet import row_group_split, row_group_starts
 from flight_storage.storage.sources import FileSource
 from select_dialect.errors import SelectDialectError
+from tests.conftest import ServerProcess, start_server
 
 
 def _write(path: Path, table: pa.Table, **options: Any) -> FileSource:
@@ -193,3 +197,54 @@ def test_limit_is_pushed_into_datafusions_parquet_scan(tmp_path: Path) -> None:
     shown = ctx.sql(plan.translation.sql).execution_plan().display_indent()
     assert re.search(r"DataSourceExec: .*limit=3", shown), shown
     assert _same(source, "select a from s3object limit 3") == "datafusion"
+
+
+# --------------------------------------------------------------------------- through the server
+
+
+@pytest.fixture(scope="module")
+def native_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    root = tmp_path_factory.mktemp("native-data")
+    (root / "bkt").mkdir()
+    rows = 400_000
+    pq.write_table(pa.table({"a": range(rows), "s": [f"x{i % 1013}" for i in range(rows)]}),
+                   root / "bkt" / "rows.parquet", row_group_size=10_000)
+    (root / "bkt" / "rows.csv.gz").write_bytes(
+        gzip.compress(b"".join(b"%d,x%d\n" % (i, i % 1013) for i in range(rows))))
+    server = start_server(root, "--partition-mb", "1")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_server_endpoints_read_in_any_order_give_every_row_once(
+    native_server: ServerProcess,
+) -> None:
+    from pyarrow import flight
+
+    from tests.flight_storage.test_server_support import statement_descriptor
+
+    client = flight.connect(native_server.location)
+    info = client.get_flight_info(statement_descriptor(
+        "SELECT a FROM \"bkt\".\"rows.parquet\" WHERE s <> 'x5'"))
+    about = json.loads(info.app_metadata)
+    assert about["reader"] == "datafusion" and about["endpoints"] == len(info.endpoints) > 2
+    parts = {i: client.do_get(e.ticket).read_all()
+             for i, e in reversed(list(enumerate(info.endpoints)))}
+    got = [v for i in sorted(parts) for v in parts[i].column(0).to_pylist()]
+    assert got == [i for i in range(400_000) if i % 1013 != 5]
+
+
+def test_server_reads_gzip_csv_natively(native_server: ServerProcess) -> None:
+    from pyarrow import flight
+
+    from tests.flight_storage.test_server_support import statement_descriptor
+
+    client = flight.connect(native_server.location)
+    info = client.get_flight_info(statement_descriptor(
+        "SELECT count(*) AS n, max(CAST(_1 AS INT)) AS m FROM \"bkt\".\"rows.csv.gz\" "
+        "WHERE _2 = 'x7'"))
+    assert json.loads(info.app_metadata) == {"reader": "datafusion", "endpoints": 1}
+    result = client.do_get(info.endpoints[0].ticket).read_all().to_pylist()
+    assert result == [{"n": len(range(7, 400_000, 1013)), "m": max(range(7, 400_000, 1013))}]
