@@ -7,7 +7,10 @@ columns; DataFusion's reader may decide others for the same file (an INT96 times
 ``timestamp[ns]`` to pyarrow and whatever the file's Arrow schema says to DataFusion; string
 columns are views unless told otherwise). :func:`native_parquet_table` asks DataFusion for the
 table's schema and takes the native path only when it equals the plan's, so a value reaches the
-query with the same type, and the same s3-select reading, whichever reader served it.
+query with the same type, and the same s3-select reading, whichever reader served it. Where the
+only difference is a view type the file's own Arrow schema asks for (tpchgen writes
+``string_view``), DataFusion is given the plan's schema and casts the views to plain strings,
+which loses nothing.
 
 Endpoints are DataFusion's own file-scan partitions. With ``n`` target partitions DataFusion
 cuts the file at multiples of ``ceil(size / n)`` (as it does a CSV file,
@@ -68,16 +71,20 @@ class NativeParquetTable:
         path: the file.
         size: its size in bytes (what DataFusion splits).
         starts: each row group's offset (see :func:`row_group_starts`).
+        schema: the schema DataFusion is told to read (views cast to plain types), or None
+            for the file's own.
     """
 
     path: Path
     size: int
     starts: tuple[int, ...]
+    schema: pa.Schema | None = None
 
     def register(self, ctx: SessionContext, name: str) -> None:
         """Register the file as table ``name`` on ``ctx``."""
         # DataFusion filters a table's files by this suffix; the whole name always matches
-        ctx.register_parquet(name, str(self.path), file_extension=self.path.name)
+        ctx.register_parquet(name, str(self.path), file_extension=self.path.name,
+                             schema=self.schema)
 
     def split(self, count: int) -> list[tuple[int, ...]]:
         """Row groups of each of ``count`` DataFusion partitions of the file."""
@@ -98,15 +105,38 @@ def native_parquet_table(
     if any(b <= a for a, b in itertools.pairwise(starts)):
         return None, "row groups are not stored in file order"
     table = NativeParquetTable(path, path.stat().st_size, tuple(starts))
-    config = SessionConfig()
-    for key, value in SESSION_SETTINGS:
-        config = config.set(key, value)
-    ctx = SessionContext(config)
-    table.register(ctx, "probe")
-    native_schema = pa.schema(ctx.table("probe").schema())
+    native_schema = _schema_of(table)
+    if _views_aside(native_schema, schema):
+        table = NativeParquetTable(table.path, table.size, table.starts, schema)
+        native_schema = _schema_of(table)
     if not native_schema.equals(schema, check_metadata=False):
         differ = [f"{a.name} ({a.type} vs {b.type})"
                   for a, b in zip(native_schema, schema, strict=False) if not a.equals(b)]
         return None, "DataFusion reads other column types: " + (", ".join(differ[:3])
                                                                or "other columns")
     return table, ""
+
+
+_PLAIN = {pa.string_view(): pa.string(), pa.binary_view(): pa.binary(),
+          pa.large_string(): pa.string(), pa.large_binary(): pa.binary()}
+"""The plain type the reference reader gives each view (or large) type."""
+
+
+def _views_aside(native: pa.Schema, expected: pa.Schema) -> bool:
+    """True when ``native`` differs from ``expected`` and only by view (or large) types."""
+    if native.names != expected.names or native.equals(expected, check_metadata=False):
+        return False
+    return all(
+        a.nullable == b.nullable and _PLAIN.get(a.type, a.type) == b.type
+        for a, b in zip(native, expected, strict=True)
+    )
+
+
+def _schema_of(table: NativeParquetTable) -> pa.Schema:
+    """The schema DataFusion reads ``table`` with (the footer only)."""
+    config = SessionConfig()
+    for key, value in SESSION_SETTINGS:
+        config = config.set(key, value)
+    ctx = SessionContext(config)
+    table.register(ctx, "probe")
+    return pa.schema(ctx.table("probe").schema())

@@ -174,6 +174,17 @@ def test_typed_columns_read_the_same(tmp_path: Path, query: str) -> None:
     assert _same(source, query) == "datafusion"
 
 
+def test_view_columns_are_read_natively_as_plain_strings(tmp_path: Path) -> None:
+    """tpchgen writes string_view columns: DataFusion is told the plain types and casts."""
+    table = pa.table({"a": range(100), "s": pa.array([f"v{i}" for i in range(100)],
+                                                     pa.string_view())})
+    source = _write(tmp_path / "object.parquet", table, row_group_size=10)
+    assert pq.ParquetFile(source.path).schema_arrow.field("s").type == pa.string_view()
+    for query in ("select * from s3object", "select a from s3object where s like 'v1%'",
+                  "select count(*), max(s) from s3object"):
+        assert _same(source, query) == "datafusion"
+
+
 def test_other_types_in_datafusion_keep_the_reference_reader(tmp_path: Path) -> None:
     """INT96 timestamps: pyarrow reads nanoseconds, DataFusion the file's Arrow type."""
     source = _write(tmp_path / "object.parquet", _typed_table(),
