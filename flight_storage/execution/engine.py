@@ -415,7 +415,7 @@ class SelectEngine:
             return dataclasses.replace(plan, native_reason=f"DataFusion cannot read it ({exc})")
         if native is None:
             return dataclasses.replace(plan, native_reason=reason)
-        count = self._range_count(native.size)
+        count = native.partition_count(self._range_count(native.size))
         if count > 1 and self._native_partition_count(plan, native, count) != count:
             count = 1  # DataFusion keeps this query's scan whole (see below)
         partitions = tuple(
@@ -655,7 +655,10 @@ class SelectEngine:
         whole = [p.partition for p in plan.partitions]
         if list(chosen) == whole or [p.kind for p in chosen] == ["object"]:
             if _order_free(plan.translation):
-                return self._run_native(plan, native, self.config.parallelism, None)
+                cores = self.config.parallelism
+                if isinstance(native, NativeParquetTable):
+                    cores = native.partition_count(cores)
+                return self._run_native(plan, native, cores, None)
             return self._run_native(plan, native, 1, None)
         if len(chosen) != 1 or not plan.parallel_safe:
             return None
@@ -664,6 +667,7 @@ class SelectEngine:
             pieces: list[Any] = native_ranges(plan.source.size, count)
             wanted: Any = (chosen[0].start, chosen[0].end)
         elif chosen[0].kind == "row_groups" and isinstance(native, NativeParquetTable):
+            count = native.partition_count(count)
             pieces, wanted = native.split(count), chosen[0].row_groups
         else:
             return None

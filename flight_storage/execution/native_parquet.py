@@ -90,6 +90,19 @@ class NativeParquetTable:
         """Row groups of each of ``count`` DataFusion partitions of the file."""
         return row_group_split(list(self.starts), self.size, count)
 
+    def partition_count(self, wanted: int) -> int:
+        """The DataFusion partition count (``wanted`` to ``2 * wanted``) that puts row groups
+        in the most partitions, the smallest of equals.
+
+        Row groups rarely line up with equal cuts: tpchgen's two row groups of a 3.9 MB file
+        both start in the first half, so two partitions would read everything in one and
+        nothing in the other; three cuts give each its own."""
+        if wanted <= 1:
+            return 1
+        spread = {count: sum(1 for groups in self.split(count) if groups)
+                  for count in range(wanted, 2 * wanted + 1)}
+        return max(spread, key=lambda count: (spread[count], -count))
+
 
 def native_parquet_table(
     path: Path, metadata: pq.FileMetaData, schema: pa.Schema

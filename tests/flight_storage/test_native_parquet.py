@@ -26,7 +26,11 @@ from hypothesis import strategies as st
 from flight_storage.errors import StorageError
 from flight_storage.execution.engine import EngineConfig, InputSpec, SelectEngine
 from flight_storage.execution.native_csv import native_ranges
-from flight_storage.execution.native_parquet import row_group_split, row_group_starts
+from flight_storage.execution.native_parquet import (
+    NativeParquetTable,
+    row_group_split,
+    row_group_starts,
+)
 from flight_storage.storage.sources import FileSource
 from select_dialect.errors import SelectDialectError
 from tests.conftest import ServerProcess, start_server
@@ -107,6 +111,16 @@ def test_datafusion_reads_the_row_groups_whose_first_page_is_in_its_range(
         want = [v for g in groups
                 for v in range(first_rows[g], first_rows[g] + metadata.row_group(g).num_rows)]
         assert got == want, (index, groups)
+
+
+def test_partition_count_spreads_row_groups_that_equal_cuts_would_bunch() -> None:
+    """tpchgen's sf 0.02 lineitem: two row groups, both starting in the first half."""
+    table = NativeParquetTable(Path("lineitem.parquet"), 3_921_486, (4, 1_952_367))
+    assert table.split(2) == [(0, 1), ()]
+    assert table.partition_count(2) == 3 and table.split(3) == [(0,), (1,), ()]
+    assert table.partition_count(1) == 1
+    evenly = NativeParquetTable(Path("t.parquet"), 1000, (4, 250, 500, 750))
+    assert evenly.partition_count(4) == 4  # already one row group per cut: kept
 
 
 # --------------------------------------------------------------------------- equivalence
