@@ -44,7 +44,11 @@ from flight_storage.execution.native_csv import (
     native_ranges,
 )
 from flight_storage.execution.native_parquet import SESSION_SETTINGS as PARQUET_SETTINGS
-from flight_storage.execution.native_parquet import NativeParquetTable, native_parquet_table
+from flight_storage.execution.native_parquet import (
+    NanSurvey,
+    NativeParquetTable,
+    native_parquet_table,
+)
 from flight_storage.errors import (
     InputFormatError,
     InvalidRequestError,
@@ -320,6 +324,7 @@ class SelectEngine:
     def __init__(self, config: EngineConfig | None = None) -> None:
         self.config = config or EngineConfig()
         self.surveys = SurveyCache()
+        self.nan_surveys = NanSurvey()
         self._plans: OrderedDict[tuple[Any, ...], SelectPlan] = OrderedDict()
         self._plans_lock = threading.Lock()
 
@@ -414,6 +419,12 @@ class SelectEngine:
         except Exception as exc:  # DataFusion raises plain exceptions with text only
             return dataclasses.replace(plan, native_reason=f"DataFusion cannot read it ({exc})")
         if native is None:
+            return dataclasses.replace(plan, native_reason=reason)
+        try:
+            reason = self.nan_surveys.reason(path, plan.input_schema)
+        except (OSError, pa.ArrowException) as exc:
+            reason = f"survey failed ({exc})"
+        if reason:
             return dataclasses.replace(plan, native_reason=reason)
         count = native.partition_count(self._range_count(native.size))
         if count > 1 and self._native_partition_count(plan, native, count) != count:

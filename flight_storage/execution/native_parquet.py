@@ -12,6 +12,12 @@ only difference is a view type the file's own Arrow schema asks for (tpchgen wri
 ``string_view``), DataFusion is given the plan's schema and casts the views to plain strings,
 which loses nothing.
 
+Floating-point NaN is the one value the two read differently (checked on 55.0): the reference
+hands a filter to pyarrow, where ``NaN > 1.5`` is false, and DataFusion orders NaN above every
+number, so ``NaN > 1.5`` is true there; DataFusion also answers ``max(f)`` from the footer's
+statistics, which leave NaN out. :class:`NanSurvey` reads an object's floating-point columns
+once per object version and the native path is refused where one holds a NaN.
+
 Endpoints are DataFusion's own file-scan partitions. With ``n`` target partitions DataFusion
 cuts the file at multiples of ``ceil(size / n)`` (as it does a CSV file,
 :func:`~flight_storage.execution.native_csv.native_ranges`) and a row group belongs to the range
@@ -26,10 +32,15 @@ every record once and in order.
 from __future__ import annotations
 
 import itertools
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from datafusion import SessionConfig, SessionContext
 
@@ -102,6 +113,59 @@ class NativeParquetTable:
         spread = {count: sum(1 for groups in self.split(count) if groups)
                   for count in range(wanted, 2 * wanted + 1)}
         return max(spread, key=lambda count: (spread[count], -count))
+
+
+def _holds_float(data_type: pa.DataType) -> bool:
+    if pa.types.is_floating(data_type):
+        return True
+    return any(_holds_float(data_type.field(i).type) for i in range(data_type.num_fields))
+
+
+class NanSurvey:
+    """Which objects hold a floating-point NaN, by object version (path, size, modification
+    time, inode); thread-safe and bounded like the CSV survey cache.
+
+    Args:
+        max_entries: verdicts kept.
+    """
+
+    def __init__(self, max_entries: int = 4096) -> None:
+        self._entries: OrderedDict[Hashable, str] = OrderedDict()
+        self._lock = threading.Lock()
+        self._max = max_entries
+        self.surveys = 0
+        """Objects read (not served from the cache); tests read it."""
+
+    def reason(self, path: Path, schema: pa.Schema) -> str:
+        """Why the native reader would differ (a column holding NaN), or ``""``."""
+        floats = [f.name for f in schema if _holds_float(f.type)]
+        if not floats:
+            return ""
+        stat = os.stat(path)
+        key = (str(path), stat.st_size, stat.st_mtime_ns, stat.st_ino)
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+                return found
+        result = _nan_reason(path, schema, floats)
+        with self._lock:
+            self.surveys += 1
+            self._entries[key] = result
+            while len(self._entries) > self._max:
+                self._entries.popitem(last=False)
+        return result
+
+
+def _nan_reason(path: Path, schema: pa.Schema, floats: list[str]) -> str:
+    nested = [name for name in floats if not pa.types.is_floating(schema.field(name).type)]
+    if nested:
+        return f"column {nested[0]} nests floating-point values (NaN is not surveyed there)"
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=1 << 16, columns=floats):
+        for name, column in zip(batch.schema.names, batch.columns, strict=True):
+            if pc.any(pc.is_nan(column)).as_py():
+                return f"column {name} holds NaN (DataFusion orders it above every number)"
+    return ""
 
 
 def native_parquet_table(
