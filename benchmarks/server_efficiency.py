@@ -7,19 +7,30 @@ DataFusion's own CSV reader over the same file registered as ``s3object`` (Utf8 
 our UDFs registered). The ratio is in-process time / server time: 1.0 means the server adds
 nothing; the target is >= 0.8 on every query.
 
+:data:`FORMAT_QUERIES` do the same over other formats: tpchgen's lineitem Parquet (in process:
+DataFusion's Parquet reader with its defaults) and the peer CSV gzip-compressed (in process:
+DataFusion's CSV reader decompressing it). Every row says which reader served the query and over
+how many endpoints.
+
     python -m benchmarks.server_efficiency --quick
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import logging
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from benchmarks import common
 from benchmarks.queries import ORDERS_COLUMNS, PEER_COLUMNS, PEER_QUERIES, QUERIES, Query
+from flight_storage.execution.engine import EngineConfig, InputSpec, SelectEngine
+from flight_storage.storage.sources import FileSource
 from select_dialect import translate
 
 log = logging.getLogger("benchmarks.server_efficiency")
@@ -29,6 +40,30 @@ TARGET_RATIO = 0.8
 BUCKET = "bench"
 # (lineitem scale factor, orders MB, peer-file rows) per mode
 SIZES = {"quick": (0.02, 5, 200_000), "full": (0.15, 50, 2_000_000)}
+
+FORMAT_QUERIES: tuple[Query, ...] = (
+    Query(
+        "parquet_filter", "Parquet, numeric filter, ~4% of rows", "lineitem_parquet",
+        "SELECT l_orderkey, l_extendedprice, l_shipmode FROM s3object WHERE l_quantity > 48",
+        "",
+    ),
+    Query(
+        "parquet_aggregate", "Parquet, 3 aggregates with a filter", "lineitem_parquet",
+        "SELECT sum(l_extendedprice), avg(l_discount), count(*) FROM s3object "
+        "WHERE l_returnflag = 'R'",
+        "",
+    ),
+    Query(
+        "gzip_projection_1pct", "gzip CSV, projection of 1% of rows", "peer_gzip",
+        "SELECT _1, _4, _6 FROM s3object WHERE _3 = '0'",
+        "",
+    ),
+)
+"""Queries over other formats (reader and endpoints reported like the others)."""
+
+KEYS = {"lineitem": "lineitem.csv", "orders": "orders.csv", "peer": "peer.csv",
+        "lineitem_parquet": "lineitem.parquet", "peer_gzip": "peer.csv.gz"}
+"""Each table's object key in the bucket (the suffix tells the server its format)."""
 
 
 def _options(parser: argparse.ArgumentParser) -> None:
@@ -41,10 +76,24 @@ def dataset(quick: bool) -> tuple[dict[str, Path], dict[str, tuple[str, ...]]]:
     """The files of the query set and their headers."""
     scale, orders_mb, peer_rows = SIZES["quick" if quick else "full"]
     files = {"lineitem": common.lineitem(scale, "csv"), "orders": common.orders_csv(orders_mb),
-             "peer": common.peer_csv(peer_rows)}
+             "peer": common.peer_csv(peer_rows),
+             "lineitem_parquet": common.lineitem(scale, "parquet"),
+             "peer_gzip": _gzipped(common.peer_csv(peer_rows))}
     headers = {"lineitem": common.LINEITEM_COLUMNS, "orders": ORDERS_COLUMNS,
-               "peer": PEER_COLUMNS}
+               "peer": PEER_COLUMNS, "lineitem_parquet": common.LINEITEM_COLUMNS,
+               "peer_gzip": PEER_COLUMNS}
     return files, headers
+
+
+def _gzipped(path: Path) -> Path:
+    """``path`` gzip-compressed beside it (made once)."""
+    target = path.with_name(path.name + ".gz")
+    if not target.exists():
+        partial = target.with_suffix(".tmp")
+        with path.open("rb") as raw, gzip.open(partial, "wb", compresslevel=6) as out:
+            shutil.copyfileobj(raw, out, 1 << 20)
+        partial.rename(target)
+    return target
 
 
 def server_root(files: dict[str, Path]) -> Path:
@@ -52,22 +101,54 @@ def server_root(files: dict[str, Path]) -> Path:
     one (the peer file has none)."""
     return common.data_root(
         NAME,
-        {f"{BUCKET}/{table}.csv": path for table, path in files.items()},
-        {BUCKET: [{"prefix": f"{table}.csv", "InputSerialization": common.CSV_USE_HEADER}
-                  for table in files if table != "peer"]},
+        {f"{BUCKET}/{KEYS[table]}": path for table, path in files.items()},
+        {BUCKET: [{"prefix": KEYS[table], "InputSerialization": common.CSV_USE_HEADER}
+                  for table in ("lineitem", "orders")]},
     )
+
+
+def _in_process(query: Query, files: dict[str, Path], headers: dict[str, tuple[str, ...]]
+                ) -> tuple[str, Any]:
+    """The SQL the server runs for ``query`` and a DataFusion session reading the file itself."""
+    path = files[query.table]
+    if query.table == "lineitem_parquet":
+        from datafusion import SessionContext
+
+        from flight_storage.execution.udfs import register_udfs
+
+        engine = SelectEngine(EngineConfig(native_readers=False))
+        plan = engine.plan(query.s3select, FileSource(path, KEYS[query.table],
+                                                      path.stat().st_size), InputSpec("parquet"))
+        ctx = SessionContext()
+        register_udfs(ctx)
+        ctx.register_parquet("s3object", str(path))
+        return plan.translation.sql, ctx
+    if query.table == "peer_gzip":
+        from datafusion import SessionContext
+        from datafusion.options import CsvReadOptions
+
+        from flight_storage.execution.udfs import register_udfs
+
+        ctx = SessionContext()
+        register_udfs(ctx)
+        schema = pa.schema([pa.field(c, pa.string())
+                                   for c in headers[query.table]])
+        ctx.register_csv("s3object", str(path), options=CsvReadOptions(
+            has_header=False, schema=schema, file_extension=".gz",
+            file_compression_type="gzip"))
+        return translate(query.s3select, input_format="csv").sql, ctx
+    header = headers[query.table]
+    sql = translate(query.s3select, input_format="csv",
+                    header=list(header) if query.has_header else None).sql
+    return sql, common.datafusion_csv_context(path, len(header), has_header=query.has_header)
 
 
 def run_query(query: Query, servers: common.ServerGroup, files: dict[str, Path],
               headers: dict[str, tuple[str, ...]], runs: int) -> dict[str, Any]:
     """Time one query through the server and in process; rows must agree."""
-    statement = query.on(BUCKET, f"{query.table}.csv")
+    statement = query.on(BUCKET, KEYS[query.table])
     server_stat, server_result = common.measure(lambda: servers.query(statement), runs)
-    header = headers[query.table]
-    sql = translate(query.s3select, input_format="csv",
-                    header=list(header) if query.has_header else None).sql
-    ctx = common.datafusion_csv_context(files[query.table], len(header),
-                                        has_header=query.has_header)
+    sql, ctx = _in_process(query, files, headers)
     local_stat, (local_rows, local_bytes) = common.measure(
         lambda: common.drain_datafusion(ctx, sql), runs
     )
@@ -140,7 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = common.bench_args(__doc__.splitlines()[0], argv, _options)
     files, headers = dataset(args.quick)
     extra = ["--partition-mb", str(args.partition_mb)] if args.partition_mb else []
-    chosen = [q for q in QUERIES + PEER_QUERIES
+    chosen = [q for q in QUERIES + PEER_QUERIES + FORMAT_QUERIES
               if not args.only or q.name in args.only.split(",")]
     rows = []
     with common.ServerGroup(server_root(files), 1, *extra) as servers:

@@ -43,6 +43,12 @@ from flight_storage.execution.native_csv import (
     native_csv_table,
     native_ranges,
 )
+from flight_storage.execution.native_parquet import SESSION_SETTINGS as PARQUET_SETTINGS
+from flight_storage.execution.native_parquet import (
+    NanSurvey,
+    NativeParquetTable,
+    native_parquet_table,
+)
 from flight_storage.errors import (
     InputFormatError,
     InvalidRequestError,
@@ -179,8 +185,8 @@ class SelectPlan:
     result_schema: pa.Schema
     partitions: tuple[PlannedPartition, ...]
     header: tuple[str, ...] | None = None
-    native: NativeCsvTable | None = None
-    native_reason: str = "not a CSV object"
+    native: NativeCsvTable | NativeParquetTable | None = None
+    native_reason: str = "not a CSV or Parquet object"
 
     @property
     def rules(self) -> str:
@@ -238,6 +244,8 @@ def _session(
         .set("datafusion.execution.enable_file_stream_work_stealing", "false")
         .set("datafusion.optimizer.enable_round_robin_repartition", "false")
     )
+    for key, value in PARQUET_SETTINGS:
+        session_config = session_config.set(key, value)
     runtime = RuntimeEnvBuilder()
     if config.memory_limit_bytes is not None:
         runtime = runtime.with_fair_spill_pool(config.memory_limit_bytes)
@@ -321,6 +329,7 @@ class SelectEngine:
     def __init__(self, config: EngineConfig | None = None) -> None:
         self.config = config or EngineConfig()
         self.surveys = SurveyCache()
+        self.nan_surveys = NanSurvey()
         self._plans: OrderedDict[tuple[Any, ...], SelectPlan] = OrderedDict()
         self._plans_lock = threading.Lock()
 
@@ -411,7 +420,60 @@ class SelectEngine:
         if input.format == "csv":
             native, reason = self._native_csv(plan, scan_range)
             plan = dataclasses.replace(plan, native=native, native_reason=reason)
+        elif input.format == "parquet":
+            plan = self._with_native_parquet(plan)
         return plan
+
+    def _with_native_parquet(self, plan: SelectPlan) -> SelectPlan:
+        """The plan served by DataFusion's Parquet reader, its endpoints DataFusion's
+        partitions, or the plan as it is with the reason why not."""
+        if not self.config.native_readers:
+            return dataclasses.replace(plan, native_reason="native readers are off")
+        if len(plan.sources) != 1:
+            return dataclasses.replace(plan, native_reason="a prefix table")
+        path = local_path(plan.source)
+        if path is None:
+            return dataclasses.replace(plan, native_reason="not a file")
+        metadata = self._parquet_file(plan.source).metadata
+        try:
+            native, reason = native_parquet_table(path, metadata, plan.input_schema)
+        except Exception as exc:  # DataFusion raises plain exceptions with text only
+            return dataclasses.replace(plan, native_reason=f"DataFusion cannot read it ({exc})")
+        if native is None:
+            return dataclasses.replace(plan, native_reason=reason)
+        try:
+            reason = self.nan_surveys.reason(path, plan.input_schema)
+        except (OSError, pa.ArrowException) as exc:
+            reason = f"survey failed ({exc})"
+        if reason:
+            return dataclasses.replace(plan, native_reason=reason)
+        count = native.partition_count(self._range_count(native.size))
+        if count > 1 and self._native_partition_count(plan, native, count) != count:
+            count = 1  # DataFusion keeps this query's scan whole (see below)
+        partitions = tuple(
+            PlannedPartition(
+                Partition("row_groups", row_groups=groups),
+                bytes=sum(metadata.row_group(g).total_byte_size for g in groups),
+                rows=sum(metadata.row_group(g).num_rows for g in groups),
+            )
+            for groups in native.split(count) if groups
+        ) or plan.partitions
+        return dataclasses.replace(plan, native=native, native_reason="", partitions=partitions)
+
+    def _native_partition_count(
+        self, plan: SelectPlan, native: NativeParquetTable, count: int
+    ) -> int:
+        """Partitions DataFusion makes of the plan's query when asked for ``count``.
+
+        Not always ``count``: DataFusion does not split a scan it knows (from the footer's
+        row count, with no filter above it) to hold at most one batch of rows."""
+        ctx = _session(self.config, plan.translation, partitions=count, split_min_bytes=0)
+        native.register(ctx, TABLE)
+        try:
+            frame = ctx.sql_with_options(plan.translation.sql, _READ_ONLY)
+            return int(frame.execution_plan().partition_count)
+        except Exception:  # DataFusion raises plain exceptions; execution reports them
+            return 1
 
     def _native_csv(
         self, plan: SelectPlan, scan_range: tuple[int, int] | None
@@ -615,33 +677,47 @@ class SelectEngine:
             lambda: ctx.sql_with_options(plan.translation.sql, _READ_ONLY).execute_stream())
 
     def _native_stream(
-        self, plan: SelectPlan, native: NativeCsvTable, chosen: Sequence[Partition]
+        self,
+        plan: SelectPlan,
+        native: NativeCsvTable | NativeParquetTable,
+        chosen: Sequence[Partition],
     ) -> Iterator[pa.RecordBatch] | None:
         """DataFusion reading the file itself, or None when ``chosen`` is not one of its
         partitions (the reference reader then serves them)."""
         whole = [p.partition for p in plan.partitions]
         if list(chosen) == whole or [p.kind for p in chosen] == ["object"]:
             if _order_free(plan.translation):
-                return self._run_native(plan, native, self.config.parallelism, None)
+                cores = self.config.parallelism
+                if isinstance(native, NativeParquetTable):
+                    cores = native.partition_count(cores)
+                return self._run_native(plan, native, cores, None)
             return self._run_native(plan, native, 1, None)
-        if len(chosen) != 1 or chosen[0].kind != "byte_range" or not plan.parallel_safe:
+        if len(chosen) != 1 or not plan.parallel_safe:
             return None
-        ranges = native_ranges(plan.source.size, self._range_count(plan.source.size))
-        wanted = (chosen[0].start, chosen[0].end)
-        if wanted not in ranges:
+        count = self._range_count(plan.source.size)
+        if chosen[0].kind == "byte_range" and isinstance(native, NativeCsvTable):
+            pieces: list[Any] = native_ranges(plan.source.size, count)
+            wanted: Any = (chosen[0].start, chosen[0].end)
+        elif chosen[0].kind == "row_groups" and isinstance(native, NativeParquetTable):
+            count = native.partition_count(count)
+            pieces, wanted = native.split(count), chosen[0].row_groups
+        else:
             return None
-        return self._run_native(plan, native, len(ranges), ranges.index(wanted), chosen[0])
+        if wanted not in pieces:
+            return None
+        return self._run_native(plan, native, count, pieces.index(wanted), chosen[0])
 
     def _run_native(
         self,
         plan: SelectPlan,
-        native: NativeCsvTable,
+        native: NativeCsvTable | NativeParquetTable,
         partitions: int,
         index: int | None,
         partition: Partition | None = None,
     ) -> Iterator[pa.RecordBatch]:
         """Execute the plan over DataFusion's table: partition ``index`` of ``partitions``
-        equal byte ranges, or (``index`` None) everything on ``partitions`` cores."""
+        equal byte ranges (for Parquet, the row groups starting in that range), or (``index``
+        None) everything on ``partitions`` cores."""
         split = 0 if index is not None else _MIN_SPLIT_BYTES
         ctx = _session(self.config, plan.translation, partitions=partitions,
                        split_min_bytes=split)

@@ -7,11 +7,15 @@ the survey must refuse; the property tests feed it arbitrary bytes.
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -33,13 +37,14 @@ QUERIES = (
 
 
 def _run(path: Path, query: str, flavor: str, header: str, *, native: bool,
-         partition_bytes: int = 16 << 20, partitions: str = "whole") -> tuple[str, Any]:
+         partition_bytes: int = 16 << 20, partitions: str = "whole",
+         compression: str = "NONE") -> tuple[str, Any]:
     """(reader, rows or the error code) of ``query`` over ``path``."""
     engine = SelectEngine(EngineConfig(native_readers=native, partition_bytes=partition_bytes))
     source = FileSource(path, "bkt/object.csv", path.stat().st_size)
     try:
-        plan = engine.plan(query, source, InputSpec("csv", "NONE", {"FileHeaderInfo": header}),
-                           flavor=flavor)
+        spec = InputSpec("csv", compression, {"FileHeaderInfo": header})
+        plan = engine.plan(query, source, spec, flavor=flavor)
         if partitions == "whole":
             rows = [r for b in engine.execute(plan) for r in b.to_pylist()]
         else:  # each endpoint on its own, in order
@@ -215,3 +220,58 @@ def test_wide_records_are_bounded_by_max_columns(tmp_path: Path) -> None:
     plan = engine.plan("select _2 from s3object", source, InputSpec("csv"))
     assert plan.reader == "reference" and "max-columns" in plan.native_reason
     assert [r for b in engine.execute(plan) for r in b.to_pylist()] == [{"c0": "v1"}]
+
+
+# --------------------------------------------------------------------------- compressed input
+
+_CODECS: dict[str, Callable[[bytes], bytes]] = {
+    "GZIP": gzip.compress,
+    "BZIP2": bz2.compress,
+    "ZSTD": zstandard.ZstdCompressor().compress,
+}
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=_ANY_BYTES, cut=st.integers(0, 80), codec=st.sampled_from(sorted(_CODECS)),
+       flavor=st.sampled_from(["ceph", "aws"]), query=st.sampled_from(QUERIES))
+def test_compressed_objects_read_the_same_whichever_reader(
+    tmp_path: Path, data: bytes, cut: int, codec: str, flavor: str, query: str
+) -> None:
+    """Two concatenated members (``cat a.gz b.gz``): the survey reads the decompressed bytes."""
+    path = tmp_path / "object.csv.gz"
+    compress = _CODECS[codec]
+    path.write_bytes(compress(data[:cut]) + compress(data[cut:]))
+    results = [_run(path, query, flavor, "NONE", native=native, compression=codec)
+               for native in (True, False)]
+    assert results[0][1] == results[1][1]
+    if survey_csv([data], CsvInputOptions.from_request({}, flavor)).native \
+            and results[0][0] != "error":
+        assert results[0][0] == "datafusion"
+
+
+@pytest.mark.parametrize("codec", sorted(_CODECS))
+@pytest.mark.parametrize("name", ["object.csv.gz", "object", "object.csv"])
+def test_compressed_csv_is_read_natively_whatever_the_key(tmp_path: Path, codec: str,
+                                                          name: str) -> None:
+    path = tmp_path / name
+    path.write_bytes(_CODECS[codec](b"".join(b"%d,x%d\n" % (i, i) for i in range(5000))))
+    query = "select count(*), max(cast(_1 as int)) from s3object where _2 like 'x1%'"
+    assert _same(path, query, "ceph", compression=codec) == "datafusion"
+    assert _same(path, "select _2 from s3object limit 3", "aws", compression=codec) == \
+        "datafusion"
+
+
+@pytest.mark.parametrize("codec", sorted(_CODECS))
+def test_damaged_compressed_objects_keep_the_reference_error(tmp_path: Path, codec: str) -> None:
+    """A truncated stream fails the survey: the reference reader serves it and reports it."""
+    path = tmp_path / "object.csv.gz"
+    whole = _CODECS[codec](b"".join(b"%d,x\n" % i for i in range(5000)))
+    path.write_bytes(whole[: len(whole) // 2])
+    engine = SelectEngine(EngineConfig())
+    plan = engine.plan("select _1 from s3object",
+                       FileSource(path, "b/o.csv.gz", path.stat().st_size),
+                       InputSpec("csv", codec))
+    assert plan.reader == "reference" and "survey failed" in plan.native_reason
+    assert _run(path, "select _1 from s3object", "ceph", "NONE", native=True,
+                compression=codec) == ("error", "TruncatedInput")
