@@ -297,8 +297,11 @@ def _struct(
         pc.cast(precision, pa.int8()),
         pc.cast(digits, pa.int8()),
     ]
-    mask = pc.invert(pc.fill_null(valid, False))
-    return pa.StructArray.from_arrays(arrays, fields=list(S3_TIMESTAMP), mask=mask)
+    present = pc.fill_null(valid, False)
+    # children NULL too: DataFusion's get_field reads a child under a NULL parent as is, so
+    # ``get_field(to_timestamp(NULL), 'utc')`` would be 1970 and compare as a real instant
+    arrays = [pc.if_else(present, a, pa.scalar(None, a.type)) for a in arrays]
+    return pa.StructArray.from_arrays(arrays, fields=list(S3_TIMESTAMP), mask=pc.invert(present))
 
 
 def to_timestamp(values: pa.Array) -> pa.Array:
