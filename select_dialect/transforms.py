@@ -899,7 +899,7 @@ class Lowering:
             if klass in (exp.EQ, exp.NEQ):
                 a, b = fn(U.JSON_TO_STRING, left[0]), fn(U.JSON_TO_STRING, right[0])
             else:
-                a, b = self.as_number(left), self.as_number(right)
+                return self._json_ordering(klass, left, right)
         elif JSON in pair and pair & NUMERIC:
             a, b = self.as_number(left), self.as_number(right)
         elif JSON in pair and pair & TEXTUAL:
@@ -924,6 +924,20 @@ class Lowering:
         else:
             raise QuerySemanticError(f"cannot compare a {lk} value with a {rk} value")
         return klass(this=paren(a), expression=paren(b))
+
+    def _json_ordering(self, klass: type[exp.Expression], left: Typed, right: Typed) -> exp.Expression:
+        """``<``, ``>``, … between two JSON values: as numbers when both read as numbers,
+        else as text (two JSON strings ``"2004T" <= "2004T"`` is true, not NULL)."""
+        a, b = self.as_number(left), self.as_number(right)
+        both_numbers = exp.And(
+            this=exp.Not(this=exp.Is(this=paren(a), expression=exp.Null())),
+            expression=exp.Not(this=exp.Is(this=paren(b), expression=exp.Null())),
+        )
+        text_a, text_b = fn(U.JSON_TO_STRING, left[0]), fn(U.JSON_TO_STRING, right[0])
+        return exp.Case(
+            ifs=[exp.If(this=both_numbers, true=klass(this=paren(a), expression=paren(b)))],
+            default=klass(this=paren(text_a), expression=paren(text_b)),
+        )
 
     def _mismatch(self, klass: type[exp.Expression], a: exp.Expression, b: exp.Expression) -> exp.Expression:
         """Values of different types: never equal (NULL when either side is NULL)."""
@@ -1171,7 +1185,11 @@ class Lowering:
         part = _part_name(node.this)
         ts = self.as_ts(self.lower(node.expression))
         if part in _EXTRACT_LOCAL_PARTS:
-            return cast(fn("date_part", lit_str(part), local_time(ts)), "BIGINT"), INT
+            # through DOUBLE: DataFusion 55 rewrites `date_part('year', t) <op> n` into a range
+            # of timestamps, NULL when year n is outside nanosecond range (1677..2262), so
+            # `extract(year …) <> 13` was NULL; it does not see through this double cast
+            part_value = cast(fn("date_part", lit_str(part), local_time(ts)), "DOUBLE")
+            return cast(part_value, "BIGINT"), INT
         offset = cast(fn("get_field", ts, lit_str("offset_minutes")), "BIGINT")
         if part == "timezone_hour":
             return exp.Paren(this=exp.Div(this=offset, expression=exp.Literal.number(60))), INT
@@ -1187,6 +1205,10 @@ class Lowering:
         if typed[1] == NULL:
             return fn("count", typed_null(INT)), INT
         self._no_nested_aggregate(arg)
+        if typed[1] == JSON:  # a JSON null is the text `null` in its column, and not counted
+            is_null = exp.EQ(this=paren(typed[0]), expression=lit_str("null"))
+            value = exp.Case(ifs=[exp.If(this=is_null, true=typed_null(JSON))], default=typed[0])
+            return fn("count", value), INT
         return fn("count", typed[0]), INT
 
     def _sum_avg(self, node: exp.Expression) -> Typed:
@@ -1204,8 +1226,8 @@ class Lowering:
         name = "min" if isinstance(node, exp.Min) else "max"
         if typed[1] in NUMERIC or typed[1] == STRING:
             return fn(name, typed[0]), typed[1]
-        if typed[1] == NULL:
-            return typed_null(FLOAT), NULL
+        if typed[1] == NULL:  # still an aggregate: one row, whatever the input
+            return fn(name, typed_null(FLOAT)), NULL
         number = self.as_number(typed)
         return fn(name, number), FLOAT
 

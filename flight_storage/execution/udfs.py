@@ -26,6 +26,7 @@ import datafusion
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from flight_storage.formats.json_text import quote_strings
 from flight_storage.formats.values import S3_TIMESTAMP, ZONE_NONE, ZONE_OFFSET, ZONE_Z
 from select_dialect import udf_names as U
 from select_dialect.timestamp_format import tokenize
@@ -276,16 +277,9 @@ def json_equal(first: pa.Array, second: pa.Array) -> pa.Array:
 
 
 def json_quote(values: pa.Array) -> pa.Array:
-    """``s3_json_quote``: a string as a JSON string literal (control characters, rare, are
-    escaped per value by the JSON encoder)."""
-    escaped = pc.replace_substring(values, "\\", "\\\\")
-    escaped = pc.replace_substring(escaped, '"', '\\"')
-    out = pc.binary_join_element_wise('"', escaped, '"', "")
-    control = pc.fill_null(pc.match_substring_regex(values, "[\\x00-\\x1f]"), False)
-    if _any(control):
-        rows = pc.take(values, pc.indices_nonzero(control)).to_pylist()
-        out = pc.replace_with_mask(out, control, pa.array([json.dumps(v) for v in rows], pa.utf8()))
-    return out
+    """``s3_json_quote``: a string as a JSON string literal (the one spelling of
+    :func:`flight_storage.formats.json_text.quote_strings`)."""
+    return quote_strings(values)
 
 
 # ---------------------------------------------------------------------------- timestamps
@@ -302,8 +296,11 @@ def _struct(
         pc.cast(precision, pa.int8()),
         pc.cast(digits, pa.int8()),
     ]
-    mask = pc.invert(pc.fill_null(valid, False))
-    return pa.StructArray.from_arrays(arrays, fields=list(S3_TIMESTAMP), mask=mask)
+    present = pc.fill_null(valid, False)
+    # children NULL too: DataFusion's get_field reads a child under a NULL parent as is, so
+    # ``get_field(to_timestamp(NULL), 'utc')`` would be 1970 and compare as a real instant
+    arrays = [pc.if_else(present, a, pa.scalar(None, a.type)) for a in arrays]
+    return pa.StructArray.from_arrays(arrays, fields=list(S3_TIMESTAMP), mask=pc.invert(present))
 
 
 def to_timestamp(values: pa.Array) -> pa.Array:

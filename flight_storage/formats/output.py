@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from flight_storage.errors import InvalidRequestError
+from flight_storage.formats.json_text import dumps, quote_strings
 from flight_storage.formats.values import ZONE_NONE, ZONE_Z, is_s3_timestamp
 
 _FLAVOURS = ("ceph", "aws", "minio")
@@ -84,10 +85,6 @@ def _join(parts: Sequence[pa.Array | str], length: int) -> pa.Array:
 
 def _pad(values: pa.Array, width: int) -> pa.Array:
     return pc.utf8_lpad(values.cast(pa.string()), width=width, padding="0")
-
-
-def _json_dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 # --------------------------------------------------------------------------- timestamps
@@ -270,7 +267,7 @@ def _null_text(array: pa.Array, style: _Style) -> _Text:
 
 def _nested_text(array: pa.Array, style: _Style) -> _Text:
     """Lists / structs / maps (Parquet): compact JSON text, built in Python (rare)."""
-    values = [None if v is None else _json_dumps(v) for v in array.to_pylist()]
+    values = [None if v is None else dumps(v) for v in array.to_pylist()]
     return _Text(pa.array(values, pa.string()), False)
 
 
@@ -447,7 +444,7 @@ class RecordWriter:
                             pa.string())
         if self._json:
             n = len(text)
-            wrapped = _join(["{", _json_dumps(self._name(0)), ":", text, "}"], n)
+            wrapped = _join(["{", dumps(self._name(0)), ":", text, "}"], n)
             rows = pc.if_else(pc.starts_with(text, "{"), text, wrapped)
             return rows.fill_null("{}")
         fields = [_record_fields(v) for v in text.to_pylist()]
@@ -502,7 +499,7 @@ class RecordWriter:
         n = batch.num_rows
         members = []
         for i, column in enumerate(batch.columns):
-            key = _json_dumps(self._name(i)) + ":"
+            key = dumps(self._name(i)) + ":"
             value = self._json_value(i, column)
             members.append(_join([key, value], n))
         if not members:
@@ -523,7 +520,7 @@ class RecordWriter:
         text = _column_text(column, self._style)
         if self._style.ceph or not text.json_string:
             return text.values.fill_null("null")
-        return _json_quote(text.values).fill_null("null")
+        return quote_strings(text.values).fill_null("null")
 
     def _column_is_json(self, i: int) -> bool:
         return i < len(self._is_json) and bool(self._is_json[i])
@@ -541,8 +538,8 @@ def _scalar_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, (dict, list)):
-        return _json_dumps(value)
-    return json.dumps(value)
+        return dumps(value)
+    return dumps(value)
 
 
 def _record_fields(text: str | None) -> list[str]:
@@ -577,21 +574,6 @@ def _collect_leaves(value: Any, path: list[str], leaves: dict[str, str]) -> None
     else:
         name = "".join(f"{step}." for step in path)
         leaves.setdefault(name, _scalar_text(value))
-
-
-def _json_quote(values: pa.Array) -> pa.Array:
-    """JSON string literals for Utf8 values (control characters via Python, rarely)."""
-    n = len(values)
-    escaped = pc.replace_substring(values, "\\", "\\\\")
-    escaped = pc.replace_substring(escaped, '"', '\\"')
-    control = pc.match_substring_regex(values, "[\\x00-\\x1f]")
-    quoted = _join(['"', escaped, '"'], n)
-    if pc.any(control).as_py():
-        mask = control.fill_null(False)
-        rows = pc.take(values, pc.indices_nonzero(mask)).to_pylist()
-        replacement = pa.array([_json_dumps(v) for v in rows], pa.string())
-        quoted = pc.replace_with_mask(quoted, mask, replacement)
-    return quoted
 
 
 def _concat(strings: pa.Array) -> bytes:

@@ -1,7 +1,7 @@
 """Bind Flight SQL statement parameters (``?``) into s3-select text as literals.
 
 The ADBC driver sends parameters as a one-row Arrow batch through ``DoPut``. The dialect has no
-parameter markers, so each ``?`` outside quotes and comments is replaced by the SQL literal of its
+parameter markers, so each ``?`` outside quotes and comments (as the dialect's tokenizer sees them) is replaced by the SQL literal of its
 value before translation; values are rendered, never spliced as text, so a string parameter can
 only ever be a string literal.
 """
@@ -15,9 +15,10 @@ from typing import Any
 
 import pyarrow as pa
 from sqlglot.errors import TokenError
-from sqlglot.tokens import Tokenizer, TokenType
+from sqlglot.tokens import TokenType
 
 from flight_storage.errors import InvalidRequestError
+from select_dialect.s3select import S3Select
 
 
 def _string(value: str) -> str:
@@ -53,9 +54,13 @@ def sql_literal(value: Any) -> str:
 
 
 def placeholder_offsets(sql: str) -> list[int]:
-    """Character offsets of the ``?`` markers outside strings, identifiers and comments."""
+    """Character offsets of the ``?`` markers outside strings, identifiers and comments.
+
+    The dialect's own tokenizer decides what is quoted: `` `...` `` is a string literal in
+    s3-select (an identifier in sqlglot's base tokenizer), so a ``?`` inside it is text.
+    """
     try:
-        tokens = Tokenizer().tokenize(sql)
+        tokens = S3Select().tokenize(sql)
     except TokenError as exc:
         raise InvalidRequestError(f"cannot find parameters: {exc}") from None
     return [t.start for t in tokens if t.token_type == TokenType.PLACEHOLDER and t.text == "?"]

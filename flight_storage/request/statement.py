@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlglot.errors import TokenError
-from sqlglot.tokens import Token, Tokenizer, TokenType
+from sqlglot.tokens import Token, TokenType
 
 from flight_storage.errors import InvalidRequestError
+from select_dialect.s3select import S3Select
 
 _NAME_TOKENS = {TokenType.IDENTIFIER, TokenType.VAR, TokenType.STRING}
 _PLACEHOLDER = "stdin"
@@ -75,7 +76,8 @@ def split_table_reference(sql: str) -> tuple[TableReference | None, str]:
         TableReference(bucket='sales', key='orders/2024-01.csv')
     """
     try:
-        tokens = Tokenizer().tokenize(sql)
+        # the dialect's tokenizer: `...` is a string in s3-select, not an identifier
+        tokens = S3Select().tokenize(sql)
     except TokenError:
         return None, sql
     start = _top_level_from(tokens)

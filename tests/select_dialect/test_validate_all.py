@@ -73,15 +73,19 @@ def test_in_list_of_arrays() -> None:
     )
 
 
+# COUNT of a JSON path skips a JSON null (the text `null` in the path column)
+_COUNT_J0 = 'count(CASE WHEN "j0" = \'null\' THEN CAST(NULL AS VARCHAR) ELSE "j0" END)'
+
+
 def test_json_value_against_boolean_per_flavor() -> None:
     validate_all(
         "SELECT COUNT(id) AS n FROM s3object s WHERE value != true",
         write={
             # AWS/MinIO: 42 != true and "true" != true (different types are unequal).
-            "aws:json": 'SELECT count("j0") AS "c0" FROM "s3object" WHERE "j1" <> '
+            "aws:json": f'SELECT {_COUNT_J0} AS "c0" FROM "s3object" WHERE "j1" <> '
             "(CASE WHEN (TRUE) THEN 'true' ELSE 'false' END)",
             # Ceph: the value is read as a boolean.
-            "ceph:json": 'SELECT count("j0") AS "c0" FROM "s3object" WHERE '
+            "ceph:json": f'SELECT {_COUNT_J0} AS "c0" FROM "s3object" WHERE '
             's3_string_to_bool(s3_json_to_string("j1")) <> (TRUE)',
         },
     )
