@@ -3,7 +3,9 @@
 ``open_decompressed`` wraps a raw binary stream in a read-only stream of the decompressed
 bytes. Every codec is driven through an incremental decompressor object, so:
 
-* memory stays bounded (compressed input is fed in small pieces);
+* memory stays bounded: one step reads at most 64 KiB of compressed input and produces at
+  most :data:`OUTPUT_BOUND` bytes, whatever the expansion ratio (a decompression bomb is
+  decoded piece by piece like any other input);
 * concatenated members / frames are decoded one after the other (``cat a.gz b.gz``);
 * a stream that ends inside a member is reported as ``TruncatedInput`` and undecodable
   bytes as ``InvalidCompressionFormat`` -- both :class:`InputFormatError` raised from
@@ -21,35 +23,56 @@ from typing import BinaryIO, Protocol
 import zstandard
 
 from flight_storage.errors import InputFormatError
+from flight_storage.formats.zstd_frames import BoundedZstdDecoder
 
-# Compressed bytes handed to a decompressor per step. Small enough that one step of a
-# highly compressible stream (zstd offers no output bound) stays a few hundred MiB at worst.
+# Compressed bytes read from the object per step.
 _FEED_SIZE = 64 * 1024
+# Decompressed bytes one step may produce, whatever the codec and the input: the decoders
+# keep the rest of their input for the next step instead of expanding it all at once.
+OUTPUT_BOUND = 8 * 1024 * 1024
 
 
 class _Decompressor(Protocol):
-    eof: bool
-    unused_data: bytes
+    """The shape of ``bz2.BZ2Decompressor``: bounded output, leftover input kept inside."""
 
-    def decompress(self, data: bytes) -> bytes: ...
+    @property
+    def eof(self) -> bool: ...
+
+    @property
+    def unused_data(self) -> bytes: ...
+
+    @property
+    def needs_input(self) -> bool: ...
+
+    def decompress(self, data: bytes, max_length: int) -> bytes: ...
 
 
-def _gzip() -> _Decompressor:
-    return zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)  # type: ignore[return-value]
+class _GzipDecompressor:
+    """``zlib``'s deflate decoder behind the ``BZ2Decompressor`` shape."""
 
+    def __init__(self) -> None:
+        self._zlib = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        self.needs_input = True
 
-def _bzip2() -> _Decompressor:
-    return bz2.BZ2Decompressor()  # type: ignore[return-value]
+    @property
+    def eof(self) -> bool:
+        return self._zlib.eof
 
+    @property
+    def unused_data(self) -> bytes:
+        return self._zlib.unused_data
 
-def _zstd() -> _Decompressor:
-    return zstandard.ZstdDecompressor().decompressobj()  # type: ignore[return-value]
+    def decompress(self, data: bytes, max_length: int) -> bytes:
+        out = self._zlib.decompress(self._zlib.unconsumed_tail + data, max_length)
+        # A full output may leave decoded bytes inside zlib even with no input left.
+        self.needs_input = not self._zlib.unconsumed_tail and len(out) < max_length
+        return out
 
 
 _CODECS: dict[str, Callable[[], _Decompressor]] = {
-    "GZIP": _gzip,
-    "BZIP2": _bzip2,
-    "ZSTD": _zstd,
+    "GZIP": _GzipDecompressor,
+    "BZIP2": bz2.BZ2Decompressor,
+    "ZSTD": BoundedZstdDecoder,
 }
 
 # Exceptions the codecs raise on bytes they cannot decode.
@@ -74,7 +97,6 @@ class _DecompressedReader(io.RawIOBase):
         self._pending = b""  # decoded bytes of the last step
         self._taken = 0  # how many of them were returned
         self._consumed = 0  # compressed bytes fed so far
-        self._member_fed = False  # the current member has received input but not ended
         self._raw_eof = False
         self._carry = b""  # bytes after the end of a member: the start of the next one
 
@@ -95,22 +117,27 @@ class _DecompressedReader(io.RawIOBase):
         return self._raw_eof and self._decoder is None
 
     def _step(self) -> None:
-        data, self._carry = (self._carry or self._raw.read(_FEED_SIZE)), b""
-        if not data:
-            self._raw_eof = True
-            if self._member_fed:
+        if self._decoder is None:
+            data, self._carry = (self._carry or self._raw.read(_FEED_SIZE)), b""
+            if not data:
+                self._raw_eof = True
+                return
+            self._decoder = self._factory()
+        elif self._decoder.needs_input:
+            data = self._raw.read(_FEED_SIZE)
+            if not data:
+                self._raw_eof = True
+                self._decoder = None
                 raise InputFormatError(
                     f"{self._name} stream is truncated: it ends inside a compressed member "
                     f"at compressed byte offset {self._consumed}",
                     code="TruncatedInput",
                     offset=self._consumed,
                 )
-            self._decoder = None
-            return
-        if self._decoder is None:
-            self._decoder = self._factory()
+        else:  # the decoder still holds input from an earlier step
+            data = b""
         try:
-            out = self._decoder.decompress(data)
+            self._pending = self._decoder.decompress(data, OUTPUT_BOUND)
         except _CODEC_ERRORS as exc:
             raise InputFormatError(
                 f"{self._name} stream is corrupt near compressed byte offset "
@@ -118,15 +145,12 @@ class _DecompressedReader(io.RawIOBase):
                 code="InvalidCompressionFormat",
                 offset=self._consumed,
             ) from exc
-        self._member_fed = True
         self._consumed += len(data)
         if self._decoder.eof:
             unused = self._decoder.unused_data
             self._consumed -= len(unused)
             self._carry = unused
             self._decoder = None
-            self._member_fed = False
-        self._pending += out
 
 
 def open_decompressed(raw: BinaryIO, compression: str) -> BinaryIO:

@@ -9,7 +9,9 @@ Documents
     LINES: every non-blank line is one JSON value (surrounding whitespace allowed).
     DOCUMENT: the object is a sequence of JSON values, each of any size and layout
     (concatenated, pretty-printed, separated by whitespace or nothing). It is read as a
-    stream: only the document being parsed is held in memory.
+    stream: only the document being parsed is held in memory, and in the ceph flavour a
+    top-level array is read element by element where the rows allow it, so a large array
+    is held one element at a time. Each value held is bounded by the record limit.
 
 Rows (``from_path``: the steps after ``s3object[*]``; empty for ``FROM s3object[*]``)
     ``ceph``: arrays are transparent, as in Ceph's key-path matcher. A key step applies to
@@ -140,7 +142,9 @@ def iter_json_batches(
         flavor: ``"ceph"`` or ``"aws"`` (how ``from_path`` selects rows).
         byte_range: inclusive ``(start, end)`` byte offsets; LINES only.
         batch_rows: maximum rows per batch.
-        max_record_size: longest LINES record in bytes (AWS: 1 MiB); None for no limit.
+        max_record_size: longest record in bytes (AWS: 1 MiB), a LINES line or a DOCUMENT
+            value (an element of a top-level array read element by element); None for no
+            limit.
 
     Yields:
         Record batches with one nullable Utf8 column per entry of ``paths``, in order.
@@ -172,7 +176,9 @@ def iter_json_batches(
             code="InvalidRequest",
         )
     else:
-        documents = _stream_documents(source)
+        documents = _stream_documents(
+            source, max_record_size, split_arrays=_rows_split_over_arrays(flavor, from_path)
+        )
     return _batches(documents, select_rows, evaluate, schema, batch_rows)
 
 
@@ -408,6 +414,17 @@ def _row_selector(flavor: str, from_path: Sequence[tuple[Any, ...]]) -> Callable
     if not steps:
         return _ceph_documents if flavor == "ceph" else _whole_documents
     return lambda document: select(document, steps)
+
+
+def _rows_split_over_arrays(flavor: str, from_path: Sequence[tuple[Any, ...]]) -> bool:
+    """Whether a top-level array's rows are the concatenation of its elements' rows.
+
+    True in the ceph flavour when the path starts with a step that passes through arrays
+    (a key, ``*``) or is empty (arrays flattened): then DOCUMENT input is streamed element
+    by element. ``[n]`` and ``[*]`` see the array as a whole, and in the aws flavour a
+    top-level array is one row.
+    """
+    return flavor == "ceph" and (not from_path or from_path[0][0] in ("key", "any_key"))
 
 
 # ----------------------------------------------------------------------------- paths
@@ -772,17 +789,60 @@ def _byte_length(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode())
 
 
-def _stream_documents(source: BinaryIO) -> Iterator[tuple[Any, int]]:
-    """Yield each top-level JSON value of the object with its 1-based record number."""
+def _over_limit(text: str, max_record_size: int | None) -> bool:
+    # Four bytes per character at most: the exact count is taken only near the limit.
+    return (max_record_size is not None and len(text) * 4 > max_record_size
+            and _byte_length(text) > max_record_size)
+
+
+def _record_too_long(record: int, offset: int, max_record_size: int | None) -> InputFormatError:
+    return InputFormatError(
+        f"record {record} at byte offset {offset} is longer than {max_record_size} bytes",
+        code="OverMaxRecordSize", row=record, offset=offset,
+    )
+
+
+# Inside a top-level array that is read element by element: what may come next.
+_FIRST_ELEMENT, _NEXT_ELEMENT, _SEPARATOR = "first element", "element", "separator"
+
+
+def _stream_documents(
+    source: BinaryIO, max_record_size: int | None = None, split_arrays: bool = False
+) -> Iterator[tuple[Any, int]]:
+    """Yield each top-level JSON value of the object with its 1-based record number.
+
+    With ``split_arrays``, a top-level array is read element by element: each element is
+    yielded on its own under the array's record number (the caller's row selection must give
+    the same rows for the elements one by one as for the whole array). No value held in
+    memory is longer than ``max_record_size`` bytes (``OverMaxRecordSize``).
+    """
     raw_decode = _new_decoder().raw_decode
     stream = _TextStream(source)
     buffer = ""
     position = 0
     consumed = 0  # bytes before buffer[0]
     record = 0
+    array_state: str | None = None  # inside a split top-level array: what may come next
+    array_offset = 0  # byte offset of that array
     while True:
         position = _WHITESPACE.match(buffer, position).end()  # type: ignore[union-attr]
         need_more = position == len(buffer)
+        if not need_more and array_state is not None:
+            char = buffer[position]
+            if array_state == _SEPARATOR or (array_state == _FIRST_ELEMENT and char == "]"):
+                if char not in ",]" or array_state == _FIRST_ELEMENT and char == ",":
+                    offset = consumed + _byte_length(buffer[:position])
+                    raise _parsing_error("Expecting ',' delimiter", record=record, offset=offset)
+                position += 1
+                array_state = None if char == "]" else _NEXT_ELEMENT
+                continue
+        elif not need_more and split_arrays and buffer[position] == "[":
+            record += 1
+            array_offset = consumed + _byte_length(buffer[:position])
+            position += 1
+            array_state = _FIRST_ELEMENT
+            continue
+        this_record = record if array_state is not None else record + 1
         if not need_more:
             try:
                 value, end = raw_decode(buffer, position)
@@ -792,11 +852,13 @@ def _stream_documents(source: BinaryIO) -> Iterator[tuple[Any, int]]:
                 )
                 if stream.eof or not truncated:
                     offset = consumed + _byte_length(buffer[: exc.pos])
-                    raise _parsing_error(exc.msg, record=record + 1, offset=offset) from exc
+                    raise _parsing_error(exc.msg, record=this_record, offset=offset) from exc
                 need_more = True
             except (ValueError, RecursionError) as exc:
-                offset = consumed + _byte_length(buffer[:position])
-                raise _parsing_error(str(exc), record=record + 1, offset=offset) from exc
+                # Reported at the start of the record, as when the array is read whole.
+                offset = (array_offset if array_state is not None
+                          else consumed + _byte_length(buffer[:position]))
+                raise _parsing_error(str(exc), record=this_record, offset=offset) from exc
             else:
                 # A number or literal may go on in the next block ("1" of "1.5e3", "0."):
                 # decided once a character that cannot continue a number follows it.
@@ -805,15 +867,27 @@ def _stream_documents(source: BinaryIO) -> Iterator[tuple[Any, int]]:
                     or buffer[end - 1] in _CLOSED_VALUE_END
                     or _NUMBER_TAIL.match(buffer, end).end() < len(buffer)  # type: ignore[union-attr]
                 ):
-                    record += 1
+                    if _over_limit(buffer[position:end], max_record_size):
+                        offset = consumed + _byte_length(buffer[:position])
+                        raise _record_too_long(this_record, offset, max_record_size)
+                    if array_state is None:
+                        record += 1
+                    else:
+                        array_state = _SEPARATOR
                     yield value, record
                     position = end
                     continue
                 need_more = True
         if stream.eof:
+            if array_state is not None:
+                offset = consumed + _byte_length(buffer)
+                expected = "',' delimiter" if array_state == _SEPARATOR else "value"
+                raise _parsing_error(f"Expecting {expected}", record=record, offset=offset)
             return
         consumed += _byte_length(buffer[:position])
         buffer = buffer[position:]
         position = 0
+        if _over_limit(buffer, max_record_size):
+            raise _record_too_long(this_record, consumed, max_record_size)
         # Read at least as much as is buffered: a large document is re-parsed O(log n) times.
         buffer += stream.read(max(_READ_BLOCK, len(buffer)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import tracemalloc
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -719,3 +720,74 @@ def test_byte_range_with_document_input_is_rejected() -> None:
 def test_programming_errors_are_value_errors(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
         read_rows('{"a": 1}', **kwargs)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    documents=st.lists(st.lists(json_values, max_size=5) | json_values, min_size=1, max_size=4),
+    path=st.sampled_from([(), (key("a"),), (("any_key",),), (key("a"), ("index", 0))]),
+    step=st.integers(min_value=1, max_value=40),
+)
+def test_top_level_arrays_read_element_by_element_give_the_rows_of_the_whole(
+    documents: list[Any], path: tuple[tuple[Any, ...], ...], step: int
+) -> None:
+    data = "\n".join(json.dumps(document) for document in documents)
+    # The same documents under a key are not split: the path through the key reaches each
+    # array whole, and Ceph's key steps pass through arrays, so the rows must agree.
+    wrapped = "\n".join(json.dumps({"k": document}) for document in documents)
+    expected = read_rows(wrapped, from_path=(key("k"), *path))
+    assert read_rows(data, from_path=path, step=step) == expected
+
+
+def _read_limited(data: bytes, flavor: str, limit: int) -> int:
+    rows = 0
+    for batch in iter_json_batches(
+        io.BytesIO(data), JsonInputOptions(), from_path=(), paths={"v": (key("v"),)},
+        flavor=flavor, max_record_size=limit,
+    ):
+        rows += batch.num_rows
+    return rows
+
+
+def test_a_large_top_level_array_is_streamed_under_the_record_limit() -> None:
+    elements = 200_000
+    data = ("[" + ",".join(f'{{"v": {n}, "pad": "{"x" * 40}"}}' for n in range(elements)) + "]")
+    raw = data.encode()
+    assert len(raw) > 10 << 20
+    tracemalloc.start()
+    try:
+        assert _read_limited(raw, "ceph", 1 << 20) == elements
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # The document is over 10 MiB, its parsed form several times that; held one element
+    # (and one read block) at a time, far less is live at once.
+    assert peak < len(raw)
+
+
+@pytest.mark.parametrize(
+    ("flavor", "document"),
+    [
+        ("aws", "[" + ",".join(['{"v": 1}'] * 300_000) + "]"),  # aws: the array is one row
+        ("ceph", '{"v": "' + "x" * (2 << 20) + '"}'),
+        ("ceph", '[1, {"v": "' + "é" * (1 << 20) + '"}]'),
+        ("ceph", '[1, {"v": "' + "é" * (300 << 10) + '"}]'),  # exactly held, under the limit
+    ],
+)
+def test_a_document_value_over_the_record_limit_is_an_error(flavor: str, document: str) -> None:
+    raw = document.encode()
+    if len(raw) <= 1 << 20:
+        assert _read_limited(raw, flavor, 1 << 20) == 2
+        return
+    with pytest.raises(InputFormatError) as info:
+        _read_limited(raw, flavor, 1 << 20)
+    assert info.value.code == "OverMaxRecordSize"
+
+
+@pytest.mark.parametrize(
+    "document", ["[1, 2", "[1,", "[", "[1 2]", "[,1]", "[1,]", "[1]]", "[{]"]
+)
+def test_a_broken_top_level_array_is_a_parsing_error(document: str) -> None:
+    with pytest.raises(InputFormatError) as info:
+        read_rows(document)
+    assert info.value.code == "JSONParsingError"
