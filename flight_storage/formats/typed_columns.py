@@ -72,6 +72,9 @@ class TypedColumns:
             raise InvalidRequestError(f"invalid column configuration ({exc})") from None
         for type_name in types:
             arrow_type(type_name)
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise InvalidRequestError(f"column {repeated[0]!r} is declared more than once")
         return cls(names, types)
 
     @property

@@ -37,6 +37,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         {"prefix": "typed/", "InputSerialization": {"CSV": {"FileHeaderInfo": "USE"}},
          "columns": _TYPED},
         {"prefix": "events/", "columns": [{"name": "id", "type": "int64"}]}]}))
+    (root / "typo").mkdir()
+    (root / "typo" / "orders.csv").write_text("id\n1\n")
+    (root / "typo" / ".flight-select.json").write_text(json.dumps({"tables": [
+        {"prefix": "", "colums": [{"name": "id", "type": "int64"}]}]}))
     process = start_server(root)
     try:
         yield process
@@ -98,3 +102,14 @@ def test_columns_on_an_object_that_is_not_csv_are_refused(server: ServerProcess,
     message = str(info.value)
     assert "InvalidRequest" in message and f"shop/{key} is {kind}" in message
     assert "applies to CSV only" in message and "Traceback" not in message
+
+
+def test_a_misspelt_configuration_key_is_refused_naming_it(server: ServerProcess) -> None:
+    """``colums`` would otherwise leave the table untyped without a word."""
+    import adbc_driver_manager
+
+    with pytest.raises(adbc_driver_manager.Error) as info:
+        _query(server, 'SELECT id FROM "typo"."orders.csv"')
+    message = str(info.value)
+    assert "typo/.flight-select.json" in message and "unknown key 'colums'" in message
+    assert "Traceback" not in message

@@ -142,3 +142,32 @@ def test_list_page_pages_in_key_order(tmp_path: Path) -> None:
     last = catalog.list_page("b", "in/", "in/04.csv", 3)
     assert [o.key for o in last.objects] == ["in/05.csv", "in/06.csv"]
     assert last.next_start_after is None
+
+
+@pytest.mark.parametrize("config, message", [
+    ({"tables": [{"prefix": "t/", "colums": []}]}, "unknown key 'colums' in a table"),
+    ({"table": []}, "unknown key 'table' in the document"),
+    ({"tables": {"prefix": ""}}, "'tables' must be a list"),
+    ({"tables": [{"InputSerialization": {}}]}, "needs a 'prefix'"),
+    ({"tables": [{"prefix": "", "InputSerialization": "CSV"}]}, "must be a JSON object"),
+    ({"tables": [{"prefix": "", "columns": []}]}, "must be a non-empty list"),
+    ({"tables": [{"prefix": "", "columns": [{"name": "a", "typ": "int64"}]}]},
+     "unknown key 'typ' in a column of table ''"),
+    ({"tables": [{"prefix": "", "columns": [{"type": "int64"}]}]}, "needs a 'name'"),
+    (["tables"], "the document must be a JSON object"),
+])
+def test_bad_bucket_configuration_is_refused_naming_the_key(
+    tmp_path: Path, config: object, message: str
+) -> None:
+    catalog = _bucket(tmp_path, {"t/a.csv": "1\n"})
+    (tmp_path / "b" / ".flight-select.json").write_text(json.dumps(config))
+    with pytest.raises(InvalidRequestError, match="b/.flight-select.json: invalid bucket") as info:
+        resolve_table(catalog, "b", "t/a.csv")
+    assert message in info.value.message
+
+
+def test_a_column_declared_twice_is_refused(tmp_path: Path) -> None:
+    config = {"tables": [{"prefix": "", "columns": [{"name": "a"}, {"name": "a"}]}]}
+    catalog = _bucket(tmp_path, {"x.csv": "1,2\n"}, config)
+    with pytest.raises(InvalidRequestError, match="column 'a' is declared more than once"):
+        resolve_table(catalog, "b", "x.csv")
