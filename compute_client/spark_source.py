@@ -16,6 +16,7 @@ Batch options:
 | ``query`` | instead of ``table``: a raw s3-select statement (aggregates too); no filter pushed |
 | ``columns`` | comma-separated projection (column pruning; a user schema prunes too) |
 | ``flavor`` | ``standard`` (the server's default), ``ceph`` or ``aws`` |
+| ``filter_pushdown`` | ``true`` (default); ``false`` for a DataFrame reused across actions |
 | ``username``, ``password`` | Basic credentials, exchanged for a bearer token |
 | ``tls_root_certs`` | path of a PEM file with the CA to trust |
 | ``timeout`` | per-call timeout in seconds |
@@ -28,9 +29,18 @@ only when the server's answer is provably Spark's; the others are returned to Sp
 **Reusing a DataFrame (PySpark 4.3.0):** Spark keeps the read planned for the last query that
 pushed filters on the relation one ``load()`` created, and reads with it in a later query on
 that relation that pushes none (a plain ``count()``, a ``collect()``, a filter Spark cannot
-offer such as an ``OR``): that query sees only the rows the earlier filters kept. Until Spark
-scopes the read to its scan, load the DataFrame anew for each action (each ``load()`` is a
-relation of its own) rather than reusing one across filtered and unfiltered actions.
+offer such as an ``OR``): that query sees only the rows the earlier filters kept. Read off the
+4.3.0 classes: ``PythonScanBuilder.pushFilters`` calls Python only when a filter converts
+(``UserDefinedPythonDataSource.pushdownFiltersInPython`` answers ``None`` otherwise) and then
+stores the read function and partitions with ``PythonDataSourceV2.setReadInfo``;
+``PythonBatch`` takes them from ``getOrCreateReadInfo``, which plans anew only while nothing is
+stored, and nothing clears it. The planning worker receives the pickled source, the schema and
+the filters, nothing that names the query (no task context, no execution id), and the task
+receives the stored function and partition; so no state on the Python side can tell the query
+that pushed from a later one that reuses its read. Two correct ways out: load the DataFrame
+anew for each action (each ``load()`` is a relation of its own; keeps the pushdown), or
+``option("filter_pushdown", "false")`` for a DataFrame reused across actions (every read is the
+unfiltered one; Spark filters, the server sends every row of the projection).
 """
 
 from __future__ import annotations
@@ -128,6 +138,7 @@ class BatchOptions:
     key: str | None
     query: str | None
     columns: tuple[str, ...] | None
+    filter_pushdown: bool = True
 
     @classmethod
     def parse(cls, options: dict[str, str]) -> BatchOptions:
@@ -142,12 +153,24 @@ class BatchOptions:
             if not bucket or not key:
                 raise ValueError("flight-select: 'table' must be bucket/key")
         return cls(connection_options(options), bucket, key, query,
-                   split_columns(options.get("columns")))
+                   split_columns(options.get("columns")),
+                   _flag(options, "filter_pushdown", default=True))
 
     def star_statement(self) -> str:
         """``SELECT *`` over the object (its full server schema)."""
         assert self.bucket is not None and self.key is not None
         return f"SELECT * FROM {pushdown.quote_table(self.bucket, self.key)}"
+
+
+def _flag(options: dict[str, str], name: str, *, default: bool) -> bool:
+    """A ``true``/``false`` option (Spark passes every option as text)."""
+    text = options.get(name)
+    if text is None:
+        return default
+    value = {"true": True, "false": False}.get(text.strip().lower())
+    if value is None:
+        raise ValueError(f"flight-select: option {name!r} must be true or false, not {text!r}")
+    return value
 
 
 def select_statement(
@@ -234,7 +257,7 @@ class FlightSelectReader(DataSourceReader):
     no filter. Such a query and a re-run of the filtered one arrive at ``read()`` with the same
     pickled reader, the same partitions and nothing in the task that ties either to the query
     that pushed, so no keying of the pushed filters on this side can tell them apart; the cure
-    is in Spark (see the module docstring for the workaround).
+    is in Spark (see the module docstring for the two workarounds).
 
     Args:
         options: the data source options.
@@ -257,7 +280,7 @@ class FlightSelectReader(DataSourceReader):
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
         """Push every filter with an exact s3-select rendering; give the others back."""
-        if self.options.query is not None:
+        if self.options.query is not None or not self.options.filter_pushdown:
             yield from filters
             return
         pushed, rest = spark_filters.render_all(filters, self._column_refs())

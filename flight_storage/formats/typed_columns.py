@@ -4,10 +4,18 @@ Faithful to S3 Select, a CSV field is a string unless the query casts it. A buck
 may instead declare a prefix's columns (``{"name": "order_id", "type": "int64"}``); the reader's
 ``_1.._N`` strings are then converted batch by batch, so Flight SQL and Spark clients see a typed
 table and the dialect translates the statement as it does for Parquet.
+
+A field that does not convert to its declared type is NULL (as Spark's CSV reader does in its
+default PERMISSIVE mode), so a bad value in one column never fails a query that does not read
+it; the README's configuration reference says so. Failing instead only the queries that read
+the column would need the scan's projection here, which the reader does not pass. Hand-written
+because pyarrow's CSV conversion options have no per-value NULL-on-error mode
+(``pc.cast(safe=False)`` would wrap numbers instead of giving NULL).
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -15,7 +23,9 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from flight_storage.errors import InputFormatError, InvalidRequestError
+from flight_storage.errors import InvalidRequestError
+
+log = logging.getLogger(__name__)
 
 _DECIMAL = re.compile(r"decimal\((\d+),\s*(\d+)\)")
 
@@ -62,6 +72,9 @@ class TypedColumns:
             raise InvalidRequestError(f"invalid column configuration ({exc})") from None
         for type_name in types:
             arrow_type(type_name)
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise InvalidRequestError(f"column {repeated[0]!r} is declared more than once")
         return cls(names, types)
 
     @property
@@ -70,44 +83,44 @@ class TypedColumns:
         return pa.schema([pa.field(n, arrow_type(t)) for n, t in zip(self.names, self.types)])
 
     def convert(self, batch: pa.RecordBatch, first_row: int, object_name: str) -> pa.RecordBatch:
-        """Cast a batch of ``_1.._N`` strings to the declared names and types.
-
-        Raises:
-            InputFormatError: a field does not convert (code ``CastFailed``, naming the object,
-                the record number and the column).
-        """
+        """Cast a batch of ``_1.._N`` strings to the declared names and types; a field that
+        does not convert (``"n/a"`` in an ``int64`` column) becomes NULL, logged once per batch
+        and column with the object, the record number (``first_row`` counts the records before
+        this batch) and the value, for the operator."""
         schema = self.schema
         columns = []
         for index, target in enumerate(schema):
             column = batch.column(index) if index < batch.num_columns else pa.nulls(
                 batch.num_rows, pa.string())
             if target.type != pa.string():
-                column = _cast(column, target, first_row, object_name)
+                column, bad = _cast_or_null(column, target.type)
+                if bad is not None:
+                    log.warning("%s: record %d: column %s: %r is not a valid %s; read as NULL",
+                                object_name, first_row + bad[0] + 1, target.name, bad[1],
+                                target.type)
             columns.append(column)
         return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
-def _cast(column: pa.Array, target: pa.Field, first_row: int, object_name: str) -> pa.Array:
+def _cast_or_null(column: pa.Array, data_type: pa.DataType
+                  ) -> tuple[pa.Array, tuple[int, str] | None]:
+    """The cast column, and the index and text of its first bad value (None if none)."""
     trimmed = pc.utf8_trim_whitespace(column)
     try:
-        return pc.cast(trimmed, target.type)
+        return pc.cast(trimmed, data_type), None
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        bad = _first_bad(trimmed, target.type)
-        raise InputFormatError(
-            f"{object_name}: record {first_row + bad + 1}: column {target.name}: "
-            f"{trimmed[bad].as_py()!r} is not a valid {target.type}",
-            code="CastFailed",
-            row=first_row + bad + 1,
-        ) from None
-
-
-def _first_bad(column: pa.Array, data_type: pa.DataType) -> int:
-    """Index of the first value that does not cast (only on the error path)."""
-    for index, value in enumerate(column.to_pylist()):
+        pass
+    # Only on the error path: value by value, so one bad field costs its value, not its batch.
+    values: list[object] = []
+    first_bad: tuple[int, str] | None = None
+    for index, value in enumerate(trimmed.to_pylist()):
         if value is None:
+            values.append(None)
             continue
         try:
-            pc.cast(pa.array([value]), data_type)
+            values.append(pc.cast(pa.array([value]), data_type)[0].as_py())
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            return index
-    return 0
+            values.append(None)
+            if first_bad is None:
+                first_bad = (index, value)
+    return pa.array(values, type=data_type), first_bad

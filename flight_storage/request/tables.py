@@ -14,10 +14,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from flight_storage.storage.catalog import Catalog, ObjectInfo, TableConfig
-from flight_storage.execution.engine import InputSpec
 from flight_storage.errors import InvalidRequestError, ObjectNotFoundError
+from flight_storage.execution.engine import InputSpec
 from flight_storage.formats.typed_columns import TypedColumns
+from flight_storage.storage.catalog import Catalog, ObjectInfo, TableConfig
 from flight_storage.storage.sources import FileSource
 
 
@@ -89,7 +89,16 @@ def input_spec(obj: ObjectInfo, table: TableConfig | None,
         default_compression=obj.compression,
         json_lines=obj.json_lines,
     )
-    if table is not None and table.columns is not None and spec.format == "csv":
+    if table is not None and table.columns is not None:
+        if spec.format != "csv":
+            # JSON and Parquet carry their own names and types: declared columns would be
+            # silently ignored there, so the configuration is refused for such objects.
+            raise InvalidRequestError(
+                f"{obj.bucket}/{obj.key} is {spec.format.upper()}, and 'columns' in "
+                f"{obj.bucket}/.flight-select.json (prefix {table.prefix!r}) applies to CSV "
+                "only; give JSON and Parquet objects a prefix of their own without 'columns'",
+                code="InvalidRequest",
+            )
         spec = InputSpec(spec.format, spec.compression, spec.options,
                          TypedColumns.from_config(table.columns))
     return spec

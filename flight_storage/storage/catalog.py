@@ -83,20 +83,70 @@ class BucketConfig:
 
     @classmethod
     def parse(cls, text: str, where: str) -> BucketConfig:
-        """Read the JSON text of a bucket configuration file."""
+        """Read the JSON text of a bucket configuration file.
+
+        Raises:
+            InvalidRequestError: not JSON, or a key or value the reference in the README does
+                not allow (an unknown key is refused, naming it, rather than ignored: a
+                misspelt ``colums`` would otherwise leave a table untyped without a word).
+        """
         try:
             document = json.loads(text)
-            tables = tuple(
-                TableConfig(
-                    str(t["prefix"]),
-                    dict(t.get("InputSerialization", {})),
-                    tuple(dict(c) for c in t["columns"]) if "columns" in t else None,
-                )
-                for t in document.get("tables", [])
-            )
-        except (json.JSONDecodeError, AttributeError, KeyError, TypeError) as exc:
+        except json.JSONDecodeError as exc:
             raise InvalidRequestError(f"{where}: invalid bucket configuration ({exc})") from None
-        return cls(tables)
+        try:
+            return cls(tuple(_table_config(t) for t in _entries(document)))
+        except _ConfigError as exc:
+            raise InvalidRequestError(f"{where}: invalid bucket configuration ({exc})") from None
+
+
+class _ConfigError(Exception):
+    """A configuration value that breaks the reference (message only; wrapped with the file)."""
+
+
+_DOCUMENT_KEYS = frozenset({"tables"})
+_TABLE_KEYS = frozenset({"prefix", "InputSerialization", "columns"})
+_COLUMN_KEYS = frozenset({"name", "type"})
+
+
+def _known_keys(value: object, allowed: frozenset[str], what: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise _ConfigError(f"{what} must be a JSON object, not {type(value).__name__}")
+    unknown = sorted(set(value) - allowed)
+    if unknown:
+        raise _ConfigError(f"unknown key {unknown[0]!r} in {what}; "
+                           f"known: {', '.join(sorted(allowed))}")
+    return value
+
+
+def _entries(document: object) -> list[Any]:
+    tables = _known_keys(document, _DOCUMENT_KEYS, "the document").get("tables", [])
+    if not isinstance(tables, list):
+        raise _ConfigError("'tables' must be a list")
+    return tables
+
+
+def _table_config(entry: object) -> TableConfig:
+    table = _known_keys(entry, _TABLE_KEYS, "a table")
+    prefix = table.get("prefix")
+    if not isinstance(prefix, str):
+        raise _ConfigError("every table needs a 'prefix' (a string; \"\" for the whole bucket)")
+    what = f"table {prefix!r}"
+    serialization = table.get("InputSerialization", {})
+    if not isinstance(serialization, Mapping):
+        raise _ConfigError(f"'InputSerialization' of {what} must be a JSON object")
+    columns = table.get("columns")
+    if columns is not None:
+        if not isinstance(columns, list) or not columns:
+            raise _ConfigError(f"'columns' of {what} must be a non-empty list")
+        for column in columns:
+            column = _known_keys(column, _COLUMN_KEYS, f"a column of {what}")
+            if not isinstance(column.get("name"), str) or not column["name"]:
+                raise _ConfigError(f"every column of {what} needs a 'name' (a string)")
+            if not isinstance(column.get("type", "string"), str):
+                raise _ConfigError(f"the 'type' of column {column['name']!r} must be a string")
+    return TableConfig(prefix, dict(serialization),
+                       tuple(dict(c) for c in columns) if columns is not None else None)
 
 
 def describe_key(key: str) -> tuple[str | None, str, bool]:
@@ -224,9 +274,8 @@ class Catalog:
     def objects(self, bucket: str, prefix: str = "") -> Iterator[ObjectInfo]:
         """Objects of ``bucket`` whose key starts with ``prefix``, in key order."""
         base = self.bucket_path(bucket)
-        if prefix:
-            if "\x00" in prefix or prefix.startswith("/") or ".." in prefix.split("/"):
-                raise AccessDeniedError(f"invalid prefix {prefix!r}")
+        if prefix and ("\x00" in prefix or prefix.startswith("/") or ".." in prefix.split("/")):
+            raise AccessDeniedError(f"invalid prefix {prefix!r}")
         keys: list[str] = []
         for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
             dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))

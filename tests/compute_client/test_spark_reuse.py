@@ -7,10 +7,11 @@ JVM stores the result (the pickled reader inside the read function, plus the par
 relation's ``PythonDataSourceV2``, which every DataFrame derived from one ``load()`` shares. A
 later query on that relation with no such filter (a plain count, a collect, an ``OR``) calls no
 Python while planning and reads with the stored read function: the pushed predicates of the
-last filtered query. The Python side cannot tell the two queries apart (see
-``FlightSelectReader``), hence the strict xfail: it turns red once a Spark version scopes the
-stored read to its scan. The other tests pin the documented workaround (a ``load()`` per
-action), our half of the contract (no pushed state outlives its reader) and streaming.
+last filtered query. The Python side cannot tell the two queries apart (the proof is in the
+module docstring of ``compute_client.spark_source``), hence the strict xfail: it turns red once
+a Spark version scopes the stored read to its scan. The other tests pin the two correct
+workarounds (a ``load()`` per action; ``filter_pushdown=false`` on a reused DataFrame), our
+half of the contract (no pushed state outlives its reader) and streaming.
 """
 
 from __future__ import annotations
@@ -75,10 +76,10 @@ def _assert_same(got: list[tuple[str, object]], expected: list[tuple[str, object
     assert not wrong, "; ".join(wrong)
 
 
-def _load(spark, server: ServerProcess):
+def _load(spark, server: ServerProcess, **options: str):
     return (
         spark.read.format("flight-select").option("location", server.location)
-        .option("table", ORDERS).load()
+        .option("table", ORDERS).options(**options).load()
     )
 
 
@@ -113,6 +114,31 @@ def test_a_load_per_action_reads_what_spark_csv_reads(
     read function belongs to one ``load()``, so a DataFrame loaded per action is never stale."""
     _assert_same(_run(_reuse_steps(lambda: _load(spark, sample_server))),
                  _spark_csv_answers(spark))
+
+
+def test_reused_dataframe_without_filter_pushdown_reads_what_spark_csv_reads(
+    spark, sample_server: ServerProcess
+) -> None:
+    """The fallback for one DataFrame reused across actions: no read carries a pushed filter,
+    so the read Spark stores and reuses is the unfiltered one and Spark filters every row."""
+    remote = _load(spark, sample_server, filter_pushdown="false")
+    _assert_same(_run(_reuse_steps(lambda: remote)), _spark_csv_answers(spark))
+
+
+def test_filter_pushdown_option_pushes_nothing_when_off(sample_server: ServerProcess) -> None:
+    from pyspark.sql.datasource import EqualTo
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    schema = StructType([StructField(c, StringType()) for c in COLUMNS])
+    options = {"location": sample_server.location, "table": ORDERS}
+    offered = [EqualTo(("status",), "delivered")]
+    off = FlightSelectDataSource({**options, "filter_pushdown": "FALSE"}).reader(schema)
+    assert list(off.pushFilters(offered)) == offered
+    assert "WHERE" not in off.statement()
+    on = FlightSelectDataSource({**options, "filter_pushdown": "true"}).reader(schema)
+    assert list(on.pushFilters(offered)) == []
+    with pytest.raises(ValueError, match="'filter_pushdown' must be true or false"):
+        FlightSelectDataSource({**options, "filter_pushdown": "maybe"}).reader(schema)
 
 
 def test_each_reader_starts_without_pushed_filters(sample_server: ServerProcess) -> None:

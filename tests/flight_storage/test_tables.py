@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from flight_storage.storage.catalog import Catalog
+from flight_storage.errors import InvalidRequestError, ObjectNotFoundError
 from flight_storage.execution.engine import EngineConfig, SelectEngine
-from flight_storage.errors import InputFormatError, InvalidRequestError, ObjectNotFoundError
 from flight_storage.request.statement import split_table_reference
 from flight_storage.request.tables import resolve_table
+from flight_storage.storage.catalog import Catalog
 
 
 def _bucket(tmp_path: Path, files: dict[str, str], config: dict | None = None) -> Catalog:
@@ -77,13 +77,23 @@ def test_configured_columns_give_a_typed_table(tmp_path: Path) -> None:
     assert rows == [{"id": 2}]
 
 
-def test_configured_column_that_does_not_convert_names_record(tmp_path: Path) -> None:
-    config = {"tables": [{"prefix": "t/", "columns": [{"name": "id", "type": "int64"}]}]}
-    catalog = _bucket(tmp_path, {"t/a.csv": "1\n2\nthree\n"}, config)
-    with pytest.raises(InputFormatError) as info:
-        _rows(catalog, "t/a.csv", "select id from s3object")
-    assert info.value.code == "CastFailed"
-    assert "b/t/a.csv" in info.value.message and "record 3" in info.value.message
+def test_configured_column_that_does_not_convert_is_null(tmp_path: Path) -> None:
+    """The documented choice (README, configuration reference): a bad field is NULL, so the
+    other columns of its record still read."""
+    config = {"tables": [{"prefix": "t/", "columns": [{"name": "id", "type": "int64"},
+                                                      {"name": "name", "type": "string"}]}]}
+    catalog = _bucket(tmp_path, {"t/a.csv": "1,a\n2,b\nthree,c\n 4 ,d\n"}, config)
+    assert _rows(catalog, "t/a.csv", "select id, name from s3object") == [
+        {"id": 1, "name": "a"}, {"id": 2, "name": "b"}, {"id": None, "name": "c"},
+        {"id": 4, "name": "d"}]
+
+
+def test_columns_on_a_json_or_parquet_object_are_refused(tmp_path: Path) -> None:
+    config = {"tables": [{"prefix": "", "columns": [{"name": "id", "type": "int64"}]}]}
+    catalog = _bucket(tmp_path, {"a.ndjson": '{"id": 1}\n', "a.csv": "1\n"}, config)
+    assert resolve_table(catalog, "b", "a.csv").input.columns is not None
+    with pytest.raises(InvalidRequestError, match="'columns' in b/.flight-select.json"):
+        resolve_table(catalog, "b", "a.ndjson")
 
 
 def test_with_options_set_input_serialization() -> None:
@@ -132,3 +142,32 @@ def test_list_page_pages_in_key_order(tmp_path: Path) -> None:
     last = catalog.list_page("b", "in/", "in/04.csv", 3)
     assert [o.key for o in last.objects] == ["in/05.csv", "in/06.csv"]
     assert last.next_start_after is None
+
+
+@pytest.mark.parametrize("config, message", [
+    ({"tables": [{"prefix": "t/", "colums": []}]}, "unknown key 'colums' in a table"),
+    ({"table": []}, "unknown key 'table' in the document"),
+    ({"tables": {"prefix": ""}}, "'tables' must be a list"),
+    ({"tables": [{"InputSerialization": {}}]}, "needs a 'prefix'"),
+    ({"tables": [{"prefix": "", "InputSerialization": "CSV"}]}, "must be a JSON object"),
+    ({"tables": [{"prefix": "", "columns": []}]}, "must be a non-empty list"),
+    ({"tables": [{"prefix": "", "columns": [{"name": "a", "typ": "int64"}]}]},
+     "unknown key 'typ' in a column of table ''"),
+    ({"tables": [{"prefix": "", "columns": [{"type": "int64"}]}]}, "needs a 'name'"),
+    (["tables"], "the document must be a JSON object"),
+])
+def test_bad_bucket_configuration_is_refused_naming_the_key(
+    tmp_path: Path, config: object, message: str
+) -> None:
+    catalog = _bucket(tmp_path, {"t/a.csv": "1\n"})
+    (tmp_path / "b" / ".flight-select.json").write_text(json.dumps(config))
+    with pytest.raises(InvalidRequestError, match="b/.flight-select.json: invalid bucket") as info:
+        resolve_table(catalog, "b", "t/a.csv")
+    assert message in info.value.message
+
+
+def test_a_column_declared_twice_is_refused(tmp_path: Path) -> None:
+    config = {"tables": [{"prefix": "", "columns": [{"name": "a"}, {"name": "a"}]}]}
+    catalog = _bucket(tmp_path, {"x.csv": "1,2\n"}, config)
+    with pytest.raises(InvalidRequestError, match="column 'a' is declared more than once"):
+        resolve_table(catalog, "b", "x.csv")
