@@ -21,6 +21,8 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import logging
+import resource
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -200,25 +202,70 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _peer_row(query: Query, servers: common.ServerGroup, path: Path,
               duck: Callable[[str], int], ceph: CephS3Select | None, runs: int
               ) -> dict[str, Any]:
-    """One peer query through the server, DuckDB and (when given) Ceph's program; Ceph's
-    answer is compared with the server's (numbers within a relative 1e-9)."""
+    """One peer query through the server, DuckDB and (when given) Ceph's program, timed
+    interleaved; Ceph's answer is compared with the server's (numbers within a relative 1e-9).
+    """
+    import psutil
+
     statement = query.on(server_efficiency.BUCKET, PEER_KEY)
-    row: dict[str, Any] = {
-        "query": query.name, "table": "peer",
-        "flight_select": _time("server", lambda: servers.query(statement).rows, runs),
-        "duckdb": _time("duckdb", lambda: duck(query.duckdb), runs),
+    server_process = psutil.Process(servers.servers[0].pid)
+    systems: dict[str, tuple[Callable[[], int], Callable[[], float]]] = {
+        "flight_select": (lambda: servers.query(statement).rows,
+                          lambda: _cpu_seconds(server_process.cpu_times())),
+        "duckdb": (lambda: duck(query.duckdb), time.process_time),
     }
+    answers: list[list[Row]] = []
+    if ceph is not None:
+        run, answers = ceph_runner(ceph, path, query.s3select)
+        systems["ceph"] = (run, _children_cpu_seconds)
+    row: dict[str, Any] = {"query": query.name, "table": "peer",
+                           **_time_interleaved(systems, runs)}
     if ceph is None:
         row["ceph"] = {"time": None, "rows": None, "error": NOT_MEASURED, "skipped": True}
-        row["ceph_agrees"] = None
-        return row
-    run, answers = ceph_runner(ceph, path, query.s3select)
-    row["ceph"] = _time("ceph", run, runs)
     row["ceph_agrees"] = (answers_agree(answers[0], server_answer(servers, statement))
                           if answers and row["ceph"]["time"] is not None else None)
     if row["ceph_agrees"] is False:
         log.warning("%s: Ceph's answer differs from the server's", query.name)
     return row
+
+
+def _time_interleaved(systems: dict[str, tuple[Callable[[], int], Callable[[], float]]],
+                      runs: int) -> dict[str, dict[str, Any]]:
+    """Each system's wall time and CPU seconds, one warm-up each, then ``runs`` rounds that
+    run every system once in turn, so load from other work on the machine falls on all of
+    them alike. ``systems`` maps a name to (run returning rows, CPU-seconds counter)."""
+    results: dict[str, dict[str, Any]] = {}
+    rows: dict[str, int] = {}
+    for name, (run, _) in systems.items():
+        try:
+            rows[name] = run()
+        except Exception as exc:  # noqa: BLE001 - a peer that cannot answer is a result
+            log.info("%s failed: %s", name, exc)
+            results[name] = {"time": None, "rows": None, "cpu": None,
+                             "error": f"{type(exc).__name__}: {exc}"[:200]}
+    walls: dict[str, list[float]] = {name: [] for name in rows}
+    cpus: dict[str, list[float]] = {name: [] for name in rows}
+    timed = [(name, run, cpu) for name, (run, cpu) in systems.items() if name in rows]
+    for _ in range(runs):
+        for name, run, cpu in timed:
+            cpu_before, started = cpu(), time.perf_counter()
+            rows[name] = run()
+            walls[name].append(time.perf_counter() - started)
+            cpus[name].append(cpu() - cpu_before)
+    for name, count in rows.items():
+        results[name] = {"time": common.Stat.of(walls[name]), "rows": count,
+                         "cpu": common.Stat.of(cpus[name]), "error": None}
+    return results
+
+
+def _cpu_seconds(times: Any) -> float:
+    return float(times.user + times.system)
+
+
+def _children_cpu_seconds() -> float:
+    """CPU seconds of this process's finished children (each Ceph run is one)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _log(query: Query, row: dict[str, Any]) -> None:
@@ -280,14 +327,18 @@ def report(big: list[dict[str, Any]], little: list[dict[str, Any]],
                "parsed from its output. \"Ceph's answer\" compares its records with the "
                "server's (numbers within a relative 1e-9)." if ceph else f"Ceph: {NOT_MEASURED}.")
         text += ("\nThe six peer queries on the headerless peer CSV (`_1 .. _6`; DuckDB reads it "
-                 "with `header=false`). Last columns: how many times faster flight-select is "
-                 "than Ceph's s3select engine (target ≥ 5x), and whether their answers agree. "
+                 "with `header=false`), the systems timed in turn within each round so that "
+                 "load from other work falls on all of them alike. \"vs Ceph\": how many times "
+                 "faster flight-select is than Ceph's s3select engine (target ≥ 5x). CPU: median "
+                 "CPU seconds per query of the server process (not the client) and of the Ceph "
+                 "process; Ceph's engine runs on one core, the server on every core. "
                  + how + "\n\n" + common.md_table(
                      ["query", "rows", "flight-select (Flight)", "DuckDB on the CSV",
-                      "Ceph s3select", "flight-select vs Ceph", "≥ 5x", "Ceph's answer"],
+                      "Ceph s3select", "vs Ceph", "≥ 5x", "CPU server / Ceph",
+                      "Ceph's answer"],
                      [[r["query"], _rows_cell(r, systems_peer), _cell(r["flight_select"]),
                        _cell(r["duckdb"]), _cell(r["ceph"]), _ratio(r["ceph"], r["flight_select"]),
-                       _target_cell(r), _agrees_cell(r)] for r in peers]) + "\n")
+                       _target_cell(r), _cpu_cell(r), _agrees_cell(r)] for r in peers]) + "\n")
     groups = [(rows, systems, title) for rows, systems, title in (
         (big, systems_big, "medium files"), (little, systems_small, "small file"),
         (peers, systems_peer if ceph else systems_peer[:2], "peer queries, headerless CSV"))
@@ -306,6 +357,13 @@ def ceph_speedup(row: dict[str, Any]) -> float | None:
     if ours is None or theirs is None:
         return None
     return float(theirs.median / ours.median)
+
+
+def _cpu_cell(row: dict[str, Any]) -> str:
+    ours, theirs = row["flight_select"].get("cpu"), row["ceph"].get("cpu")
+    if ours is None or theirs is None:
+        return "–"
+    return f"{ours.median:.2f} s / {theirs.median:.2f} s"
 
 
 def _target_cell(row: dict[str, Any]) -> str:
