@@ -21,7 +21,7 @@ import argparse
 import gzip
 import logging
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,17 +72,22 @@ def _options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--only", default=None, help="comma list of query names to run")
 
 
-def dataset(quick: bool) -> tuple[dict[str, Path], dict[str, tuple[str, ...]]]:
-    """The files of the query set and their headers."""
+def dataset(quick: bool, tables: Collection[str] | None = None
+            ) -> tuple[dict[str, Path], dict[str, tuple[str, ...]]]:
+    """The files of the query set (only ``tables`` when given) and their headers."""
     scale, orders_mb, peer_rows = SIZES["quick" if quick else "full"]
-    files = {"lineitem": common.lineitem(scale, "csv"), "orders": common.orders_csv(orders_mb),
-             "peer": common.peer_csv(peer_rows),
-             "lineitem_parquet": common.lineitem(scale, "parquet"),
-             "peer_gzip": _gzipped(common.peer_csv(peer_rows))}
+    makers: dict[str, Callable[[], Path]] = {
+        "lineitem": lambda: common.lineitem(scale, "csv"),
+        "orders": lambda: common.orders_csv(orders_mb),
+        "peer": lambda: common.peer_csv(peer_rows),
+        "lineitem_parquet": lambda: common.lineitem(scale, "parquet"),
+        "peer_gzip": lambda: _gzipped(common.peer_csv(peer_rows)),
+    }
     headers = {"lineitem": common.LINEITEM_COLUMNS, "orders": ORDERS_COLUMNS,
                "peer": PEER_COLUMNS, "lineitem_parquet": common.LINEITEM_COLUMNS,
                "peer_gzip": PEER_COLUMNS}
-    return files, headers
+    files = {table: make() for table, make in makers.items() if tables is None or table in tables}
+    return files, {table: headers[table] for table in files}
 
 
 def _gzipped(path: Path) -> Path:
