@@ -250,6 +250,43 @@ def typed_null(kind: str) -> exp.Expression:
     return cast(exp.Null(), table.get(kind, "VARCHAR"))
 
 
+def _boolean_constant(node: exp.Expression) -> bool | None | str:
+    """``True``/``False``/``None`` for a TRUE, FALSE or boolean NULL literal, else ``"other"``."""
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Boolean):
+        return bool(node.this)
+    if isinstance(node, exp.Cast) and isinstance(node.this, exp.Null):
+        return None
+    if isinstance(node, exp.Null):
+        return None
+    return "other"
+
+
+def _fold_constants(operands: list[exp.Expression],
+                    klass: type[exp.Expression]) -> list[exp.Expression]:
+    """The operands of an AND/OR chain with its boolean constants folded (three-valued logic).
+
+    The identity (TRUE for AND, FALSE for OR) goes; the absorbing value (FALSE for AND, TRUE for
+    OR) is the whole answer; a NULL constant moves to the end. Why: DataFusion hands a filter to
+    the reference readers' dataset as a pyarrow expression built with ``&``/``|``, and a literal
+    on the left of one (``pa.BooleanScalar & Expression``) fails the query with a TypeError.
+    """
+    identity, absorbing = (True, False) if klass is exp.And else (False, True)
+    kept: list[exp.Expression] = []
+    nulls: list[exp.Expression] = []
+    for operand in operands:
+        constant = _boolean_constant(operand)
+        if constant == absorbing and constant is not None:
+            return [exp.Boolean(this=absorbing)]
+        if constant is None:
+            nulls.append(operand)
+        elif constant != identity:
+            kept.append(operand)
+    folded = kept + nulls[:1]
+    return folded or [exp.Boolean(this=identity)]
+
+
 def paren(node: exp.Expression) -> exp.Expression:
     return node if isinstance(node, (exp.Paren, exp.Column, exp.Literal, exp.Anonymous)) else exp.Paren(this=node)
 
@@ -952,10 +989,16 @@ class Lowering:
         klass: type[exp.Expression] = type(node)
         operands = _flatten(node, klass)
         lowered = [paren(self.as_logical(self.lower(operand))) for operand in operands]
-        return balanced(lowered, klass), BOOL
+        return balanced(_fold_constants(lowered, klass), klass), BOOL
 
     def _not(self, node: exp.Not) -> Typed:
-        return exp.Not(this=paren(self.as_logical(self.lower(node.this)))), BOOL
+        operand = self.as_logical(self.lower(node.this))
+        constant = _boolean_constant(operand)
+        if constant is None:  # NOT NULL is NULL; folded for the reason _fold_constants gives
+            return typed_null(BOOL), BOOL
+        if constant != "other":
+            return exp.Boolean(this=not constant), BOOL
+        return exp.Not(this=paren(operand)), BOOL
 
     def _is(self, node: exp.Is) -> Typed:
         target = node.expression
