@@ -275,3 +275,26 @@ def test_damaged_compressed_objects_keep_the_reference_error(tmp_path: Path, cod
     assert plan.reader == "reference" and "survey failed" in plan.native_reason
     assert _run(path, "select _1 from s3object", "ceph", "NONE", native=True,
                 compression=codec) == ("error", "TruncatedInput")
+
+
+# --------------------------------------------------------------------------- LIMIT
+
+
+@pytest.mark.parametrize("flavor", ["ceph", "aws"])
+@pytest.mark.parametrize("where", ["", " where _2 = 'x'"])
+def test_limit_stops_datafusions_csv_scan(tmp_path: Path, flavor: str, where: str) -> None:
+    """The LIMIT reaches the scan (``limit=``) or the filter right above it (``fetch=``):
+    DataFusion stops reading once it has the rows."""
+    from datafusion import SessionContext
+
+    path = tmp_path / "object.csv"
+    path.write_bytes(b"".join(b"%d,x\n" % i for i in range(1000)))
+    engine = SelectEngine(EngineConfig())
+    plan = engine.plan(f"select _1 from s3object{where} limit 3",
+                       FileSource(path, "b/o.csv", path.stat().st_size), InputSpec("csv"),
+                       flavor=flavor)
+    assert plan.native is not None
+    ctx = SessionContext()
+    plan.native.register(ctx, "s3object")
+    shown = ctx.sql(plan.translation.sql).execution_plan().display_indent()
+    assert re.search(r"DataSourceExec: .*limit=3|FilterExec: .*fetch=3", shown), shown
