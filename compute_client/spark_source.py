@@ -40,7 +40,9 @@ partition, so the Python side alone cannot tell the query that pushed from a lat
 :func:`register` therefore installs a JVM optimizer rule (:mod:`compute_client.spark_reuse_guard`)
 that clears a stored read no query of its own planned, and ``pushFilters`` returns every filter
 to Spark while the server applies the pushed ones: each action reads its own rows and a
-filtered action still receives only the matching rows. The rule is compiled with the JDK's
+filtered action still receives only the matching rows (exact for actions run one after
+another; two threads planning queries of one relation at the same moment can race, see the
+rule's comment). The rule is compiled with the JDK's
 ``javac``; without one, :func:`register` warns, and a DataFrame reused across filtered and
 unfiltered actions needs a ``load()`` per action or ``option("filter_pushdown", "false")``
 (every read unfiltered; Spark filters, the server sends every row of the projection).

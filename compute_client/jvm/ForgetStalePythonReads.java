@@ -32,6 +32,10 @@ import org.apache.spark.sql.execution.datasources.v2.python.PythonScan;
  * source returns every pushed filter to Spark as well, so a query that ends up with an
  * unfiltered read is still filtered by Spark: this rule only decides which rows are sent.
  *
+ * <p>Known limit: two threads optimizing queries of one relation at the same moment can
+ * interleave between one query's {@code pushFilters} and this rule's run for it; the other
+ * query may then keep a read it did not plan. Sequential actions (any order) are exact.
+ *
  * <p>Hand-written: Spark has no hook for this; it relies on private fields (read by
  * reflection) and is pinned by tests/compute_client/test_spark_reuse.py.
  */
