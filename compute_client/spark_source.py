@@ -16,7 +16,7 @@ Batch options:
 | ``query`` | instead of ``table``: a raw s3-select statement (aggregates too); no filter pushed |
 | ``columns`` | comma-separated projection (column pruning; a user schema prunes too) |
 | ``flavor`` | ``standard`` (the server's default), ``ceph`` or ``aws`` |
-| ``filter_pushdown`` | ``true`` (default); ``false`` for a DataFrame reused across actions |
+| ``filter_pushdown`` | ``true`` (default); ``false``: Spark filters every row (no JDK, see below) |
 | ``username``, ``password`` | Basic credentials, exchanged for a bearer token |
 | ``tls_root_certs`` | path of a PEM file with the CA to trust |
 | ``timeout`` | per-call timeout in seconds |
@@ -27,20 +27,25 @@ Filters Spark offers are translated by :mod:`compute_client.spark_filters`, whic
 only when the server's answer is provably Spark's; the others are returned to Spark.
 
 **Reusing a DataFrame (PySpark 4.3.0):** Spark keeps the read planned for the last query that
-pushed filters on the relation one ``load()`` created, and reads with it in a later query on
-that relation that pushes none (a plain ``count()``, a ``collect()``, a filter Spark cannot
-offer such as an ``OR``): that query sees only the rows the earlier filters kept. Read off the
-4.3.0 classes: ``PythonScanBuilder.pushFilters`` calls Python only when a filter converts
+pushed filters on the relation one ``load()`` created, and would read with it in a later query
+on that relation that pushes none (a plain ``count()``, a ``collect()``, a filter Spark cannot
+offer such as an ``OR``): that query would see only the rows the earlier filters kept. Read off
+the 4.3.0 classes: ``PythonScanBuilder.pushFilters`` calls Python only when a filter converts
 (``UserDefinedPythonDataSource.pushdownFiltersInPython`` answers ``None`` otherwise) and then
 stores the read function and partitions with ``PythonDataSourceV2.setReadInfo``;
 ``PythonBatch`` takes them from ``getOrCreateReadInfo``, which plans anew only while nothing is
 stored, and nothing clears it. The planning worker receives the pickled source, the schema and
-the filters, nothing that names the query (no task context, no execution id), and the task
-receives the stored function and partition; so no state on the Python side can tell the query
-that pushed from a later one that reuses its read. Two correct ways out: load the DataFrame
-anew for each action (each ``load()`` is a relation of its own; keeps the pushdown), or
-``option("filter_pushdown", "false")`` for a DataFrame reused across actions (every read is the
-unfiltered one; Spark filters, the server sends every row of the projection).
+the filters, nothing that names the query, and the task receives the stored function and
+partition, so the Python side alone cannot tell the query that pushed from a later one.
+:func:`register` therefore installs a JVM optimizer rule (:mod:`compute_client.spark_reuse_guard`)
+that clears a stored read no query of its own planned, and ``pushFilters`` returns every filter
+to Spark while the server applies the pushed ones: each action reads its own rows and a
+filtered action still receives only the matching rows (exact for actions run one after
+another; two threads planning queries of one relation at the same moment can race, see the
+rule's comment). The rule is compiled with the JDK's
+``javac``; without one, :func:`register` warns, and a DataFrame reused across filtered and
+unfiltered actions needs a ``load()`` per action or ``option("filter_pushdown", "false")``
+(every read unfiltered; Spark filters, the server sends every row of the projection).
 """
 
 from __future__ import annotations
@@ -59,7 +64,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPa
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
-from compute_client import pushdown, spark_filters
+from compute_client import pushdown, spark_filters, spark_reuse_guard
 from compute_client.flight import ConnectionOptions, Endpoint, FlightSelectClient
 
 SOURCE_NAME = "flight-select"
@@ -99,6 +104,7 @@ def register(spark: SparkSession) -> None:
     """
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     spark.dataSource.register(FlightSelectDataSource)
+    spark_reuse_guard.install(spark)
 
 
 # ---------------------------------------------------------------------------- options
@@ -254,10 +260,7 @@ class FlightSelectReader(DataSourceReader):
     copy to call ``read()``. Pushed state therefore never passes from one reader to another.
     What outlives a query is on the JVM side: the read function and partitions are stored on
     the relation and reused, without any call into Python, by a later query on it that pushes
-    no filter. Such a query and a re-run of the filtered one arrive at ``read()`` with the same
-    pickled reader, the same partitions and nothing in the task that ties either to the query
-    that pushed, so no keying of the pushed filters on this side can tell them apart; the cure
-    is in Spark (see the module docstring for the two workarounds).
+    no filter; :mod:`compute_client.spark_reuse_guard` clears them (see the module docstring).
 
     Args:
         options: the data source options.
@@ -286,7 +289,10 @@ class FlightSelectReader(DataSourceReader):
         pushed, rest = spark_filters.render_all(filters, self._column_refs())
         self.predicates.extend(pushed)
         log.debug("pushed %s, kept %s", pushed, rest)
-        yield from rest
+        # Every filter goes back to Spark, the pushed ones too: the server still applies them
+        # (the bytes saved), and Spark checks them again, so a query that ends up reading with
+        # an unfiltered read (see spark_reuse_guard) still gets only its rows.
+        yield from filters
 
     def statement(self) -> str:
         """The s3-select statement this reader sends."""

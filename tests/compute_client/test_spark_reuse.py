@@ -6,12 +6,13 @@ query whose filters include one Spark can hand to Python runs ``reader(schema)``
 JVM stores the result (the pickled reader inside the read function, plus the partitions) on the
 relation's ``PythonDataSourceV2``, which every DataFrame derived from one ``load()`` shares. A
 later query on that relation with no such filter (a plain count, a collect, an ``OR``) calls no
-Python while planning and reads with the stored read function: the pushed predicates of the
-last filtered query. The Python side cannot tell the two queries apart (the proof is in the
-module docstring of ``compute_client.spark_source``), hence the strict xfail: it turns red once
-a Spark version scopes the stored read to its scan. The other tests pin the two correct
-workarounds (a ``load()`` per action; ``filter_pushdown=false`` on a reused DataFrame), our
-half of the contract (no pushed state outlives its reader) and streaming.
+Python while planning and would read with the stored read function: the pushed predicates of
+the last filtered query. ``compute_client.spark_reuse_guard`` installs an optimizer rule that
+clears such a stale read, and the source returns every pushed filter to Spark too. The tests
+pin that every action answers what Spark's CSV reader answers *and* that the server still
+sends only the filtered rows to a filtered action (pushdown kept), batch and streaming; the
+two fallbacks (a ``load()`` per action, ``filter_pushdown=false``) and our half of the contract
+(no pushed state outlives its reader).
 """
 
 from __future__ import annotations
@@ -40,6 +41,17 @@ def _sorted_rows(frame) -> list[tuple]:
 
 def _reuse_steps(frame: Callable[[], Any]) -> list[tuple[str, Callable[[], object]]]:
     """The actions, in order; each starts from ``frame()`` (one DataFrame, or a fresh one)."""
+    kept: dict[str, Any] = {}
+
+    def returned() -> Any:  # one filtered Dataset, executed twice (its plan is kept)
+        if "frame" not in kept:
+            kept["frame"] = frame().where("status = 'returned'")
+        return kept["frame"]
+
+    def planned_only_then_count() -> object:
+        frame().where("quantity = '3'")._jdf.queryExecution().executedPlan()  # never run
+        return frame().count()
+
     return [
         ("count", lambda: frame().count()),
         ("count where status = 'delivered'",
@@ -52,6 +64,11 @@ def _reuse_steps(frame: Callable[[], Any]) -> list[tuple[str, Callable[[], objec
         ("count where status = 'returned' OR region = 'west'",
          lambda: frame().where("status = 'returned' OR region = 'west'").count()),
         ("count once more", lambda: frame().count()),
+        ("collect where status = 'returned'", lambda: _sorted_rows(returned())),
+        ("count after planning a filter never run", planned_only_then_count),
+        ("collect where status = 'returned', the same Dataset again",
+         lambda: _sorted_rows(returned())),
+        ("count at the end", lambda: frame().count()),
     ]
 
 
@@ -96,16 +113,46 @@ def _spark_csv_answers(spark) -> list[tuple[str, object]]:
     return answers
 
 
-@pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="PySpark 4.3.0 keeps the read function planned with one query's pushed filters on "
-           "the relation and reuses it for a later query that pushes none",
-)
-def test_reused_dataframe_reads_what_spark_csv_reads(
+def _rows_sent(server: ServerProcess, since: int) -> tuple[int, int]:
+    """Rows the server sent in DoGet calls logged after line ``since``, and the new line count.
+
+    A DoGet is logged when its gRPC call completes, which may be just after Spark has its
+    rows: wait until the log stops growing (a guard for the log, not a timing assertion)."""
+    seen, quiet_since = len(server.log_lines), time.monotonic()
+    deadline = time.monotonic() + 10
+    while time.monotonic() - quiet_since < 0.5 and time.monotonic() < deadline:
+        time.sleep(0.1)
+        if len(server.log_lines) != seen:
+            seen, quiet_since = len(server.log_lines), time.monotonic()
+    rows = 0
+    for line in server.log_lines[since:seen]:
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if event.get("event") == "call" and event.get("method") == "DO_GET":
+            rows += int(event.get("rows", 0))
+    return rows, seen
+
+
+def test_reused_dataframe_reads_what_spark_csv_reads_and_keeps_pushdown(
     spark, sample_server: ServerProcess
 ) -> None:
     remote = _load(spark, sample_server)
-    _assert_same(_run(_reuse_steps(lambda: remote)), _spark_csv_answers(spark))
+    got: list[tuple[str, object]] = []
+    sent: dict[str, int] = {}
+    mark = len(sample_server.log_lines)
+    for label, action in _reuse_steps(lambda: remote):
+        got.append((label, action()))
+        sent[label], mark = _rows_sent(sample_server, mark)
+    expected = _spark_csv_answers(spark)
+    _assert_same(got, expected)
+    total = _size(expected[0][1])
+    for label, answer in expected:
+        # an offered filter runs on the server: it sends the matching rows only; an action
+        # with no offered filter (Spark never offers an OR) gets every row
+        offered = "where" in label and " OR " not in label
+        assert sent[label] == (_size(answer) if offered else total), (label, sent[label])
 
 
 def test_a_load_per_action_reads_what_spark_csv_reads(
@@ -137,7 +184,8 @@ def test_filter_pushdown_option_pushes_nothing_when_off(sample_server: ServerPro
     assert list(off.pushFilters(offered)) == offered
     assert "WHERE" not in off.statement()
     on = FlightSelectDataSource({**options, "filter_pushdown": "true"}).reader(schema)
-    assert list(on.pushFilters(offered)) == []
+    assert list(on.pushFilters(offered)) == offered  # pushed, and checked again by Spark
+    assert "WHERE" in on.statement()
     with pytest.raises(ValueError, match="'filter_pushdown' must be true or false"):
         FlightSelectDataSource({**options, "filter_pushdown": "maybe"}).reader(schema)
 
@@ -151,7 +199,7 @@ def test_each_reader_starts_without_pushed_filters(sample_server: ServerProcess)
     schema = StructType([StructField(c, StringType()) for c in COLUMNS])
     source = FlightSelectDataSource({"location": sample_server.location, "table": ORDERS})
     first = source.reader(schema)
-    assert list(first.pushFilters([EqualTo(("status",), "delivered")])) == []
+    list(first.pushFilters([EqualTo(("status",), "delivered")]))
     assert "WHERE" in first.statement()
     second = source.reader(schema)
     assert "WHERE" not in second.statement()
