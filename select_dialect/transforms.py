@@ -84,14 +84,16 @@ _EXTRACT_LOCAL_PARTS = frozenset({"year", "month", "day", "hour", "minute", "sec
 # second, an optional fraction of up to 9 digits, and an optional ``Z`` or ``±HH:MM`` zone.
 # On text of this layout DataFusion's string -> timestamp cast reads exactly what
 # ``s3_to_timestamp`` reads (the instant; a missing zone is UTC, as s3-select's offset 0),
-# and the first 19 characters are the wall-clock time at the written offset. Field ranges are
-# spelled out so that the cast never meets text it reads differently (leap second ``:60``,
-# offsets like ``+05:70``); an impossible date (``02-30``) makes the cast NULL and that row
-# goes to the UDF, which raises the s3-select error.
-_COMMON_TIMESTAMP = (
-    r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]"
-    r":[0-5][0-9](\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])?$"
-)
+# and the first 19 characters are the wall-clock time at the written offset. The pattern
+# keeps out what the cast reads differently (leap second ``:60``, offsets like ``+05:70``,
+# ``+0500``, a space or ``t`` before the time, over 9 fraction digits); digits it lets through
+# that make no date or time (month 13, day 32, hour 24, offset hour 24 and up, ``02-30``)
+# make the cast NULL, and that row goes to the UDF, which raises the s3-select error. Loose
+# digit classes keep the regex cheap: it costs about what the cast does.
+_LAYOUT_DATE_TIME = r"^[0-9]{4}-[01][0-9]-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]:[0-5][0-9]"
+_COMMON_TIMESTAMP = _LAYOUT_DATE_TIME + r"(\.[0-9]{1,9})?(Z|[+-][0-2][0-9]:[0-5][0-9])?$"
+# The same layout written at offset 0 (``Z`` or no zone): the instant is the wall clock.
+_UTC_TIMESTAMP = _LAYOUT_DATE_TIME + r"(\.[0-9]{1,9})?Z?$"
 _WALL_CLOCK_CHARS = 19  # len("YYYY-MM-DDTHH:MM:SS")
 
 # Date parts that are exact durations (the others are calendar arithmetic), in nanoseconds.
@@ -354,14 +356,15 @@ def _duration_added(ts: exp.Expression) -> tuple[int, exp.Expression, exp.Expres
     return None
 
 
-def _on_common_layout(text: exp.Expression, fast: exp.Expression, slow: exp.Expression
-                      ) -> exp.Expression:
-    """``fast`` for rows whose text has the common layout and a valid date, ``slow`` for the
-    others. ``fast`` must be NULL exactly when the date is impossible; DataFusion evaluates
-    each CASE branch only on the rows that reach it, so the UDF in ``slow`` sees only the
-    rows the builtins cannot answer (and the NULL rows)."""
-    layout = fn("regexp_like", text, lit_str(_COMMON_TIMESTAMP))
-    return exp.Coalesce(this=exp.Case(ifs=[exp.If(this=layout, true=fast)]), expressions=[slow])
+def _on_layouts(text: exp.Expression, branches: Sequence[tuple[str, exp.Expression]],
+                slow: exp.Expression) -> exp.Expression:
+    """The first ``(layout regex, fast)`` branch whose layout the text has, ``slow`` for rows
+    of no layout. A fast branch must be NULL exactly when the date is impossible; DataFusion
+    evaluates each CASE branch only on the rows that reach it, so later regexes and the UDF
+    in ``slow`` see only the rows the earlier branches left (and the NULL rows)."""
+    ifs = [exp.If(this=fn("regexp_like", text.copy(), lit_str(layout)), true=fast)
+           for layout, fast in branches]
+    return exp.Coalesce(this=exp.Case(ifs=ifs), expressions=[slow])
 
 
 def _plus_duration(instant: exp.Expression, amount: exp.Expression, unit_ns: int
@@ -415,7 +418,7 @@ def utc_instant(ts: exp.Expression) -> exp.Expression:
         return cast(instant.copy(), "TIMESTAMP")
     if text is not None:
         fast = exp.TryCast(this=text.copy(), to=exp.DataType.build("TIMESTAMP"))
-        return _on_common_layout(text, fast, slow)
+        return _on_layouts(text, [(_COMMON_TIMESTAMP, fast)], slow)
     added = _duration_added(ts)
     if added is not None:
         unit_ns, amount, inner = added
@@ -433,10 +436,12 @@ def local_time(ts: exp.Expression) -> exp.Expression:
     if instant is not None:
         return cast(instant.copy(), "TIMESTAMP")
     if text is not None:
+        at_utc = exp.TryCast(this=text.copy(), to=exp.DataType.build("TIMESTAMP"))
         wall_clock = fn("substr", text.copy(), exp.Literal.number(1),
                         exp.Literal.number(_WALL_CLOCK_CHARS))
-        fast = exp.TryCast(this=wall_clock, to=exp.DataType.build("TIMESTAMP"))
-        return _on_common_layout(text, fast, slow)
+        at_offset = exp.TryCast(this=wall_clock, to=exp.DataType.build("TIMESTAMP"))
+        return _on_layouts(text, [(_UTC_TIMESTAMP, at_utc), (_COMMON_TIMESTAMP, at_offset)],
+                           slow)
     added = _duration_added(ts)
     if added is not None:
         unit_ns, amount, inner = added

@@ -38,7 +38,12 @@ TIMESTAMP_TEXTS = [
     "2023-12-31t16:28:09z", "2023-12-31 16:28:09Z", " 2023-12-31T16:28:09Z",
     "2023-12-31T16:28:09.1234567891Z", "2023-12-31T16:28:09 +05:00", "2023-12-31T16:28Z",
     "2023-12-31T", "2023T", "20231231T162809Z", "1500-01-01T00:00:00Z", "2262-04-11T23:47:16Z",
-    "1677-09-21T00:12:44Z", "0000-01-01T00:00:00Z", "2023-12-31T16:28:09-00:00", "x", None,
+    "1677-09-21T00:12:44Z", "0000-01-01T00:00:00Z", "2023-12-31T16:28:09-00:00",
+    "2023-00-10T00:00:00Z", "2023-01-00T00:00:00Z", "2023-01-32T00:00:00Z",
+    "2023-19-01T00:00:00Z", "2023-01-39T00:00:00Z", "2023-12-31T29:00:00Z",
+    "2023-12-31T16:28:09+24:00", "2023-12-31T16:28:09-29:59", "2023-12-31T16:28:09+23:59",
+    "2023-12-31T16:28:09.000000000Z", "2023-12-31T16:28:09.", "2023-12-31T162809Z",
+    "2023-12-31T16:28:09ZZ", "2023-12-31T16:28:09+05:00Z", "2023-12-31T16:28:09\n", "x", None,
 ]  # fmt: skip
 
 TIMESTAMP_QUERIES = [
@@ -63,9 +68,21 @@ TIMESTAMP_QUERIES = [
 ]  # fmt: skip
 
 
-def _ctx(values: Sequence[str | None]) -> datafusion.SessionContext:
-    ctx = datafusion.SessionContext()
-    register_udfs(ctx)
+_SHARED: list[datafusion.SessionContext] = []
+
+
+def _ctx(values: Sequence[str | None], *, shared: bool = False) -> datafusion.SessionContext:
+    """A session with the UDFs and ``s3object`` holding ``values`` as ``_1``; ``shared``
+    reuses one session (for the many one-row queries that register nothing else)."""
+    if not shared:
+        ctx = datafusion.SessionContext()
+        register_udfs(ctx)
+    else:
+        if not _SHARED:
+            _SHARED.append(datafusion.SessionContext())
+            register_udfs(_SHARED[0])
+        ctx = _SHARED[0]
+        ctx.deregister_table("s3object")
     ctx.register_record_batches("s3object", [[pa.record_batch({"_1": pa.array(values, pa.utf8())})]])
     return ctx
 
@@ -73,7 +90,7 @@ def _ctx(values: Sequence[str | None]) -> datafusion.SessionContext:
 def _outcome(sql: str, value: str | None) -> tuple[str, Any]:
     """("value", the answer) or ("error", the s3-select error code) of ``sql`` on one row."""
     try:
-        table = _ctx([value]).sql(sql).to_arrow_table()
+        table = _ctx([value], shared=True).sql(sql).to_arrow_table()
     except Exception as error:  # noqa: BLE001 - the outcome is compared, whatever it is
         parsed = parse_processing_error(str(error))
         return "error", parsed[0] if parsed else str(error)
@@ -86,6 +103,7 @@ def _outcome(sql: str, value: str | None) -> tuple[str, Any]:
 def _reference(sql: str, monkeypatch: pytest.MonkeyPatch) -> str:
     with monkeypatch.context() as patch:
         patch.setattr(transforms, "_COMMON_TIMESTAMP", "x^")  # matches no text
+        patch.setattr(transforms, "_UTC_TIMESTAMP", "x^")
         return translate(sql, input_format="csv").sql
 
 
