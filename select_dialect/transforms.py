@@ -421,10 +421,11 @@ class Lowering:
         if kind == TS:
             return node
         if kind == NATIVE_TS:
+            # precision -1: never written as text, so the aws flavour prints it shortest
             return fn(
                 U.TIMESTAMP_FROM_UTC,
                 cast(node, "TIMESTAMP"),
-                exp.Literal.number(4),
+                exp.Literal.number(-1),
             )
         if kind == NULL:
             return typed_null(TS)
