@@ -353,6 +353,8 @@ class Lowering:
         names = [s for s in steps if isinstance(s, str) and s is not _ANY_INDEX]
         if not names:
             return None
+        if self.flavor == "aws" and names[-1] is not steps[-1]:
+            return None  # MinIO names a path that ends in an index `_N`, like an expression
         last = names[-1]
         if self.input_format == "json" and len(names) == 1 and names[0].lower() in self.table_names | {"_1"}:
             return None
@@ -579,6 +581,16 @@ class Lowering:
         return _POSITIONAL_RE.match(name) is not None or self._header_index(name, False) is not None
 
     def _header_index(self, name: str, quoted: bool) -> int | None:
+        if self.flavor == "aws" and not quoted:
+            # AWS, "Case sensitivity of header/attribute names": unquoted is case-insensitive
+            # and two matching headers are an error, even if one matches exactly
+            matches = [i + 1 for i, h in enumerate(self.header) if h.lower() == name.lower()]
+            if len(matches) > 1:
+                raise QuerySemanticError(
+                    f"{name} matches {len(matches)} header names; quote it to pick one",
+                    code="AmbiguousFieldName",
+                )
+            return matches[0] if matches else None
         for i, header_name in enumerate(self.header):
             if header_name == name:
                 return i + 1
