@@ -581,16 +581,6 @@ class Lowering:
         return _POSITIONAL_RE.match(name) is not None or self._header_index(name, False) is not None
 
     def _header_index(self, name: str, quoted: bool) -> int | None:
-        if self.flavor == "aws" and not quoted:
-            # AWS, "Case sensitivity of header/attribute names": unquoted is case-insensitive
-            # and two matching headers are an error, even if one matches exactly
-            matches = [i + 1 for i, h in enumerate(self.header) if h.lower() == name.lower()]
-            if len(matches) > 1:
-                raise QuerySemanticError(
-                    f"{name} matches {len(matches)} header names; quote it to pick one",
-                    code="AmbiguousFieldName",
-                )
-            return matches[0] if matches else None
         for i, header_name in enumerate(self.header):
             if header_name == name:
                 return i + 1
