@@ -750,6 +750,10 @@ class Lowering:
         klass: type[exp.Expression] = type(node)
         operands = _flatten(node, klass)
         lowered = [paren(self.as_logical(self.lower(operand))) for operand in operands]
+        # operands without columns last: datafusion-python turns a pushed-down filter into a
+        # pyarrow expression, and `NULL AND x` there fails (BooleanScalar & Expression)
+        # while `x AND NULL` works; AND/OR are commutative in three-valued logic
+        lowered.sort(key=lambda operand: operand.find(exp.Column) is None)
         return balanced(lowered, klass), BOOL
 
     def _not(self, node: exp.Not) -> Typed:
