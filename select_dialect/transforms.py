@@ -592,6 +592,8 @@ class Lowering:
         names = [s for s in steps if isinstance(s, str) and s is not _ANY_INDEX]
         if not names:
             return None
+        if self.flavor == "aws" and names[-1] is not steps[-1]:
+            return None  # MinIO names a path that ends in an index `_N`, like an expression
         last = names[-1]
         if self.input_format == "json" and len(names) == 1 and names[0].lower() in self.table_names | {"_1"}:
             return None
@@ -660,10 +662,11 @@ class Lowering:
         if kind == TS:
             return node
         if kind == NATIVE_TS:
+            # precision -1: never written as text, so the aws flavour prints it shortest
             return fn(
                 U.TIMESTAMP_FROM_UTC,
                 cast(node, "TIMESTAMP"),
-                exp.Literal.number(4),
+                exp.Literal.number(-1),
             )
         if kind == NULL:
             return typed_null(TS)
@@ -994,7 +997,12 @@ class Lowering:
         klass: type[exp.Expression] = type(node)
         operands = _flatten(node, klass)
         lowered = [paren(self.as_logical(self.lower(operand))) for operand in operands]
-        return balanced(_fold_constants(lowered, klass), klass), BOOL
+        lowered = _fold_constants(lowered, klass)
+        # operands without columns last: datafusion-python turns a pushed-down filter into a
+        # pyarrow expression, and `NULL AND x` there fails (BooleanScalar & Expression)
+        # while `x AND NULL` works; AND/OR are commutative in three-valued logic
+        lowered.sort(key=lambda operand: operand.find(exp.Column) is None)
+        return balanced(lowered, klass), BOOL
 
     def _not(self, node: exp.Not) -> Typed:
         operand = self.as_logical(self.lower(node.this))

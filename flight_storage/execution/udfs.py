@@ -70,7 +70,8 @@ _BASIC_TIMESTAMPS = (
 )
 
 _NS = {"second": 10**9, "minute": 60 * 10**9, "hour": 3600 * 10**9, "day": 86400 * 10**9}
-_PART_PRECISION = {"hour": 3, "minute": 3, "second": 4}
+# date_add adds precision as necessary (AWS: DATE_ADD(month, 1, `2010T`) is 2010-02T)
+_PART_PRECISION = {"year": 0, "month": 1, "day": 2, "hour": 3, "minute": 3, "second": 4}
 _MONTHS = [
     "January", "February", "March", "April", "May", "June",
     "July", "August", "September", "October", "November", "December",
@@ -422,7 +423,9 @@ def date_add(parts: pa.Array, amounts: pa.Array, ts: pa.Array) -> pa.Array:
     else:
         moved = pc.add(local, pc.multiply(n, _NS[part]))
     utc = pc.subtract(moved, pc.multiply(f["offset"], 60 * 10**9))
-    precision = pc.max_element_wise(f["precision"], _PART_PRECISION.get(part, 0))
+    raised = pc.max_element_wise(f["precision"], _PART_PRECISION.get(part, 0))
+    unwritten = pc.less(f["precision"], 0)  # a native value keeps printing shortest
+    precision = pc.if_else(unwritten, f["precision"], raised)
     valid = pc.and_(f["valid"], amounts.is_valid())
     return _struct(utc, f["offset"], f["zone"], precision, f["digits"], valid)
 

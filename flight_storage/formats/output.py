@@ -17,9 +17,11 @@ strings in JSON           unquoted (``{"a":male}``)        JSON strings
 CSV quoting (ASNEEDED)    never                           fields holding a delimiter, quote
                                                           or line end
 aggregate row in CSV      no record delimiter after it    record delimiter after it
-timestamps                ``YYYY-MM-DDTHH:MM:SS[.ffffff]``  shortest form: ``2010T``,
-                          + zone as written (``Z``,        ``2010-02T``, ``2010-02-03T``,
-                          ``±HH:MM``, none -> ``+00:00``)  ``…T04:11Z``, ``…:05.23-07:00``
+timestamps                ``YYYY-MM-DDTHH:MM:SS[.ffffff]``  the precision as written, raised
+                          + zone as written (``Z``,        by functions: ``2010T``, ``2010-02T``,
+                          ``±HH:MM``, none -> ``+00:00``)  ``…T04:11Z``, ``…:05.230-07:00``,
+                                                          no zone -> ``-00:00``; Parquet
+                                                          timestamps: the shortest form
 ========================  ==============================  ==================================
 
 Floats print as the shortest round-trip decimal with integral values lacking ``.0`` in both
@@ -39,7 +41,13 @@ import pyarrow.compute as pc
 
 from flight_storage.errors import InvalidRequestError
 from flight_storage.formats.json_text import dumps, quote_strings
-from flight_storage.formats.values import ZONE_NONE, ZONE_Z, is_s3_timestamp
+from flight_storage.formats.values import (
+    PRECISION_FRACTION,
+    PRECISION_SECOND,
+    ZONE_NONE,
+    ZONE_Z,
+    is_s3_timestamp,
+)
 
 _FLAVOURS = ("ceph", "aws", "minio")
 _QUOTE_FIELDS = ("ASNEEDED", "ALWAYS")
@@ -203,9 +211,40 @@ def _s3_timestamp_text(array: pa.Array, style: _Style) -> _Text:
         text = _ceph_timestamp(parts, has_fraction, zone)
     else:
         zone = _zone_text(offset, zone_code, "-00:00")
+        precision = struct.field("precision").fill_null(PRECISION_SECOND)
+        digits = struct.field("fraction_digits").fill_null(0)
         has_zone = pc.not_equal(zone_code.cast(pa.int8()), ZONE_NONE)
-        text = _shortest_timestamp(parts, zone, has_zone)
+        text = pc.if_else(
+            pc.less(precision, 0),
+            _shortest_timestamp(parts, zone, has_zone),
+            _written_timestamp(parts, zone, precision, digits),
+        )
     return _Text(_keep_nulls(array, text), True)
+
+
+def _written_timestamp(
+    parts: _Parts, zone: pa.Array, precision: pa.Array, digits: pa.Array
+) -> pa.Array:
+    """AWS: the precision the timestamp was written with, raised where a function needed
+    more (DATE_ADD reference: ``DATE_ADD(year, 5, `2010-01-01T`)`` is ``2015-01-01T``,
+    ``DATE_ADD(second, 1, `…05.006Z`)`` is ``…06.006Z``); the fraction keeps its digits."""
+    n = len(parts.nanos)
+    date = _join([parts.year, "-", parts.month, "-", parts.day, "T"], n)
+    minute = _join([date, parts.hour, ":", parts.minute], n)
+    second = _join([minute, ":", parts.second], n)
+    fraction = _lit("", n)
+    for count in sorted(set(pc.unique(digits).to_pylist()) - {0, None}):
+        fraction = pc.if_else(pc.equal(digits, count), _fraction(parts.nanos, count), fraction)
+    precision = precision.cast(pa.int8())
+    return pc.case_when(
+        pc.make_struct(*(pc.equal(precision, p) for p in range(PRECISION_FRACTION + 1))),
+        _join([parts.year, "T"], n),
+        _join([parts.year, "-", parts.month, "T"], n),
+        date,
+        _join([minute, zone], n),
+        _join([second, zone], n),
+        _join([second, fraction, zone], n),
+    )
 
 
 def _arrow_timestamp_text(array: pa.Array, style: _Style) -> _Text:

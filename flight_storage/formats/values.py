@@ -8,7 +8,8 @@ from ``2007-01-01T00:00:00Z`` in some flavours). It travels through DataFusion a
 * ``offset_minutes`` the zone offset as written, in minutes east of UTC (``-07:45`` -> -465)
 * ``zone``           how the zone was written: 0 none, 1 ``Z``, 2 ``±HH:MM``
 * ``precision``      how much was written: 0 year, 1 month, 2 day, 3 minute, 4 second,
-                     5 fraction
+                     5 fraction; -1 never written as text (a Parquet DATE or TIMESTAMP), which
+                     the aws flavour prints in the shortest form (MinIO)
 * ``fraction_digits`` number of fraction digits written (0 when none)
 """
 
@@ -20,6 +21,7 @@ ZONE_NONE = 0
 ZONE_Z = 1
 ZONE_OFFSET = 2
 
+PRECISION_UNWRITTEN = -1
 PRECISION_YEAR = 0
 PRECISION_MONTH = 1
 PRECISION_DAY = 2

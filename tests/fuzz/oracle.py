@@ -14,8 +14,9 @@ nothing of ``select_dialect``, ``flight_storage`` or the readers. Its rules, by 
 * SUBSTRING: Ceph's start <= 0 consumes length; MinIO/AWS clamp the start to 1 (README).
   TRIM removes spaces only (README), or the characters of its set.
 * Timestamps: README "Output formatting" (Ceph: six fraction digits when the input had a
-  fraction, ``Z`` / ``+HH:MM`` as written, no zone -> ``+00:00``; MinIO/AWS: the shortest
-  layout, the fraction without trailing zeros, a zero offset printed ``Z``), ``date_diff``
+  fraction, ``Z`` / ``+HH:MM`` as written, no zone -> ``+00:00``); AWS reference, DATE_ADD
+  and TO_TIMESTAMP examples (the precision as written, raised by DATE_ADD as necessary, the
+  fraction's digits kept, no zone -> ``-00:00``); ``date_diff``
   truncates toward zero on instants, ``extract(timezone_minute)`` carries the sign.
 * LIMIT counts scanned input rows in Ceph, returned rows in AWS (README).
 * Output: CSV, NULL as ``null`` (Ceph) or an empty field (AWS), floats as the shortest
@@ -83,6 +84,7 @@ class Timestamp:
     nanos: int
     digits: int
     zone: str | int | None
+    precision: int  # 0 year, 1 month, 2 day, 3 minute, 4 second, 5 fraction (as written)
 
     @property
     def offset(self) -> int:
@@ -116,7 +118,9 @@ def parse_timestamp(text: str) -> Timestamp:
     else:
         sign = -1 if zone[0] == "-" else 1
         parsed_zone = sign * (int(zone[1:3]) * 60 + int(zone[4:6]))
-    return Timestamp(local, nanos, len(frac or ""), parsed_zone)
+    precision = (5 if frac else 4 if second else 3 if hour else 2 if day else 1 if month
+                 else 0)
+    return Timestamp(local, nanos, len(frac or ""), parsed_zone, precision)
 
 
 def _add_months(value: dt.datetime, months: int) -> dt.datetime:
@@ -128,7 +132,12 @@ def _add_months(value: dt.datetime, months: int) -> dt.datetime:
 _PART_SECONDS = {"day": 86400, "hour": 3600, "minute": 60, "second": 1}
 
 
+# AWS DATE_ADD: "result will add precision as necessary"
+_PART_PRECISION = {"year": 0, "month": 1, "day": 2, "hour": 3, "minute": 3, "second": 4}
+
+
 def date_add(part: str, amount: int, ts: Timestamp) -> Timestamp:
+    ts = replace(ts, precision=max(ts.precision, _PART_PRECISION[part]))
     if part == "year":
         return replace(ts, local=_add_months(ts.local, 12 * amount))
     if part == "month":
@@ -193,20 +202,15 @@ def format_timestamp(ts: Timestamp, flavor: str) -> str:
         if ts.zone == "Z":
             return text + "Z"
         return text + _zone_hhmm(ts.offset)
-    zone = "Z" if ts.offset == 0 else _zone_hhmm(ts.offset)
+    # AWS (DATE_ADD / TO_TIMESTAMP examples): the precision as written, no zone -> -00:00
+    zone = "Z" if ts.zone == "Z" else "-00:00" if ts.zone is None else _zone_hhmm(ts.offset)
     date = f"{t.year:04d}-{t.month:02d}-{t.day:02d}T"
     minute = f"{date}{t.hour:02d}:{t.minute:02d}"
-    if ts.nanos:
-        return f"{minute}:{t.second:02d}." + f"{ts.nanos:09d}".rstrip("0") + zone
-    if t.second:
-        return f"{minute}:{t.second:02d}{zone}"
-    if t.hour or t.minute or ts.offset:
-        return minute + zone
-    if t.day != 1:
-        return date
-    if t.month != 1:
-        return f"{t.year:04d}-{t.month:02d}T"
-    return f"{t.year:04d}T"
+    second = f"{minute}:{t.second:02d}"
+    return [
+        f"{t.year:04d}T", f"{t.year:04d}-{t.month:02d}T", date, minute + zone, second + zone,
+        f"{second}.{ts.nanos:09d}"[: len(second) + 1 + ts.digits] + zone,
+    ][ts.precision]
 
 
 # --------------------------------------------------------------------------- evaluation

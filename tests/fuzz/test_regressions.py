@@ -89,3 +89,13 @@ def test_json_integers_divide_as_integers(flavor: str) -> None:
     number 7 is an integer."""
     sql = "select (s.n / 2), CAST((s.n * 2) AS STRING) from s3object[*] s"
     assert _json(b'{"n":7}\n', sql, flavor) == "3,14\n"
+
+
+@pytest.mark.parametrize("data", [b"", b'{"t":null}\n'])
+def test_null_literal_first_in_a_pushed_down_conjunction(data: bytes) -> None:
+    """``WHERE (NULL = 1) AND (s.t IS NULL)`` crashed with a Python TypeError sent to the
+    client: datafusion-python turns the pushed-down filter into a pyarrow expression and
+    ``BooleanScalar & Expression`` fails (fix: transforms ``_connective`` puts operands
+    without columns last)."""
+    sql = "SELECT COUNT(*) FROM S3Object[*] s WHERE ((NULL = 1) AND (s.t IS NULL))"
+    assert _json(data, sql, "ceph") == "0"
