@@ -39,6 +39,11 @@ _COMPRESSION = {"NONE": ""}
 """DataFusion's name of each CompressionType the native path takes."""
 
 
+def reads_compression(compression: str) -> bool:
+    """Whether the native path takes objects of this CompressionType (else no survey)."""
+    return compression in _COMPRESSION
+
+
 def native_ranges(size: int, count: int) -> list[tuple[int, int]]:
     """DataFusion's split of a ``size``-byte file into ``count`` ranges (end exclusive)."""
     if count <= 1 or size == 0:

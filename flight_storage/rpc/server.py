@@ -31,7 +31,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -79,6 +79,7 @@ from flight_storage.request.tables import ResolvedTable, input_spec, object_vers
 from select_dialect import translate
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 SERVER_NAME: Final = "flight-select"
 SERVER_VERSION: Final = "0.1.0"
@@ -129,6 +130,7 @@ class CallContext:
     flavor: str
     peer: str
     single_endpoint: bool = False
+    is_cancelled: Callable[[], bool] = dataclasses.field(default=lambda: False, compare=False)
 
     @property
     def user_name(self) -> str | None:
@@ -318,7 +320,8 @@ class StorageServer(flight.FlightServerBase):
         if middleware is not None:
             middleware.fields["peer"] = context.peer()
         return CallContext(user=user, flavor=flavor, peer=context.peer(),
-                           single_endpoint=endpoints == "single")
+                           single_endpoint=endpoints == "single",
+                           is_cancelled=context.is_cancelled)
 
     def _fields(self, context: flight.ServerCallContext) -> dict[str, Any]:
         middleware = context.get_middleware("call")
@@ -429,15 +432,23 @@ class StorageServer(flight.FlightServerBase):
         return flight.FlightInfo(schema, descriptor, endpoints, total_records, total_bytes,
                                  app_metadata=json.dumps(about).encode())
 
-    def _plan_statement(
-        self, call: CallContext, query: str, flavor: str, parameters: bytes | None
-    ) -> tuple[ResolvedTable, SelectPlan]:
+    def _check_query_length(self, query: str, what: str = "query text") -> None:
+        """Refuse statements over ``--max-query-chars`` before any work (every entry point)."""
         if len(query) > self.config.engine.max_query_chars:
             raise ResourceLimitError(
-                f"query text is {len(query)} characters; the limit is "
+                f"{what} is {len(query)} characters; the limit (--max-query-chars) is "
                 f"{self.config.engine.max_query_chars}",
                 code="ExpressionTooLong",
             )
+
+    def _bounded(self, call: CallContext, what: str, work: Callable[[], T]) -> T:
+        """Planning-like work under a compute slot and the query timeout."""
+        return self.streams.run_planning(work, call.is_cancelled, what)
+
+    def _plan_statement(
+        self, call: CallContext, query: str, flavor: str, parameters: bytes | None
+    ) -> tuple[ResolvedTable, SelectPlan]:
+        self._check_query_length(query)
         reference, sql = split_table_reference(query)
         if reference is None:
             translate(query, input_format="csv", flavor=flavor)  # report syntax errors first
@@ -447,13 +458,18 @@ class StorageServer(flight.FlightServerBase):
                 code="MissingObject",
             )
         self._check_access(call, reference.bucket)
-        table = resolve_table(self.catalog, reference.bucket, reference.key,
-                              reference.input_serialization)
         if parameters is not None:
             sql = bind(sql, protocol.handle_parameters(parameters))
         elif _has_parameters(sql):
             raise InvalidRequestError("statement has ? parameters but none were bound")
-        return table, self.engine.plan(sql, _sources(table.objects), table.input, flavor=flavor)
+
+        def plan() -> tuple[ResolvedTable, SelectPlan]:
+            table = resolve_table(self.catalog, reference.bucket, reference.key,
+                                  reference.input_serialization)
+            return table, self.engine.plan(sql, _sources(table.objects), table.input,
+                                           flavor=flavor)
+
+        return self._bounded(call, "planning", plan)
 
     def _input_spec(self, obj: ObjectInfo, request: Mapping[str, Any] | None) -> InputSpec:
         """An S3 request's InputSerialization (the bucket configuration's when it has none)."""
@@ -467,17 +483,13 @@ class StorageServer(flight.FlightServerBase):
         fields: dict[str, Any],
     ) -> flight.FlightInfo:
         request = parse_request(command)
-        if len(request.expression) > self.config.engine.max_query_chars:
-            raise ResourceLimitError(
-                f"expression is {len(request.expression)} characters; the limit is "
-                f"{self.config.engine.max_query_chars}",
-                code="ExpressionTooLong",
-            )
+        self._check_query_length(request.expression, "expression")
         self._check_access(call, request.bucket)
         obj = self.catalog.object(request.bucket, request.key)
         spec = self._input_spec(obj, request.input_serialization)
-        plan = self.engine.plan(request.expression, _source(obj), spec, flavor=call.flavor,
-                                scan_range=request.scan_range(obj.size))
+        plan = self._bounded(call, "planning", lambda: self.engine.plan(
+            request.expression, _source(obj), spec, flavor=call.flavor,
+            scan_range=request.scan_range(obj.size)))
         if request.output_serialization is not None:
             _record_writer(plan, request.output_serialization)  # refuse bad settings now
         issued = time.time()
@@ -516,7 +528,9 @@ class StorageServer(flight.FlightServerBase):
         command = _METADATA.get(name)
         if command is None:
             raise protocol.UnknownCommandError(name)
-        return flight.RecordBatchStream(command.build(self, call, message))
+        # Metadata may plan (GetTables with schemas): the same slot and deadline as queries.
+        table = self._bounded(call, name, lambda: command.build(self, call, message))
+        return flight.RecordBatchStream(table)
 
     def _serve_partition(
         self, context: flight.ServerCallContext, call: CallContext, handle: bytes
@@ -560,7 +574,8 @@ class StorageServer(flight.FlightServerBase):
                 code="PreconditionFailed",
             )
         sources = _sources(objects)
-        plan = self.engine.plan(sql, sources, spec, flavor=ticket.flavor)
+        plan = self._bounded(call, "planning",
+                             lambda: self.engine.plan(sql, sources, spec, flavor=ticket.flavor))
         sources[0].read[0] = 0  # count what the scan reads, not the header planning peeked at
         return sources[0], plan, objects
 
@@ -667,6 +682,7 @@ class StorageServer(flight.FlightServerBase):
     def _action_create_prepared(self, call: CallContext, body: bytes) -> list[flight.Result]:
         request = protocol.decode_action("CreatePreparedStatement", body)
         query = request.query
+        self._check_query_length(query)
         handle = PreparedHandle(query=query, flavor=call.flavor, user=call.user_name)
         result = pb.ActionCreatePreparedStatementResult(
             prepared_statement_handle=protocol.encode_handle(handle, self.secret)
@@ -742,7 +758,8 @@ class StorageServer(flight.FlightServerBase):
             raise InvalidRequestError(f"ListObjects takes JSON {{bucket, prefix, start_after, "
                                       f"max_keys}} ({exc})") from None
         self._check_access(call, bucket)
-        page = self.catalog.list_page(bucket, prefix, start_after, min(max_keys, 10000))
+        page = self._bounded(call, "ListObjects", lambda: self.catalog.list_page(
+            bucket, prefix, start_after, min(max_keys, 10000)))
         document = {
             "objects": [{"key": o.key, "size": o.size, "mtime_ns": o.mtime_ns}
                         for o in page.objects],
