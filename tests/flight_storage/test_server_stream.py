@@ -21,6 +21,8 @@ from flight_storage.rpc.streams import (
     _Stopped,
 )
 
+pytestmark = pytest.mark.reliability
+
 SCHEMA = pa.schema([pa.field("a", pa.int64())])
 
 
