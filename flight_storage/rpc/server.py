@@ -449,21 +449,22 @@ class StorageServer(flight.FlightServerBase):
         self, call: CallContext, query: str, flavor: str, parameters: bytes | None
     ) -> tuple[ResolvedTable, SelectPlan]:
         self._check_query_length(query)
-        reference, sql = split_table_reference(query)
-        if reference is None:
-            translate(query, input_format="csv", flavor=flavor)  # report syntax errors first
-            raise InvalidRequestError(
-                'name the object in FROM as "bucket"."key", e.g. '
-                'SELECT * FROM "sales"."orders/2024-01.csv"',
-                code="MissingObject",
-            )
-        self._check_access(call, reference.bucket)
-        if parameters is not None:
-            sql = bind(sql, protocol.handle_parameters(parameters))
-        elif _has_parameters(sql):
-            raise InvalidRequestError("statement has ? parameters but none were bound")
 
         def plan() -> tuple[ResolvedTable, SelectPlan]:
+            # all of it in the slot: splitting and scanning a long statement takes time too
+            reference, sql = split_table_reference(query)
+            if reference is None:
+                translate(query, input_format="csv", flavor=flavor)  # syntax errors first
+                raise InvalidRequestError(
+                    'name the object in FROM as "bucket"."key", e.g. '
+                    'SELECT * FROM "sales"."orders/2024-01.csv"',
+                    code="MissingObject",
+                )
+            self._check_access(call, reference.bucket)
+            if parameters is not None:
+                sql = bind(sql, protocol.handle_parameters(parameters))
+            elif _has_parameters(sql):
+                raise InvalidRequestError("statement has ? parameters but none were bound")
             table = resolve_table(self.catalog, reference.bucket, reference.key,
                                   reference.input_serialization)
             return table, self.engine.plan(sql, _sources(table.objects), table.input,
@@ -546,7 +547,8 @@ class StorageServer(flight.FlightServerBase):
         fields = self._fields(context)
         fields.update(query_id=_query_id(ticket), object=f"{ticket.bucket}/{ticket.key}",
                       partition=ticket.partition.to_dict())
-        source, plan, objects = self._plan_ticket(call, ticket)
+        source, plan, objects = self._bounded(call, "planning",
+                                              lambda: self._plan_ticket(call, ticket))
         stream = self._partition_stream(context, ticket, plan, source, fields, key, objects)
         return flight.GeneratorStream(stream.schema, guarded(stream.items))
 
@@ -574,8 +576,7 @@ class StorageServer(flight.FlightServerBase):
                 code="PreconditionFailed",
             )
         sources = _sources(objects)
-        plan = self._bounded(call, "planning",
-                             lambda: self.engine.plan(sql, sources, spec, flavor=ticket.flavor))
+        plan = self.engine.plan(sql, sources, spec, flavor=ticket.flavor)
         sources[0].read[0] = 0  # count what the scan reads, not the header planning peeked at
         return sources[0], plan, objects
 
