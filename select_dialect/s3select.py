@@ -145,11 +145,14 @@ class S3SelectParser(parser.Parser):
 
 
 class CephParser(S3SelectParser):
-    """Ceph's grammar: ``NOT`` negates a whole conjunction (``not a and b`` = ``not (a and b)``)."""
+    """Ceph's grammar: a leading ``NOT`` negates the whole predicate after it, OR-chain
+    included (``arithmetic_predicate = "not" >> logical_predicate``, where
+    ``logical_predicate`` is the OR of AND-chains): ``not a and b or c`` =
+    ``not ((a and b) or c)``."""
 
     UNARY_PARSERS = {
         **S3SelectParser.UNARY_PARSERS,
-        TokenType.NOT: lambda self: self.expression(exp.Not(this=self._parse_conjunction())),
+        TokenType.NOT: lambda self: self.expression(exp.Not(this=self._parse_disjunction())),
     }
 
 

@@ -42,6 +42,7 @@ from flight_storage.execution.native_csv import (
     SurveyCache,
     native_csv_table,
     native_ranges,
+    reads_compression,
 )
 from flight_storage.execution.native_parquet import SESSION_SETTINGS as PARQUET_SETTINGS
 from flight_storage.execution.native_parquet import (
@@ -490,6 +491,9 @@ class SelectEngine:
         path = local_path(plan.source)
         if path is None:
             return None, "not a file"
+        if not reads_compression(plan.input.compression):
+            # before the survey: it would decompress the whole object for nothing
+            return None, f"{plan.input.compression} input"
         options = self._csv_options(plan.input, plan.flavor)
         try:
             survey = self.surveys.survey(path, options, plan.input.compression)

@@ -53,7 +53,8 @@ def engine_error(exc: BaseException) -> StorageError:
     for pattern, code in _ENGINE_ERRORS:
         if pattern.search(text):
             if code == "ResourceLimitExceeded":
-                return ResourceLimitError(message, code=code)
+                return ResourceLimitError(
+                    f"{message} (the per-query memory limit is --memory-limit-mb)", code=code)
             return QueryExecutionError(message, code=code)
     return QueryExecutionError(message, code="ProcessingTimeError")
 

@@ -41,6 +41,11 @@ frames included: checked on 55.0 for all three). A compressed object is one part
 reader can start inside a compressed stream."""
 
 
+def reads_compression(compression: str) -> bool:
+    """Whether the native path takes objects of this CompressionType (else no survey)."""
+    return compression in _COMPRESSION
+
+
 def native_ranges(size: int, count: int) -> list[tuple[int, int]]:
     """DataFusion's split of a ``size``-byte file into ``count`` ranges (end exclusive)."""
     if count <= 1 or size == 0:

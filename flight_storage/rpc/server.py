@@ -31,7 +31,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -81,6 +81,7 @@ from select_dialect.translate import refuse_writes
 from select_dialect.flavors import FLAVOR_NAMES, FLAVORS, S3_REQUEST_DEFAULT, STATEMENT_DEFAULT
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 SERVER_NAME: Final = "flight-select"
 SERVER_VERSION: Final = "0.1.0"
@@ -129,6 +130,7 @@ class CallContext:
     """The flavour the call header names; None: each surface's default (see below)."""
     peer: str
     single_endpoint: bool = False
+    is_cancelled: Callable[[], bool] = dataclasses.field(default=lambda: False, compare=False)
 
     @property
     def statement_flavor(self) -> str:
@@ -331,7 +333,8 @@ class StorageServer(flight.FlightServerBase):
         if middleware is not None:
             middleware.fields["peer"] = context.peer()
         return CallContext(user=user, flavor=flavor, peer=context.peer(),
-                           single_endpoint=endpoints == "single")
+                           single_endpoint=endpoints == "single",
+                           is_cancelled=context.is_cancelled)
 
     def _fields(self, context: flight.ServerCallContext) -> dict[str, Any]:
         middleware = context.get_middleware("call")
@@ -446,33 +449,47 @@ class StorageServer(flight.FlightServerBase):
         return flight.FlightInfo(schema, descriptor, endpoints, total_records, total_bytes,
                                  app_metadata=json.dumps(about).encode())
 
+    def _check_query_length(self, query: str, what: str = "query text") -> None:
+        """Refuse statements over ``--max-query-chars`` before any work (every entry point)."""
+        if len(query) > self.config.engine.max_query_chars:
+            raise ResourceLimitError(
+                f"{what} is {len(query)} characters; the limit (--max-query-chars) is "
+                f"{self.config.engine.max_query_chars}",
+                code="ExpressionTooLong",
+            )
+
+    def _bounded(self, call: CallContext, what: str, work: Callable[[], T]) -> T:
+        """Planning-like work under a compute slot and the query timeout."""
+        return self.streams.run_planning(work, call.is_cancelled, what)
+
     def _plan_statement(
         self, call: CallContext, query: str, flavor: str, parameters: bytes | None
     ) -> tuple[ResolvedTable | None, SelectPlan]:
         """The table a statement reads (None for one without FROM) and its plan."""
-        if len(query) > self.config.engine.max_query_chars:
-            raise ResourceLimitError(
-                f"query text is {len(query)} characters; the limit is "
-                f"{self.config.engine.max_query_chars}",
-                code="ExpressionTooLong",
-            )
+        self._check_query_length(query)
         refuse_writes(query)  # before the table: INSERT INTO a new key is not NoSuchKey
-        reference, sql = split_table_reference(query)
-        if reference is None:
-            # report syntax errors first
-            translation = translate(query, input_format="csv", flavor=flavor)
-            if not translation.reads_table:
-                return None, self.engine.plan_constant(_bound(sql, parameters), flavor=flavor)
-            raise InvalidRequestError(
-                'name the object in FROM as "bucket"."key", e.g. '
-                'SELECT * FROM "sales"."orders/2024-01.csv"',
-                code="MissingObject",
-            )
-        self._check_access(call, reference.bucket)
-        table = resolve_table(self.catalog, reference.bucket, reference.key,
-                              reference.input_serialization)
-        return table, self.engine.plan(_bound(sql, parameters), _sources(table.objects),
-                                       table.input, flavor=flavor)
+
+        def plan() -> tuple[ResolvedTable | None, SelectPlan]:
+            # all of it in the slot: splitting and scanning a long statement takes time too
+            reference, sql = split_table_reference(query)
+            if reference is None:
+                # report syntax errors first
+                translation = translate(query, input_format="csv", flavor=flavor)
+                if not translation.reads_table:
+                    return None, self.engine.plan_constant(_bound(sql, parameters),
+                                                           flavor=flavor)
+                raise InvalidRequestError(
+                    'name the object in FROM as "bucket"."key", e.g. '
+                    'SELECT * FROM "sales"."orders/2024-01.csv"',
+                    code="MissingObject",
+                )
+            self._check_access(call, reference.bucket)
+            table = resolve_table(self.catalog, reference.bucket, reference.key,
+                                  reference.input_serialization)
+            return table, self.engine.plan(_bound(sql, parameters), _sources(table.objects),
+                                           table.input, flavor=flavor)
+
+        return self._bounded(call, "planning", plan)
 
     def _input_spec(self, obj: ObjectInfo, request: Mapping[str, Any] | None) -> InputSpec:
         """An S3 request's InputSerialization (the bucket configuration's when it has none)."""
@@ -486,18 +503,14 @@ class StorageServer(flight.FlightServerBase):
         fields: dict[str, Any],
     ) -> flight.FlightInfo:
         request = parse_request(command)
-        if len(request.expression) > self.config.engine.max_query_chars:
-            raise ResourceLimitError(
-                f"expression is {len(request.expression)} characters; the limit is "
-                f"{self.config.engine.max_query_chars}",
-                code="ExpressionTooLong",
-            )
+        self._check_query_length(request.expression, "expression")
         self._check_access(call, request.bucket)
         obj = self.catalog.object(request.bucket, request.key)
         spec = self._input_spec(obj, request.input_serialization)
         flavor = call.s3_request_flavor
-        plan = self.engine.plan(request.expression, _source(obj), spec, flavor=flavor,
-                                scan_range=request.scan_range(obj.size))
+        plan = self._bounded(call, "planning", lambda: self.engine.plan(
+            request.expression, _source(obj), spec, flavor=flavor,
+            scan_range=request.scan_range(obj.size)))
         if request.output_serialization is not None:
             _record_writer(plan, request.output_serialization)  # refuse bad settings now
         issued = time.time()
@@ -536,7 +549,9 @@ class StorageServer(flight.FlightServerBase):
         command = _METADATA.get(name)
         if command is None:
             raise protocol.UnknownCommandError(name)
-        return flight.RecordBatchStream(command.build(self, call, message))
+        # Metadata may plan (GetTables with schemas): the same slot and deadline as queries.
+        table = self._bounded(call, name, lambda: command.build(self, call, message))
+        return flight.RecordBatchStream(table)
 
     def _serve_partition(
         self, context: flight.ServerCallContext, call: CallContext, handle: bytes
@@ -554,7 +569,8 @@ class StorageServer(flight.FlightServerBase):
         fields = self._fields(context)
         fields.update(query_id=_query_id(ticket), object=f"{ticket.bucket}/{ticket.key}",
                       partition=ticket.partition.to_dict())
-        source, plan, objects = self._plan_ticket(call, ticket)
+        source, plan, objects = self._bounded(call, "planning",
+                                              lambda: self._plan_ticket(call, ticket))
         stream = self._partition_stream(context, ticket, plan, source, fields, key, objects)
         return flight.GeneratorStream(stream.schema, guarded(stream.items))
 
@@ -699,6 +715,7 @@ class StorageServer(flight.FlightServerBase):
     def _action_create_prepared(self, call: CallContext, body: bytes) -> list[flight.Result]:
         request = protocol.decode_action("CreatePreparedStatement", body)
         query = request.query
+        self._check_query_length(query)
         handle = PreparedHandle(query=query, flavor=call.statement_flavor,
                                 user=call.user_name)
         result = pb.ActionCreatePreparedStatementResult(
@@ -775,7 +792,8 @@ class StorageServer(flight.FlightServerBase):
             raise InvalidRequestError(f"ListObjects takes JSON {{bucket, prefix, start_after, "
                                       f"max_keys}} ({exc})") from None
         self._check_access(call, bucket)
-        page = self.catalog.list_page(bucket, prefix, start_after, min(max_keys, 10000))
+        page = self._bounded(call, "ListObjects", lambda: self.catalog.list_page(
+            bucket, prefix, start_after, min(max_keys, 10000)))
         document = {
             "objects": [{"key": o.key, "size": o.size, "mtime_ns": o.mtime_ns}
                         for o in page.objects],

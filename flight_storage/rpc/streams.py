@@ -11,6 +11,13 @@ a small queue. The resources a client can make the server spend are bounded here
 | a client that stops reading | ``idle_timeout_s`` | the stream is cancelled (``RequestTimeout``) and its producer ends |
 | run time | ``query_timeout_s`` | the stream fails with ``QueryTimeout`` |
 | an object changed under a running stream | checked every second | the stream fails with ``PreconditionFailed`` |
+| planning (GetFlightInfo, DoGet, CreatePreparedStatement, GetTables with schemas, ListObjects) | a compute slot and ``query_timeout_s`` (:meth:`StreamPool.run_planning`) | ``SlowDown`` when no slot comes, ``QueryTimeout`` past the deadline |
+
+Planning cannot be interrupted (DataFusion has no cancel API and a Python thread cannot be
+stopped), so :meth:`StreamPool.run_planning` runs it in a thread of its own: the RPC answers the
+client at the deadline or on cancellation, while the planning thread keeps its compute slot
+until it really ends, since it still uses a core (the slot count stays the truth about the
+machine).
 
 A producer holds a compute slot only while it computes the next batch (``next()`` of the query:
 DataFusion or the reference reader doing the work) and gives it back before it queues the batch.
@@ -33,7 +40,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -49,6 +56,7 @@ _SOURCE_CHECK_S = 1.0
 """How often the watchdog checks that a stream's objects are still the version planned."""
 
 Item = pa.RecordBatch | tuple[pa.RecordBatch, bytes]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -202,6 +210,57 @@ class StreamPool:
         with self._lock:
             self._computing -= 1
         self._slots.release()
+
+    # -- planning
+    def run_planning(self, work: Callable[[], T], is_cancelled: Callable[[], bool],
+                     what: str = "planning") -> T:
+        """Run ``work`` (planning, schema discovery, listing) under the streams' limits.
+
+        It takes a compute slot (``SlowDown`` after ``queue_wait_s``) and runs in its own
+        thread; the caller waits up to ``query_timeout_s`` on the server's clock and gives up
+        when the client cancels or the server shuts down. The thread keeps its slot until
+        ``work`` really returns (see the module docstring).
+
+        Raises:
+            ResourceLimitError: ``SlowDown``, ``QueryTimeout`` or ``ServiceUnavailable``.
+            flight.FlightCancelledError: the client cancelled.
+            Exception: whatever ``work`` raised.
+        """
+        waiting = threading.Event()
+        if not self.acquire(waiting):
+            raise ResourceLimitError(
+                f"every compute slot (--max-concurrent-queries {self.limits.max_running}) "
+                f"stayed busy for {self.limits.queue_wait_s:g} s; retry later", code="SlowDown")
+        outcome: list[Any] = []
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                outcome.append((True, work()))
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+                outcome.append((False, exc))
+            finally:
+                self.release()
+                done.set()
+
+        threading.Thread(target=run, name=what, daemon=True).start()
+        deadline = time.monotonic() + self.limits.query_timeout_s
+        while not done.wait(POLL_S):
+            if is_cancelled():
+                raise flight.FlightCancelledError(f"{what} cancelled by the client")
+            if self.aborting.is_set():
+                raise ResourceLimitError("server is shutting down; retry on another replica",
+                                         code="ServiceUnavailable")
+            if time.monotonic() > deadline:
+                log.warning("%s passed the query timeout; its thread keeps its slot until "
+                            "it ends", what)
+                raise ResourceLimitError(
+                    f"{what} took longer than {self.limits.query_timeout_s:g} s "
+                    "(--query-timeout)", code="QueryTimeout")
+        ok, value = outcome[0]
+        if not ok:
+            raise value
+        return value  # type: ignore[no-any-return]
 
     # -- the server's clock
     def _watch(self) -> None:

@@ -72,3 +72,12 @@ def test_gzip_that_is_not_gzip_at_all() -> None:
 def test_bzip2_reads_back() -> None:
     batches = _run(bz2.compress(b"1,2\n3,4\n"), InputSpec("csv", "BZIP2"))
     assert sum(b.num_rows for b in batches) == 2
+
+
+def test_datafusion_memory_errors_name_the_limit() -> None:
+    from flight_storage.execution.engine_errors import engine_error
+
+    error = engine_error(RuntimeError(
+        "Resources exhausted: Failed to allocate additional 8.0 MB for GroupedHashAggregate"))
+    assert error.code == "ResourceLimitExceeded"
+    assert "--memory-limit-mb" in error.message

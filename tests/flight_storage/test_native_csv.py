@@ -208,6 +208,7 @@ def test_any_bytes_read_the_same_whichever_reader(tmp_path: Path, data: bytes, f
     _same(path, query, flavor, header)
 
 
+@pytest.mark.reliability
 def test_wide_records_are_bounded_by_max_columns(tmp_path: Path) -> None:
     """A record of 100,000 fields: select * is refused at once, a named column still reads."""
     path = tmp_path / "object.csv"

@@ -12,6 +12,8 @@ import pytest
 from tests.conftest import start_server
 from tests.flight_storage.test_server_support import error_document, statement_descriptor
 
+pytestmark = pytest.mark.reliability
+
 ROWS = 400_000
 
 

@@ -15,6 +15,8 @@ from tests.flight_storage.test_server_support import (
     write_rows,
 )
 
+pytestmark = pytest.mark.reliability
+
 ROWS = 1_000_000
 SQL = f'SELECT _1, _2, _3 FROM "big"."huge.csv" LIMIT {ROWS}'
 

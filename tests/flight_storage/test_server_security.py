@@ -241,6 +241,7 @@ def test_do_put_other_than_parameters_is_refused(open_server: ServerProcess) -> 
 # ----------------------------------------------------------------------------- limits
 
 
+@pytest.mark.reliability
 def test_query_text_length_limit(open_server: ServerProcess) -> None:
     sql = SQL + " " * 400
     with pytest.raises(pa.ArrowInvalid) as info:
@@ -248,6 +249,7 @@ def test_query_text_length_limit(open_server: ServerProcess) -> None:
     assert error_document(info.value)["code"] == "ExpressionTooLong"
 
 
+@pytest.mark.reliability
 def test_record_size_limit(open_server: ServerProcess, data_root: Path) -> None:
     (data_root / "sales" / "wide.csv").write_text("a," + "x" * (1 << 20) + "\nb,c\n")
     client = flight.connect(open_server.location)
@@ -257,6 +259,7 @@ def test_record_size_limit(open_server: ServerProcess, data_root: Path) -> None:
     assert error_document(refused.value)["code"] == "OverMaxRecordSize"
 
 
+@pytest.mark.reliability
 def test_open_stream_limit(data_root: Path) -> None:
     server = start_server(data_root, "--max-open-streams", "1")
     try:
@@ -276,6 +279,7 @@ def test_open_stream_limit(data_root: Path) -> None:
         server.stop()
 
 
+@pytest.mark.reliability
 def test_an_unread_stream_does_not_block_others(data_root: Path) -> None:
     """One compute slot: a stream whose client stopped reading leaves it to the next query."""
     server = start_server(data_root, "--max-concurrent-queries", "1", "--queue-wait", "5")
@@ -291,6 +295,7 @@ def test_an_unread_stream_does_not_block_others(data_root: Path) -> None:
         server.stop()
 
 
+@pytest.mark.reliability
 def test_query_timeout(data_root: Path) -> None:
     server = start_server(data_root, "--query-timeout", "1e-9")
     try:
@@ -305,6 +310,7 @@ def test_query_timeout(data_root: Path) -> None:
         server.stop()
 
 
+@pytest.mark.reliability
 def test_errors_never_carry_a_traceback(open_server: ServerProcess) -> None:
     client = flight.connect(open_server.location)
     for descriptor in (flight.FlightDescriptor.for_command(b"\x0a\x03abc"),

@@ -21,6 +21,8 @@ from flight_storage.rpc.streams import (
     _Stopped,
 )
 
+pytestmark = pytest.mark.reliability
+
 SCHEMA = pa.schema([pa.field("a", pa.int64())])
 
 
@@ -216,3 +218,40 @@ def test_a_producer_stuck_in_the_engine_gives_its_slot_back_when_failed(tmp_path
     assert stream._thread is not None
     stream._thread.join(30)
     assert pool.computing == 0  # the producer did not release a second time
+
+
+# -- planning under the same limits (StreamPool.run_planning)
+
+
+def test_planning_holds_a_slot_until_it_really_ends() -> None:
+    pool = _pool(max_running=1, queue_wait_s=0.3, query_timeout_s=0.3)
+    release = threading.Event()
+    with pytest.raises(ResourceLimitError) as timed_out:
+        pool.run_planning(lambda: release.wait(30), lambda: False)
+    assert timed_out.value.code == "QueryTimeout"
+    assert pool.computing == 1  # the abandoned planning still runs on a core
+    with pytest.raises(ResourceLimitError) as busy:
+        pool.run_planning(lambda: 1, lambda: False)
+    assert busy.value.code == "SlowDown"
+    release.set()
+    deadline = time.monotonic() + 10
+    while pool.computing and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert pool.run_planning(lambda: 42, lambda: False) == 42
+    assert pool.computing == 0
+
+
+def test_planning_answers_a_cancelled_client_and_passes_errors_through() -> None:
+    pool = _pool(max_running=2, query_timeout_s=30)
+    release = threading.Event()
+    started = time.monotonic()
+    with pytest.raises(flight.FlightCancelledError):
+        pool.run_planning(lambda: release.wait(30), lambda: True)
+    assert time.monotonic() - started < 5
+    release.set()
+
+    def broken() -> None:
+        raise ValueError("bad statement")
+
+    with pytest.raises(ValueError, match="bad statement"):
+        pool.run_planning(broken, lambda: False)

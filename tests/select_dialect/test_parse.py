@@ -47,6 +47,22 @@ def test_ceph_not_negates_a_conjunction() -> None:
     assert isinstance(aws, exp.And)
 
 
+@pytest.mark.parametrize("sql", [
+    "select 1 from stdin where not 1>2 and 3<1 or 2=2",
+    "select 1 from stdin where not 1>2 or 3<1 and 2=2",
+    "select not 1>2 or 2=2 from stdin",
+])
+def test_ceph_leading_not_negates_the_whole_or_chain(sql: str) -> None:
+    # Ceph: arithmetic_predicate = "not" >> logical_predicate (the OR of AND-chains).
+    statement = parse(sql, "ceph")
+    node = statement.args["where"].this if statement.args.get("where") else (
+        statement.expressions[0])
+    assert isinstance(node, exp.Not) and isinstance(node.this, exp.Or)
+    aws = parse(sql, "aws")
+    aws_node = aws.args["where"].this if aws.args.get("where") else aws.expressions[0]
+    assert isinstance(aws_node, exp.Or)  # standard SQL: NOT binds tighter than AND and OR
+
+
 @pytest.mark.parametrize(("flavor", "code"), [("aws", "ParseUnexpectedToken"), ("ceph", "UnsupportedSyntax")])
 def test_syntax_error_carries_position_and_text(flavor: str, code: str) -> None:
     with pytest.raises(QuerySyntaxError) as info:
