@@ -7,7 +7,9 @@ Authentication is off unless the server is started with ``--auth USERS_FILE``. T
         "ops":   {"password": "pbkdf2_sha256$600000$<salt b64>$<hash b64>", "buckets": ["*"]}
     }}
 
-``buckets`` lists the buckets the user may read (``"*"``: all). Passwords are never stored: an
+``buckets`` lists the buckets the user may read (``"*"``: all). An entry may also hold
+``"access_keys": {"<access key id>": "<secret key>"}`` for the S3 door's SigV4 signatures
+(``flight_storage.rpc.s3_http``); SigV4 needs the secret itself, so keep the file private. Passwords are never stored: an
 entry holds a salted scrypt (or PBKDF2-SHA256) hash, made by :func:`hash_password` or by the
 command line::
 
@@ -35,7 +37,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -145,6 +147,8 @@ class User:
     name: str
     password_hash: str
     buckets: frozenset[str]
+    access_keys: Mapping[str, str] = field(default_factory=dict, hash=False)
+    """S3 access key id -> secret key (SigV4 over the S3 door)."""
 
     def may_read(self, bucket: str) -> bool:
         """True when this user may read ``bucket``."""
@@ -181,7 +185,12 @@ class Users:
                 raise UsersFileError(f"{path}: user {name!r}: buckets must be a list of names")
             if ":" in name or not name:
                 raise UsersFileError(f"{path}: invalid user name {name!r}")
-            users[name] = User(name, stored, frozenset(buckets))
+            keys = entry.get("access_keys", {})
+            if not isinstance(keys, dict) or not all(
+                    isinstance(k, str) and isinstance(v, str) and k and v
+                    for k, v in keys.items()):
+                raise UsersFileError(f"{path}: user {name!r}: access_keys must map ids to secrets")
+            users[name] = User(name, stored, frozenset(buckets), dict(keys))
         return cls(users)
 
     def check(self, name: str, password: str) -> User:

@@ -268,6 +268,7 @@ class StorageServer(flight.FlightServerBase):
         self.aborting = self.streams.aborting
         signer = TokenSigner(hashlib.sha256(b"bearer\x00" + self.secret).digest(),
                              config.token_ttl_s)
+        self.token_signer = signer  # the S3 door calls this server as its users
         super().__init__(
             f"{config.scheme}://{config.host}:{config.port}",
             auth_handler=_HandshakeHandler(),
