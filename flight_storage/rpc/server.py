@@ -640,8 +640,8 @@ class StorageServer(flight.FlightServerBase):
             schema = RECORDS_SCHEMA
             output = extras.output_serialization
             produce = lambda: _unchanged(  # noqa: E731
-                _counted(_chunks(serialized_records(self.engine, one, output)), plan, source,
-                         total), objects, version)
+                _counted(_chunks(serialized_records(self.engine, plan, output, [partition])),
+                         plan, source, total), objects, version)
             measure = lambda b: len(b.column(0)[0].as_buffer()) if b.num_rows else 0  # noqa: E731
 
         def on_batch(batch: pa.RecordBatch) -> Item:
