@@ -400,7 +400,7 @@ class SelectEngine:
         if scan_range is not None and (not input.splittable or len(sources) > 1):
             raise InvalidRequestError(
                 "ScanRange applies only to one uncompressed CSV or JSON LINES object",
-                code="InvalidRequestParameter",
+                code="UnsupportedScanRangeInput",  # AWS's code (400) for such objects
             )
         planner = _PLANNERS.get(input.format)
         if planner is None:

@@ -155,6 +155,9 @@ def test_scan_range_is_passed_on(s3: Any) -> None:
 @pytest.mark.parametrize(
     ("request_fields", "code", "status"),
     [
+        ({"Key": "compressed/orders-2024-01.csv.gz", "ScanRange": {"Start": 0, "End": 99},
+          "InputSerialization": {"CSV": {}, "CompressionType": "GZIP"}},
+         "UnsupportedScanRangeInput", 400),
         ({"Key": "nope.csv"}, "NoSuchKey", 404),
         ({"Bucket": "nobucket"}, "NoSuchBucket", 404),
         ({"Expression": "SELEC * FROM s3object"}, "UnsupportedSyntax", 400),
