@@ -7,6 +7,7 @@ engine, the same bytes whichever door.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -351,3 +352,17 @@ def test_signed_requests_are_verified(signed_door: str) -> None:
     with pytest.raises(ClientError) as anonymous:
         unsigned.list_buckets()
     assert anonymous.value.response["Error"]["Code"] == "AccessDenied"
+
+
+def test_readme_boto3_snippet(door: tuple[ServerProcess, str]) -> None:
+    import re
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    [code] = [m for m in re.findall(r"```python\n(.*?)```", readme, flags=re.DOTALL)
+              if "select_object_content" in m]
+    scope: dict[str, Any] = {}
+    exec(compile(code.replace("http://127.0.0.1:9000", door[1]), "README.md", "exec"),  # noqa: S102
+         scope)
+    with (SAMPLES / "sales" / ORDERS_KEY).open(newline="") as handle:
+        shipped = [r["order_id"] for r in csv.DictReader(handle) if r["status"] == "shipped"]
+    assert scope["records"] == "".join(f"{i}\n" for i in shipped).encode()
