@@ -856,7 +856,9 @@ class SelectEngine:
         )
 
     def _open(self, source: ObjectSource, input: InputSpec) -> BinaryIO:
-        return compression.open_decompressed(source.open(), input.compression)
+        # a source that reports S3's BytesProcessed has a ``processed`` counter (the server's)
+        processed = getattr(source, "processed", None)
+        return compression.open_decompressed(source.open(), input.compression, processed)
 
     def _parquet_file(self, source: ObjectSource) -> pq.ParquetFile:
         try:

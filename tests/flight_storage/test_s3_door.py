@@ -366,3 +366,22 @@ def test_readme_boto3_snippet(door: tuple[ServerProcess, str]) -> None:
     with (SAMPLES / "sales" / ORDERS_KEY).open(newline="") as handle:
         shipped = [r["order_id"] for r in csv.DictReader(handle) if r["status"] == "shipped"]
     assert scope["records"] == "".join(f"{i}\n" for i in shipped).encode()
+
+
+@pytest.mark.parametrize(("suffix", "compression", "decompress"), [
+    (".gz", "GZIP", "gzip"), (".bz2", "BZIP2", "bz2"), (".zst", "ZSTD", "zstandard")])
+def test_stats_of_compressed_input_count_as_aws(s3: Any, suffix: str, compression: str,
+                                                decompress: str) -> None:
+    """AWS: BytesScanned is the object's (compressed) bytes, BytesProcessed the bytes after
+    decompression."""
+    import importlib
+
+    path = SAMPLES / "sales" / "compressed" / f"orders-2024-01.csv{suffix}"
+    module = importlib.import_module(decompress)
+    plain = (module.ZstdDecompressor().stream_reader(path.read_bytes()).read()
+             if decompress == "zstandard" else module.decompress(path.read_bytes()))
+    events = _select(s3, key=f"compressed/{path.name}", Expression="SELECT count(*) FROM s3object",
+                     InputSerialization={"CSV": {}, "CompressionType": compression})
+    stats = events[-2]["Stats"]["Details"]
+    assert stats["BytesScanned"] == path.stat().st_size
+    assert stats["BytesProcessed"] == len(plain) > path.stat().st_size
