@@ -385,3 +385,20 @@ def test_stats_of_compressed_input_count_as_aws(s3: Any, suffix: str, compressio
     stats = events[-2]["Stats"]["Details"]
     assert stats["BytesScanned"] == path.stat().st_size
     assert stats["BytesProcessed"] == len(plain) > path.stat().st_size
+
+
+def test_a_body_that_never_arrives_is_refused() -> None:
+    import socket
+    from urllib.parse import urlsplit
+
+    server, url = start_door(SAMPLES, "--s3-body-timeout", "0.5")
+    try:
+        parts = urlsplit(url)
+        with socket.create_connection((parts.hostname, parts.port), timeout=30) as sock:
+            sock.sendall(f"POST /sales/{ORDERS_KEY}?select&select-type=2 HTTP/1.1\r\n"
+                         f"Host: {parts.netloc}\r\nContent-Length: 100\r\n\r\n<x>".encode())
+            answer = sock.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 400")
+        assert b"<Code>RequestTimeout</Code>" in answer
+    finally:
+        server.stop()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
@@ -33,6 +34,7 @@ from flight_storage.rpc.s3_http.select_xml import select_request
 from flight_storage.rpc.server import StorageServer, log_event
 
 XML: Final = "application/xml"
+log = logging.getLogger("flight_storage.s3_http")
 
 
 @dataclass(frozen=True)
@@ -146,6 +148,11 @@ class S3Door:
             doc = error_document(exc)
             response, error = self._error(call, S3HttpError(doc["code"], doc["message"])), doc[
                 "code"]
+        except Exception as exc:  # the boundary: no traceback reaches a client
+            incident = uuid.uuid4().hex[:12]
+            log.error("internal error incident=%s", incident, exc_info=exc)
+            response, error = self._error(call, S3HttpError(
+                "InternalError", f"internal error, id={incident}")), "InternalError"
         response.headers["x-amz-request-id"] = call.request_id
         log_event("call", door="s3", method=f"{request.method} {operation[1]}",
                   peer=f"{request.client.host}:{request.client.port}" if request.client else "",
