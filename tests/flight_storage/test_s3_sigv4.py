@@ -58,3 +58,17 @@ def test_wrong_secret_unknown_key_and_skew() -> None:
     with pytest.raises(S3HttpError) as skewed:
         verify(_signed(), KEYS.get, now=later)
     assert skewed.value.code == "RequestTimeTooSkewed"
+
+
+def test_add_user_makes_an_access_key_the_users_file_loads(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from flight_storage.rpc.auth import Users, add_user
+
+    path = Path(str(tmp_path)) / "users.json"
+    pair = add_user(path, "bob", "pw", ["sales"], s3_access_key=True)
+    assert pair is not None
+    user = Users.load(path).users["bob"]
+    assert dict(user.access_keys) == {pair[0]: pair[1]}
+    assert add_user(path, "carol", "pw", ["sales"]) is None
+    assert dict(Users.load(path).users["carol"].access_keys) == {}
