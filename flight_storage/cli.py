@@ -248,7 +248,8 @@ def _start_s3_door(args: argparse.Namespace, server: Any, config: Any) -> Any:
         max_connections=args.s3_max_connections,
     )
     problem = door.refusal(authenticated=config.users_file is not None,
-                           allow_anonymous=config.allow_anonymous)
+                           allow_anonymous=config.allow_anonymous,
+                           mutual_tls=config.tls_client_ca is not None)
     try:
         if problem is not None:
             raise OSError(problem)

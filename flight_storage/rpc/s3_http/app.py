@@ -62,8 +62,12 @@ class S3DoorConfig:
     keepalive_timeout_s: float = 5.0
     max_event_bytes: int = 256 * 1024
 
-    def refusal(self, *, authenticated: bool, allow_anonymous: bool) -> str | None:
+    def refusal(self, *, authenticated: bool, allow_anonymous: bool,
+                mutual_tls: bool = False) -> str | None:
         """Why the door must not start with these settings, or None."""
+        if mutual_tls:
+            # the door calls the Flight server as a client and holds no client certificate
+            return "the S3 door cannot run beside mutual TLS (--tls-client-ca)"
         positive = {"max_request_bytes": self.max_request_bytes,
                     "max_object_bytes": self.max_object_bytes,
                     "body_timeout_s": self.body_timeout_s,
