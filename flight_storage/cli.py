@@ -137,6 +137,19 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
                         help="seconds between empty batches while a scan finds nothing")
     limits.add_argument("--shutdown-grace", type=float, default=30.0,
                         help="seconds running streams may finish after SIGTERM")
+    s3 = serve.add_argument_group("S3 door (the S3 REST API over HTTP, same process)")
+    s3.add_argument("--s3-port", type=int, help="serve the S3 API on this port (0: a free one); "
+                    "off unless given")
+    s3.add_argument("--s3-host", default="127.0.0.1", help="address of the S3 door")
+    s3.add_argument("--s3-writable", action="store_true",
+                    help="allow CreateBucket, PutObject, DeleteObject, DeleteBucket")
+    s3.add_argument("--s3-max-request-kb", type=int, default=256,
+                    help="largest SelectObjectContent (or other non-upload) request body")
+    s3.add_argument("--s3-max-object-mb", type=int, default=64, help="largest PutObject body")
+    s3.add_argument("--s3-body-timeout", type=float, default=60.0,
+                    help="seconds a client has to send its request body")
+    s3.add_argument("--s3-max-connections", type=int, default=64,
+                    help="connections served at once; more are answered 503")
     serve.add_argument("--log-level", default="INFO")
 
 
@@ -151,9 +164,9 @@ def _ticket_secret(path: Path | None) -> bytes:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from flight_storage.execution.engine import EngineConfig
     from flight_storage.rpc.auth import UsersFileError
     from flight_storage.rpc.config import ConfigError, ServerConfig
-    from flight_storage.execution.engine import EngineConfig
     from flight_storage.rpc.server import JsonLogFormatter, StorageServer
 
     handler = logging.StreamHandler(sys.stderr)
@@ -206,8 +219,13 @@ def _serve(args: argparse.Namespace) -> int:
               f"in use, or the address not this machine's?): {exc}", file=sys.stderr)
         return 2
     print(f"listening on {server.location}", flush=True)
+    gateway = _start_s3_door(args, server, config) if args.s3_port is not None else None
+    if gateway is not None:
+        print(f"s3 listening on {gateway.location}", flush=True)
     while not stopping.wait(0.5):
         pass
+    if gateway is not None:
+        gateway.stop()
     if not server.stop_gracefully():
         # a client that stopped reading keeps a gRPC write pending: leave without it (the
         # listening socket closes with the process, so no half-stopped server stays behind)
@@ -216,6 +234,30 @@ def _serve(args: argparse.Namespace) -> int:
         os._exit(0)
     log.info("stopped")
     return 0
+
+
+def _start_s3_door(args: argparse.Namespace, server: Any, config: Any) -> Any:
+    """Start the S3 door next to ``server``; exits the process if it cannot listen."""
+    from flight_storage.rpc.s3_http.app import S3DoorConfig
+    from flight_storage.rpc.s3_http.gateway import S3Gateway
+
+    door = S3DoorConfig(
+        host=args.s3_host, port=args.s3_port, writable=args.s3_writable,
+        max_request_bytes=args.s3_max_request_kb << 10,
+        max_object_bytes=args.s3_max_object_mb << 20, body_timeout_s=args.s3_body_timeout,
+        max_connections=args.s3_max_connections,
+    )
+    problem = door.refusal(authenticated=config.users_file is not None,
+                           allow_anonymous=config.allow_anonymous,
+                           mutual_tls=config.tls_client_ca is not None)
+    try:
+        if problem is not None:
+            raise OSError(problem)
+        return S3Gateway(server, door)
+    except OSError as exc:
+        print(f"flight-select: S3 door: {exc}", file=sys.stderr, flush=True)
+        server.stop_gracefully(0)
+        os._exit(2)
 
 
 def _query(args: argparse.Namespace) -> int:

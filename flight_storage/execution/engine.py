@@ -401,7 +401,7 @@ class SelectEngine:
         if scan_range is not None and (not input.splittable or len(sources) > 1):
             raise InvalidRequestError(
                 "ScanRange applies only to one uncompressed CSV or JSON LINES object",
-                code="InvalidRequestParameter",
+                code="UnsupportedScanRangeInput",  # AWS's code (400) for such objects
             )
         planner = _PLANNERS.get(input.format)
         if planner is None:
@@ -860,7 +860,9 @@ class SelectEngine:
         )
 
     def _open(self, source: ObjectSource, input: InputSpec) -> BinaryIO:
-        return compression.open_decompressed(source.open(), input.compression)
+        # a source that reports S3's BytesProcessed has a ``processed`` counter (the server's)
+        processed = getattr(source, "processed", None)
+        return compression.open_decompressed(source.open(), input.compression, processed)
 
     def _parquet_file(self, source: ObjectSource) -> pq.ParquetFile:
         try:

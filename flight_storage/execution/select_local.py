@@ -7,13 +7,14 @@ the records as the request's OutputSerialization asks, and count the Stats S3 re
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from flight_storage.execution.engine import EngineConfig, InputSpec, SelectEngine, SelectPlan
 from flight_storage.formats.output import RecordWriter
+from flight_storage.protocol import Partition
 from flight_storage.storage.sources import FileSource, ObjectSource
 
 
@@ -29,9 +30,11 @@ class SelectResult:
 
 
 def serialized_records(
-    engine: SelectEngine, plan: SelectPlan, output_serialization: Mapping[str, Any] | None
+    engine: SelectEngine, plan: SelectPlan, output_serialization: Mapping[str, Any] | None,
+    partitions: Sequence[Partition] | None = None,
 ) -> Iterator[bytes]:
-    """Yield the request's records as S3 would send them, chunk by chunk."""
+    """Yield the request's records as S3 would send them, chunk by chunk (of ``partitions``,
+    default all the plan's)."""
     translation = plan.translation
     writer = RecordWriter(
         output_serialization,
@@ -41,7 +44,7 @@ def serialized_records(
         is_aggregate=translation.is_aggregate,
         row_as_record=translation.row_as_record,
     )
-    for batch in engine.execute(plan):
+    for batch in engine.execute(plan, partitions):
         chunk = writer.write(batch)
         if chunk:
             yield chunk

@@ -88,9 +88,11 @@ _CODEC_ERRORS: tuple[type[BaseException], ...] = (
 class _DecompressedReader(io.RawIOBase):
     """A readable stream that decodes ``raw`` with decompressors made by ``factory``."""
 
-    def __init__(self, raw: BinaryIO, factory: Callable[[], _Decompressor], name: str) -> None:
+    def __init__(self, raw: BinaryIO, factory: Callable[[], _Decompressor], name: str,
+                 counter: list[int] | None = None) -> None:
         super().__init__()
         self._raw = raw
+        self._counter = counter
         self._factory = factory
         self._name = name
         self._decoder: _Decompressor | None = None
@@ -111,6 +113,8 @@ class _DecompressedReader(io.RawIOBase):
         n = min(len(view), len(self._pending) - self._taken)
         view[:n] = memoryview(self._pending)[self._taken : self._taken + n]
         self._taken += n
+        if self._counter is not None:
+            self._counter[0] += n
         return n
 
     def _finished(self) -> bool:
@@ -153,13 +157,16 @@ class _DecompressedReader(io.RawIOBase):
             self._decoder = None
 
 
-def open_decompressed(raw: BinaryIO, compression: str) -> BinaryIO:
+def open_decompressed(raw: BinaryIO, compression: str,
+                      counter: list[int] | None = None) -> BinaryIO:
     """Open a decompressing view of ``raw``.
 
     Args:
         raw: the object's bytes, read sequentially.
         compression: the request's ``CompressionType``: ``NONE``, ``GZIP``, ``BZIP2`` or
             ``ZSTD`` (case-insensitive; empty means ``NONE``).
+        counter: when given, ``counter[0]`` grows by every decompressed byte read (S3's
+            ``BytesProcessed`` of compressed input); not touched for ``NONE``.
 
     Returns:
         ``raw`` itself for ``NONE``, else a buffered stream of the decompressed bytes whose
@@ -184,5 +191,5 @@ def open_decompressed(raw: BinaryIO, compression: str) -> BinaryIO:
             f"NONE, {', '.join(sorted(_CODECS))}",
             code="InvalidCompressionFormat",
         )
-    reader = _DecompressedReader(raw, factory, name)
+    reader = _DecompressedReader(raw, factory, name, counter)
     return io.BufferedReader(reader, buffer_size=1 << 20)  # type: ignore[return-value]

@@ -37,7 +37,7 @@ import os
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -72,6 +72,7 @@ class CsvSurvey:
             and the object holds no ``"``).
         doubled_quotes: some quoted field holds a doubled quote (``"a""b"``): DataFusion reads
             one quote there, as RFC 4180 and AWS do; Ceph's toggling rules read none.
+        decoded_bytes: see below.
     """
 
     reason: str
@@ -81,6 +82,9 @@ class CsvSurvey:
     max_fields: int = 0
     quote: str = _DEFAULT_QUOTE
     doubled_quotes: bool = False
+    decoded_bytes: int = 0
+    """Bytes after decompression (S3's BytesProcessed of a whole compressed object); set by
+    :func:`survey_file` for compressed objects only."""
 
     @property
     def native(self) -> bool:
@@ -155,8 +159,10 @@ def _cancel(pending: deque[Future[_ChunkSurvey]]) -> None:
 
 def survey_file(path: Path, options: CsvInputOptions, compression: str = "NONE") -> CsvSurvey:
     """:func:`survey_csv` over a file (decompressed as it streams when compressed)."""
-    with open(path, "rb") as raw, open_decompressed(raw, compression) as stream:
-        return survey_csv(iter(lambda: stream.read(CHUNK_BYTES), b""), options)
+    decoded = [0]
+    with open(path, "rb") as raw, open_decompressed(raw, compression, decoded) as stream:
+        survey = survey_csv(iter(lambda: stream.read(CHUNK_BYTES), b""), options)
+    return replace(survey, decoded_bytes=decoded[0])
 
 
 def _whole_lines(chunks: Iterable[bytes | memoryview]) -> Iterator[bytes | memoryview]:

@@ -7,7 +7,9 @@ Authentication is off unless the server is started with ``--auth USERS_FILE``. T
         "ops":   {"password": "pbkdf2_sha256$600000$<salt b64>$<hash b64>", "buckets": ["*"]}
     }}
 
-``buckets`` lists the buckets the user may read (``"*"``: all). Passwords are never stored: an
+``buckets`` lists the buckets the user may read (``"*"``: all). An entry may also hold
+``"access_keys": {"<access key id>": "<secret key>"}`` for the S3 door's SigV4 signatures
+(``flight_storage.rpc.s3_http``); SigV4 needs the secret itself, so keep the file private. Passwords are never stored: an
 entry holds a salted scrypt (or PBKDF2-SHA256) hash, made by :func:`hash_password` or by the
 command line::
 
@@ -35,7 +37,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -145,6 +147,8 @@ class User:
     name: str
     password_hash: str
     buckets: frozenset[str]
+    access_keys: Mapping[str, str] = field(default_factory=dict, hash=False)
+    """S3 access key id -> secret key (SigV4 over the S3 door)."""
 
     def may_read(self, bucket: str) -> bool:
         """True when this user may read ``bucket``."""
@@ -181,7 +185,12 @@ class Users:
                 raise UsersFileError(f"{path}: user {name!r}: buckets must be a list of names")
             if ":" in name or not name:
                 raise UsersFileError(f"{path}: invalid user name {name!r}")
-            users[name] = User(name, stored, frozenset(buckets))
+            keys = entry.get("access_keys", {})
+            if not isinstance(keys, dict) or not all(
+                    isinstance(k, str) and isinstance(v, str) and k and v
+                    for k, v in keys.items()):
+                raise UsersFileError(f"{path}: user {name!r}: access_keys must map ids to secrets")
+            users[name] = User(name, stored, frozenset(buckets), dict(keys))
         return cls(users)
 
     def check(self, name: str, password: str) -> User:
@@ -352,23 +361,32 @@ def parse_basic(value: str) -> tuple[str, str]:
 # ----------------------------------------------------------------------------- command line
 
 
-def add_user(path: Path, name: str, password: str, buckets: Sequence[str]) -> None:
-    """Add or replace a user in a users file (created when missing, written atomically)."""
+def add_user(path: Path, name: str, password: str, buckets: Sequence[str], *,
+             s3_access_key: bool = False) -> tuple[str, str] | None:
+    """Add or replace a user in a users file (created when missing, written atomically).
+
+    Returns:
+        With ``s3_access_key``, a new ``(access key id, secret key)`` pair for the S3 door,
+        stored in the entry; else None.
+    """
     if not name or ":" in name:
         raise UsersFileError(f"invalid user name {name!r}")
     document: dict[str, Any] = {"users": {}}
     if path.exists():
         document = json.loads(path.read_text(encoding="utf-8"))
-    document.setdefault("users", {})[name] = {
-        "password": hash_password(password),
-        "buckets": sorted(set(buckets)),
-    }
+    entry: dict[str, Any] = {"password": hash_password(password), "buckets": sorted(set(buckets))}
+    pair = None
+    if s3_access_key:
+        pair = ("FS" + secrets.token_hex(9).upper(), secrets.token_urlsafe(30))
+        entry["access_keys"] = {pair[0]: pair[1]}
+    document.setdefault("users", {})[name] = entry
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as out:
         json.dump(document, out, indent=2, sort_keys=True)
         out.write("\n")
     os.replace(tmp, path)
+    return pair
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -382,6 +400,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                      help="bucket the user may read (repeat; '*' for all)")
     add.add_argument("--password-stdin", action="store_true",
                      help="read the password from standard input instead of prompting")
+    add.add_argument("--s3-access-key", action="store_true",
+                     help="also make an S3 access key pair (SigV4 on the S3 door); printed once")
     args = parser.parse_args(argv)
     if args.password_stdin:
         password = sys.stdin.readline().rstrip("\n")
@@ -390,7 +410,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not password:
         print("empty password refused", file=sys.stderr)
         return 2
-    add_user(args.users_file, args.name, password, args.bucket)
+    pair = add_user(args.users_file, args.name, password, args.bucket,
+                    s3_access_key=args.s3_access_key)
+    if pair is not None:
+        print(f"aws_access_key_id = {pair[0]}\naws_secret_access_key = {pair[1]}")
     return 0
 
 

@@ -270,6 +270,7 @@ class StorageServer(flight.FlightServerBase):
         self.aborting = self.streams.aborting
         signer = TokenSigner(hashlib.sha256(b"bearer\x00" + self.secret).digest(),
                              config.token_ttl_s)
+        self.token_signer = signer  # the S3 door calls this server as its users
         super().__init__(
             f"{config.scheme}://{config.host}:{config.port}",
             auth_handler=_HandshakeHandler(),
@@ -610,6 +611,7 @@ class StorageServer(flight.FlightServerBase):
         sources = _sources(objects)
         plan = self.engine.plan(sql, sources, spec, flavor=ticket.flavor)
         sources[0].read[0] = 0  # count what the scan reads, not the header planning peeked at
+        sources[0].processed[0] = 0
         return sources[0], plan, objects
 
     def _partition_stream(
@@ -643,9 +645,13 @@ class StorageServer(flight.FlightServerBase):
         total = select_stats(one, 0)["BytesScanned"]
         returned = [0]
 
+        compressed = plan.input.compression != "NONE"
+
         def counts(kind: str) -> bytes:
             scanned = total if kind == "Stats" else min(source.read[0], total)
-            return stats_metadata(kind, scanned, scanned, returned[0])
+            # AWS counts the decompressed bytes of compressed input as processed
+            processed = source.processed[0] if compressed else scanned
+            return stats_metadata(kind, scanned, processed, returned[0])
 
         if extras.output_serialization is None:
             schema = plan.arrow_schema
@@ -655,8 +661,8 @@ class StorageServer(flight.FlightServerBase):
             schema = RECORDS_SCHEMA
             output = extras.output_serialization
             produce = lambda: _unchanged(  # noqa: E731
-                _counted(_chunks(serialized_records(self.engine, one, output)), plan, source,
-                         total), objects, version)
+                _counted(_chunks(serialized_records(self.engine, plan, output, [partition])),
+                         plan, source, total), objects, version)
             measure = lambda b: len(b.column(0)[0].as_buffer()) if b.num_rows else 0  # noqa: E731
 
         def on_batch(batch: pa.RecordBatch) -> Item:
@@ -1068,6 +1074,9 @@ def _counted(batches: Iterator[pa.RecordBatch], plan: SelectPlan, source: Stoppa
     yield from batches
     if plan.native is not None and plan.translation.limit is None:
         source.read[0] = max(source.read[0], nbytes)
+        # a compressed object is one partition: the survey counted its decompressed bytes
+        decoded = getattr(getattr(plan.native, "survey", None), "decoded_bytes", 0)
+        source.processed[0] = max(source.processed[0], decoded)
 
 
 def _unchanged(batches: Iterator[pa.RecordBatch], objects: Sequence[ObjectInfo],

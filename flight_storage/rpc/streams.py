@@ -117,6 +117,8 @@ class StoppableSource:
     size: int
     stop: threading.Event = field(default_factory=threading.Event)
     read: list[int] = field(default_factory=lambda: [0])
+    processed: list[int] = field(default_factory=lambda: [0])
+    """Decompressed bytes read from a compressed object (S3's BytesProcessed)."""
 
     def open(self) -> Any:
         return io.BufferedReader(StoppableFile(self.path, self.stop, self.read), 1 << 20)

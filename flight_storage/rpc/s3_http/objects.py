@@ -1,0 +1,263 @@
+"""The plain object calls of the HTTP door: ListBuckets, ListObjectsV2, Head/Get, and, on a
+writable server, CreateBucket, PutObject, DeleteObject, DeleteBucket.
+
+They read and write the data directory through ``Catalog``, so a key names the same file over
+both doors and no path leaves the data root. Hand-written because the XML bodies are a handful
+of fixed elements; no maintained package serves S3 from a directory as a library we could mount
+(MinIO and Ceph are servers of their own).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+from xml.sax.saxutils import escape
+
+from flight_storage.errors import AccessDeniedError, ObjectNotFoundError
+from flight_storage.rpc.s3_http.s3_errors import S3HttpError
+from flight_storage.storage.catalog import MAX_KEY_BYTES, Catalog, ObjectInfo
+
+XML_HEADER: Final = '<?xml version="1.0" encoding="UTF-8"?>\n'
+S3_NS: Final = "http://s3.amazonaws.com/doc/2006-03-01/"
+MAX_LIST_KEYS: Final = 1000
+READ_CHUNK: Final = 1 << 20
+
+
+def http_date(ns: int) -> str:
+    """RFC 7231 date of a modification time (Last-Modified)."""
+    return dt.datetime.fromtimestamp(ns / 1e9, dt.UTC).strftime("%a, %d %b %Y %H:%M:%S GMT")
+
+
+def _iso(ns: int) -> str:
+    return dt.datetime.fromtimestamp(ns / 1e9, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+
+def etag(obj: ObjectInfo) -> str:
+    """An ETag that changes with the object (size and modification time, not an MD5: hashing
+    every object on HEAD would read it whole)."""
+    return f'"{obj.mtime_ns:x}-{obj.size:x}"'
+
+
+def list_buckets_xml(buckets: list[str], catalog: Catalog) -> bytes:
+    """The ListAllMyBucketsResult body."""
+    entries = "".join(
+        f"<Bucket><Name>{escape(b)}</Name><CreationDate>"
+        f"{_iso((catalog.root / b).stat().st_mtime_ns)}</CreationDate></Bucket>"
+        for b in buckets
+    )
+    return (f'{XML_HEADER}<ListAllMyBucketsResult xmlns="{S3_NS}"><Owner><ID>flight-select</ID>'
+            f"</Owner><Buckets>{entries}</Buckets></ListAllMyBucketsResult>").encode()
+
+
+@dataclass(frozen=True)
+class ListRequest:
+    """The query parameters of ListObjectsV2."""
+
+    bucket: str
+    prefix: str = ""
+    delimiter: str = ""
+    after: str = ""
+    max_keys: int = MAX_LIST_KEYS
+    continuation: str | None = None
+    start_after: str = ""
+
+
+def parse_list_request(bucket: str, query: dict[str, str]) -> ListRequest:
+    """Read ListObjectsV2's parameters (``max-keys`` capped at S3's 1000)."""
+    try:
+        max_keys = min(int(query.get("max-keys", MAX_LIST_KEYS)), MAX_LIST_KEYS)
+    except ValueError:
+        raise S3HttpError("InvalidArgument", "max-keys must be an integer") from None
+    if max_keys < 0:
+        raise S3HttpError("InvalidArgument", "max-keys must not be negative")
+    token = query.get("continuation-token")
+    start_after = query.get("start-after", "")
+    after = start_after
+    if token is not None:
+        try:
+            after = base64.urlsafe_b64decode(token.encode()).decode()
+        except (ValueError, UnicodeDecodeError):
+            raise S3HttpError("InvalidArgument", "the continuation token is not valid") from None
+    return ListRequest(bucket, query.get("prefix", ""), query.get("delimiter", ""), after,
+                       max_keys, token, start_after)
+
+
+def list_objects_xml(catalog: Catalog, request: ListRequest) -> bytes:
+    """The ListBucketResult (V2) body: keys and common prefixes in key order, one page."""
+    contents: list[ObjectInfo] = []
+    prefixes: list[str] = []
+    last = ""
+    truncated = False
+    for obj in catalog.objects(request.bucket, request.prefix):
+        key = obj.key
+        if key <= request.after or (request.after.endswith(request.delimiter or "\x00")
+                                    and key.startswith(request.after)):
+            continue
+        rolled = _common_prefix(key, request.prefix, request.delimiter)
+        if rolled is not None and prefixes and prefixes[-1] == rolled:
+            continue
+        if len(contents) + len(prefixes) >= request.max_keys:
+            truncated = True
+            break
+        if rolled is not None:
+            prefixes.append(rolled)
+            last = rolled
+        else:
+            contents.append(obj)
+            last = key
+    items = "".join(
+        f"<Contents><Key>{escape(o.key)}</Key><LastModified>{_iso(o.mtime_ns)}</LastModified>"
+        f"<ETag>{escape(etag(o))}</ETag><Size>{o.size}</Size>"
+        "<StorageClass>STANDARD</StorageClass></Contents>"
+        for o in contents
+    )
+    rolled_up = "".join(f"<CommonPrefixes><Prefix>{escape(p)}</Prefix></CommonPrefixes>"
+                        for p in prefixes)
+    optional = ""
+    if request.delimiter:
+        optional += f"<Delimiter>{escape(request.delimiter)}</Delimiter>"
+    if request.continuation is not None:
+        optional += f"<ContinuationToken>{escape(request.continuation)}</ContinuationToken>"
+    if request.start_after:
+        optional += f"<StartAfter>{escape(request.start_after)}</StartAfter>"
+    if truncated:
+        token = base64.urlsafe_b64encode(last.encode()).decode()
+        optional += f"<NextContinuationToken>{token}</NextContinuationToken>"
+    return (
+        f'{XML_HEADER}<ListBucketResult xmlns="{S3_NS}"><Name>{escape(request.bucket)}</Name>'
+        f"<Prefix>{escape(request.prefix)}</Prefix><KeyCount>{len(contents) + len(prefixes)}"
+        f"</KeyCount><MaxKeys>{request.max_keys}</MaxKeys>{optional}"
+        f"<IsTruncated>{'true' if truncated else 'false'}</IsTruncated>{items}{rolled_up}"
+        "</ListBucketResult>"
+    ).encode()
+
+
+def _common_prefix(key: str, prefix: str, delimiter: str) -> str | None:
+    if not delimiter:
+        return None
+    cut = key.find(delimiter, len(prefix))
+    return key[: cut + len(delimiter)] if cut >= 0 else None
+
+
+def byte_range(header: str | None, size: int) -> tuple[int, int] | None:
+    """``(start, end)`` inclusive for a ``Range: bytes=...`` header, None for the whole object.
+
+    Raises:
+        S3HttpError: ``InvalidRange`` when the range starts past the end.
+    """
+    if not header:
+        return None
+    unit, _, spec = header.partition("=")
+    first, dash, last = spec.partition("-")
+    if unit.strip() != "bytes" or not dash or "," in spec:
+        return None  # S3 ignores a Range it cannot read and sends the whole object
+    try:
+        if not first:
+            length = int(last)
+            return (max(0, size - length), size - 1) if length and size else None
+        start = int(first)
+        end = min(int(last), size - 1) if last else size - 1
+    except ValueError:
+        return None
+    if start >= size or end < start:
+        raise S3HttpError("InvalidRange", f"the range {header!r} is outside the object "
+                          f"({size} bytes)")
+    return start, end
+
+
+def read_file(path: Path, start: int, end: int) -> Iterator[bytes]:
+    """The bytes ``start..end`` (inclusive) of a file, in chunks."""
+    with path.open("rb") as handle:
+        handle.seek(start)
+        left = end - start + 1
+        while left > 0:
+            chunk = handle.read(min(READ_CHUNK, left))
+            if not chunk:
+                return
+            left -= len(chunk)
+            yield chunk
+
+
+# ----------------------------------------------------------------------------- writes
+
+
+def new_object_path(catalog: Catalog, bucket: str, key: str) -> Path:
+    """Where PutObject writes ``key``: inside the bucket, never through a dot-folder or link.
+
+    Raises:
+        AccessDeniedError: a name that could leave the bucket or that names a hidden file.
+    """
+    base = catalog.bucket_path(bucket).resolve()
+    parts = key.split("/")
+    if (not key or "\x00" in key or "\\" in key or len(key.encode()) > MAX_KEY_BYTES
+            or any(p in ("", ".", "..") or p.startswith(".") for p in parts)):
+        raise AccessDeniedError(f"invalid key name {key!r}")
+    path = base.joinpath(*parts)
+    parent = path.parent
+    probe = parent
+    while probe != base:  # no existing link on the way down
+        if probe.is_symlink():
+            raise AccessDeniedError(f"key {key!r} passes a symbolic link")
+        probe = probe.parent
+    if path.is_symlink() or path.is_dir():
+        raise AccessDeniedError(f"key {key!r} names a link or a folder")
+    return path
+
+
+def write_object(path: Path, chunks: list[bytes]) -> None:
+    """Write atomically: a new file renamed over the old (running scans keep the old inode)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".put-")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            for chunk in chunks:
+                handle.write(chunk)
+        os.replace(temp, path)
+    except BaseException:
+        os.unlink(temp)
+        raise
+
+
+def delete_object(catalog: Catalog, bucket: str, key: str) -> None:
+    """Remove an object (S3 answers 204 for a key that does not exist) and empty folders."""
+    try:
+        obj = catalog.object(bucket, key)
+    except ObjectNotFoundError as exc:
+        if exc.code == "NoSuchBucket":
+            raise
+        return
+    base = catalog.bucket_path(bucket).resolve()
+    obj.path.unlink(missing_ok=True)
+    folder = obj.path.parent
+    while folder != base and not any(folder.iterdir()):
+        folder.rmdir()
+        folder = folder.parent
+
+
+def create_bucket(catalog: Catalog, bucket: str) -> None:
+    """Make a bucket folder (names as S3's: 3-63 lower-case letters, digits, ``.``, ``-``)."""
+    valid = 3 <= len(bucket) <= 63 and all(c.islower() or c.isdigit() or c in ".-"
+                                           for c in bucket) and bucket[0].isalnum()
+    if not valid or ".." in bucket:
+        raise S3HttpError("InvalidBucketName", f"invalid bucket name {bucket!r}")
+    path = catalog.root / bucket
+    if path.exists():
+        raise S3HttpError("BucketAlreadyOwnedByYou", f"bucket {bucket} exists")
+    path.mkdir()
+
+
+def delete_bucket(catalog: Catalog, bucket: str) -> None:
+    """Remove an empty bucket."""
+    path = catalog.bucket_path(bucket)
+    if any(not entry.name.startswith(".") for entry in os.scandir(path)):
+        raise S3HttpError("BucketNotEmpty", f"bucket {bucket} is not empty")
+    for entry in os.scandir(path):
+        if entry.is_file(follow_symlinks=False):
+            os.unlink(entry.path)
+    path.rmdir()

@@ -1,0 +1,80 @@
+"""S3 error answers of the HTTP door: the HTTP status of each S3 code, and the error XML.
+
+The codes themselves come from the Flight server's error documents (``{"code", "message"}``,
+see ``flight_storage.rpc.boundary``), so both doors name an error alike; this module only adds
+what HTTP needs.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Final
+from xml.sax.saxutils import escape
+
+from pyarrow import flight
+
+HTTP_STATUS: Final[dict[str, int]] = {
+    "AccessDenied": 403,
+    "InvalidAccessKeyId": 403,
+    "SignatureDoesNotMatch": 403,
+    "RequestTimeTooSkewed": 403,
+    "MissingSecurityHeader": 403,
+    "InvalidTicket": 403,
+    "ExpiredToken": 400,
+    "NoSuchKey": 404,
+    "NoSuchBucket": 404,
+    "MethodNotAllowed": 405,
+    "BucketAlreadyOwnedByYou": 409,
+    "BucketNotEmpty": 409,
+    "PreconditionFailed": 412,
+    "EntityTooLarge": 400,
+    "InvalidRange": 416,
+    "InternalError": 500,
+    "NotImplemented": 501,
+    "SlowDown": 503,
+    "ServiceUnavailable": 503,
+    "RequestTimeout": 400,
+}
+"""S3 code -> HTTP status, as S3 answers; any other code is a 400 (a bad request)."""
+
+
+class S3HttpError(Exception):
+    """An S3 error answered before the response started (error XML with its HTTP status)."""
+
+    def __init__(self, code: str, message: str, *, status: int | None = None) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.status = status if status is not None else HTTP_STATUS.get(code, 400)
+
+
+def error_xml(code: str, message: str, resource: str, request_id: str) -> bytes:
+    """The body of an S3 error answer."""
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        f"<Error><Code>{escape(code)}</Code><Message>{escape(message)}</Message>"
+        f"<Resource>{escape(resource)}</Resource><RequestId>{request_id}</RequestId></Error>"
+    ).encode()
+
+
+def from_flight(exc: flight.FlightError | Exception) -> S3HttpError:
+    """The S3 error a Flight error carries (its JSON document), else ``InternalError``.
+
+    The Flight server puts ``{"code": .., "message": ..}`` in ``extra_info`` or, for
+    INVALID_ARGUMENT and NOT_FOUND (where pyarrow cannot attach it), in the message text.
+    """
+    extra = getattr(exc, "extra_info", None) or b""
+    for text in (extra.decode("utf-8", "replace"), str(exc)):
+        start = text.find("{")
+        if start < 0:
+            continue
+        try:
+            doc, _ = json.JSONDecoder().raw_decode(text, start)
+        except ValueError:
+            continue
+        if isinstance(doc, dict) and isinstance(doc.get("code"), str):
+            message = str(doc.get("message", ""))
+            if doc.get("line") is not None:
+                message += f" (line {doc['line']}, column {doc.get('column')})"
+            return S3HttpError(doc["code"], message)
+    return S3HttpError("InternalError", "the query failed inside the server")

@@ -1,0 +1,126 @@
+"""SelectObjectContent over HTTP, answered by the Flight server of the same process.
+
+The HTTP door plans and reads a request exactly as a Flight client would (``GetFlightInfo`` of
+the JSON request, then ``DoGet`` of every endpoint in order) over loopback, so a request gets
+the same bytes, the same limits (compute slots, open streams, timeouts), the same checks and the
+same call log whichever door it came through; no second engine exists. This module only
+re-frames what the Flight stream carries into event-stream messages:
+
+| Flight message | event |
+|---|---|
+| a ``records`` chunk | ``Records`` (split at the payload bound) |
+| ``{"Progress": ..}`` metadata | ``Progress`` (counts of earlier endpoints added) |
+| an empty batch without metadata (the server's keep-alive) | ``Cont`` |
+| ``{"Stats": ..}`` metadata (last message of an endpoint) | summed into the final ``Stats`` |
+| end of the last endpoint | ``Stats``, ``End`` |
+| an error | the error message with its S3 code, and nothing after it |
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+from pyarrow import flight
+
+from flight_storage.rpc.s3_http import eventstream
+from flight_storage.rpc.s3_http.s3_errors import S3HttpError, from_flight
+
+log = logging.getLogger("flight_storage.s3_http")
+
+_COUNTS = ("BytesScanned", "BytesProcessed", "BytesReturned")
+
+
+@dataclass
+class _Totals:
+    finished: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_COUNTS, 0))
+
+    def add(self, counts: dict[str, Any]) -> None:
+        for name in _COUNTS:
+            self.finished[name] += int(counts.get(name, 0))
+
+    def with_current(self, counts: dict[str, Any]) -> tuple[int, int, int]:
+        scanned, processed, returned = (self.finished[n] + int(counts.get(n, 0)) for n in _COUNTS)
+        return scanned, processed, returned
+
+
+class SelectBridge:
+    """Plans a SelectObjectContent request on the Flight server and streams its events.
+
+    Args:
+        client: a Flight client connected to this process's Flight server.
+        max_event_payload: largest payload of one ``Records`` event.
+    """
+
+    def __init__(self, client: flight.FlightClient, max_event_payload: int) -> None:
+        self.client = client
+        self.max_event_payload = max_event_payload
+
+    def plan(self, request: dict[str, Any],
+             headers: Sequence[tuple[bytes, bytes]]) -> tuple[flight.FlightInfo, Any]:
+        """``GetFlightInfo`` of the request: its errors are answered before the response starts.
+
+        Raises:
+            S3HttpError: the server refused the request (the S3 code it named).
+        """
+        options = flight.FlightCallOptions(headers=list(headers))
+        descriptor = flight.FlightDescriptor.for_command(json.dumps(request).encode())
+        try:
+            return self.client.get_flight_info(descriptor, options), options
+        except (flight.FlightError, pa.ArrowException, KeyError, NotImplementedError) as exc:
+            # pyarrow raises ArrowInvalid, KeyError and NotImplementedError for the statuses
+            # INVALID_ARGUMENT, NOT_FOUND and UNIMPLEMENTED
+            raise from_flight(exc) from None
+
+    def events(self, info: flight.FlightInfo, options: Any) -> Iterator[bytes]:
+        """The event-stream messages of a planned request, ending with ``End`` or an error."""
+        totals = _Totals()
+        try:
+            for endpoint in info.endpoints:
+                yield from self._endpoint(endpoint, options, totals)
+        except Exception as exc:  # noqa: BLE001 - the answer is already 200: errors are events
+            error = _stream_error(exc)
+            yield eventstream.error(error.code, error.message)
+            return
+        yield eventstream.stats(*totals.with_current({}))
+        yield eventstream.end()
+
+    def _endpoint(self, endpoint: flight.FlightEndpoint, options: Any,
+                  totals: _Totals) -> Iterator[bytes]:
+        reader = self.client.do_get(endpoint.ticket, options)
+        finished = False
+        try:
+            while True:
+                try:
+                    chunk = reader.read_chunk()
+                except StopIteration:
+                    finished = True
+                    return
+                data = b"".join(chunk.data.column(0).to_pylist()) if chunk.data.num_rows else b""
+                meta = json.loads(chunk.app_metadata.to_pybytes()) if chunk.app_metadata else None
+                if data:
+                    yield from eventstream.records(data, self.max_event_payload)
+                if meta is None:
+                    if not data:
+                        yield eventstream.cont()
+                elif "Stats" in meta:
+                    totals.add(meta["Stats"])
+                elif "Progress" in meta:
+                    yield eventstream.progress(*totals.with_current(meta["Progress"]))
+        finally:
+            if not finished:  # the HTTP client left, or an error: stop the server's stream
+                reader.cancel()
+
+
+def _stream_error(exc: Exception) -> S3HttpError:
+    error = from_flight(exc)
+    if error.code == "InternalError" and not isinstance(exc, flight.FlightError):
+        incident = uuid.uuid4().hex[:12]
+        log.error("internal error incident=%s", incident, exc_info=exc)
+        return S3HttpError("InternalError", f"internal error, id={incident}")
+    return error
