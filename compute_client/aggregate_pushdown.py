@@ -18,9 +18,10 @@ the grouping runs next to the data:
    (S3 Select's MIN/MAX read text as numbers); no DISTINCT, join, window or subquery. Columns keep their meaning on the server: the same Arrow type there, or CSV
    text the client declared ``int64`` (``CAST(c AS INT)``) or ``float64`` (``CAST(c AS
    FLOAT)``, aggregates only).
-2. WHERE: DataFusion plans ``SELECT <columns> FROM t WHERE <where>`` and the dataset splits
-   the filter it receives exactly as a normal scan does; the aggregate is pushed only if the
-   whole WHERE went to the server (nothing local, no Filter left in the plan).
+2. WHERE: DataFusion plans ``SELECT count(*) FROM t WHERE <where>`` (planned, never run: it
+   shows in :attr:`FlightDataset.scans` with no rows) and the dataset splits the filter it
+   receives exactly as a normal scan does; the aggregate is pushed only if the whole WHERE
+   went to the server (nothing local, no Filter left in the plan).
 3. the server runs ``SELECT <groups>, <partials> FROM "bucket"."key" WHERE ... GROUP BY ...``
    in the standard flavour, one partial row per group and endpoint (AVG as SUM and COUNT);
 4. the client registers the partial rows as a table and runs the *final* aggregate over

@@ -91,6 +91,7 @@ PUSHED = [
      "GROUP BY status, region HAVING count(*) > 300 ORDER BY n DESC, status, region LIMIT 5"),
     "SELECT count(*), sum(qty), avg(price) FROM orders",
     "SELECT count(*) AS n, max(qty) FROM orders WHERE region = 'nowhere'",
+    "SELECT region, count(*) AS n FROM orders WHERE region = 'nowhere' GROUP BY region",
     "SELECT region FROM orders WHERE qty BETWEEN 0 AND 5 GROUP BY region ORDER BY region",
     "SELECT sum(qty) + 1 AS s1, region FROM orders GROUP BY region ORDER BY s1",
 ]
