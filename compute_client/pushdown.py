@@ -270,3 +270,21 @@ def build_query(
     if limit is not None:
         sql += f" LIMIT {int(limit)}"
     return sql
+
+
+def build_grouped_query(bucket: str, key: str, group_by: Sequence[str], aggregates: str) -> str:
+    """The standard-flavour statement that groups an object by ``group_by`` on the server.
+
+    ``aggregates`` is SQL text the server parses (``count(*) AS n, sum(CAST(q AS INT)) AS s``);
+    with no ``group_by`` it is one aggregate row over the whole object.
+
+    Example:
+        >>> build_grouped_query("sales", "a.csv", ["region"], "count(*) AS n")
+        'SELECT region, count(*) AS n FROM "sales"."a.csv" GROUP BY region'
+    """
+    groups = ", ".join(quote_identifier(c) for c in group_by)
+    items = ", ".join(part for part in (groups, aggregates.strip()) if part)
+    if not items:
+        raise ValueError("a grouped query needs group_by columns or aggregates")
+    sql = f"SELECT {items} FROM {quote_table(bucket, key)}"
+    return sql + f" GROUP BY {groups}" if groups else sql

@@ -13,7 +13,8 @@ Batch options:
 |---|---|
 | ``location`` | ``grpc://host:port`` or ``grpc+tls://host:port`` (required) |
 | ``table`` | the object, ``bucket/key`` |
-| ``query`` | instead of ``table``: a raw s3-select statement (aggregates too); no filter pushed |
+| ``query`` | instead of ``table``: a raw statement (GROUP BY too, standard flavour); no filter pushed |
+| ``group_by``, ``aggregates`` | with ``table``: group on the server (``group_by`` comma-separated columns, ``aggregates`` SQL such as ``count(*) AS n``); read like ``query`` |
 | ``columns`` | comma-separated projection (column pruning; a user schema prunes too) |
 | ``flavor`` | ``standard`` (the server's default), ``ceph`` or ``aws`` |
 | ``filter_pushdown`` | ``true`` (default); ``false``: Spark filters every row (no JDK, see below) |
@@ -158,6 +159,12 @@ class BatchOptions:
             bucket, _, key = table.partition("/")
             if not bucket or not key:
                 raise ValueError("flight-select: 'table' must be bucket/key")
+        if table is not None and ("group_by" in options or "aggregates" in options):
+            assert bucket is not None and key is not None
+            query = pushdown.build_grouped_query(
+                bucket, key, split_columns(options.get("group_by")) or (),
+                options.get("aggregates", ""))
+            bucket = key = None
         return cls(connection_options(options), bucket, key, query,
                    split_columns(options.get("columns")),
                    _flag(options, "filter_pushdown", default=True))

@@ -543,6 +543,7 @@ class Lowering:
             exp.Nullif: self._nullif_node,
             exp.Tuple: self._json_array,
             exp.Array: self._json_array,
+            exp.DPipe: self._concat,
         }
         self._functions: dict[str, Callable[[list[exp.Expression]], Typed]] = {
             "INT": lambda args: self._cast(self._one(args, "int"), "int"),
@@ -1100,6 +1101,12 @@ class Lowering:
         if kind == NULL:
             return typed_null(JSON)
         return fn(U.JSON_QUOTE, self.as_string(typed))
+
+    def _concat(self, node: exp.DPipe) -> Typed:
+        """``a || b`` (AWS documents it): both sides as text; NULL if either is NULL."""
+        left = self.as_string(self.lower(node.this))
+        right = self.as_string(self.lower(node.expression))
+        return exp.DPipe(this=paren(left), expression=paren(right)), STRING
 
     def _json_array(self, node: exp.Expression) -> Typed:
         """A tuple ``(1, 'a')`` or array ``[1, 'a']`` literal, as JSON array text."""

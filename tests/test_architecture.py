@@ -34,7 +34,8 @@ def test_importing_compute_client_loads_no_server_modules() -> None:
     code = (
         "import sys, compute_client.flight, compute_client.datafusion_source, "
         "compute_client.pushdown, compute_client.spark_source, compute_client.spark_stream, "
-        "compute_client.spark_filters, compute_client.pipeline\n"
+        "compute_client.spark_filters, compute_client.pipeline, "
+        "compute_client.aggregate_pushdown\n"
         "bad = sorted(m for m in sys.modules if m.startswith('select_dialect') or "
         "(m.startswith('flight_storage') and m not in "
         "('flight_storage', 'flight_storage.protocol', 'flight_storage._flight_sql_pb2')))\n"

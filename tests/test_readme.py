@@ -13,6 +13,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -53,6 +54,21 @@ def test_readme_adbc_snippet(server: ServerProcess) -> None:
     expected = [(r["order_id"], r["region"]) for r in _orders()
                 if r["status"] == "delivered"][:5]
     assert scope["rows"] == expected
+
+
+def test_readme_datafusion_snippet(server: ServerProcess) -> None:
+    code = _block("python", "collect_aggregate").replace("grpc://127.0.0.1:8815",
+                                                         server.location)
+    scope: dict[str, object] = {}
+    exec(compile(code, "README.md", "exec"), scope)  # noqa: S102 - the README's own code
+    result: Any = scope["result"]
+    comment = re.search(r"print\(result\.server_query\)\s*# (.*)", code)
+    assert comment is not None and result.server_query == comment.group(1)
+    counts: dict[str, int] = {}
+    for row in _orders():
+        counts[row["region"]] = counts.get(row["region"], 0) + 1
+    assert dict(zip(result.table["region"].to_pylist(), result.table["n"].to_pylist(),
+                    strict=True)) == counts
 
 
 def test_readme_cli_example() -> None:

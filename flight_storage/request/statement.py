@@ -8,7 +8,10 @@ there too, as options right after the name::
 
 This module finds that table reference and hands the dialect the statement with ``FROM stdin``
 in its place, padded with spaces to the same length so that line and column numbers of later
-syntax errors stay those the user wrote.
+syntax errors stay those the user wrote. Columns qualified with the table, as SQL tools write
+them (``"sales"."orders/2024-01.csv".id``, ``"orders/2024-01.csv".id``), are rewritten to
+``stdin.id`` the same way: the qualifier names the table, as SQL's scoping says, even where a
+JSON document has a field of that name.
 """
 
 from __future__ import annotations
@@ -94,20 +97,71 @@ def split_table_reference(sql: str) -> tuple[TableReference | None, str]:
     bucket, key = parts[0].text, parts[2].text
     if not bucket or not key:
         raise InvalidRequestError("table reference must be \"bucket\".\"key\"")
-    begin, end = parts[0].start, parts[2].end
-    # Quoted names: include the quote characters in the replaced span.
+    begin, end = _quoted_span(sql, parts[0], parts[2])
+    span = end - begin + 1
+    # (begin, end, text) edits, applied from the end so earlier positions stay valid.
+    edits = [(begin, end, _PLACEHOLDER.ljust(span))]
+    edits += _unqualified_columns(sql, tokens, start, bucket, key)
+    options, options_span = _with_options(tokens, start + 4)
+    if options_span is not None:
+        lo, hi = options_span
+        edits.append((lo, hi, " " * (hi - lo + 1)))
+    rewritten = sql
+    for lo, hi, text in sorted(edits, reverse=True):
+        rewritten = rewritten[:lo] + text + rewritten[hi + 1 :]
+    return TableReference(bucket, key, options), rewritten
+
+
+def _quoted_span(sql: str, first: Token, last: Token) -> tuple[int, int]:
+    """Where ``first``..``last`` sit in ``sql``, quote characters included."""
+    begin, end = first.start, last.end
     while begin > 0 and sql[begin - 1] in "\"'`":
         begin -= 1
     while end + 1 < len(sql) and sql[end + 1] in "\"'`":
         end += 1
-    span = end - begin + 1
-    replacement = _PLACEHOLDER.ljust(span) if span >= len(_PLACEHOLDER) else _PLACEHOLDER
-    rewritten = sql[:begin] + replacement + sql[end + 1 :]
-    options, options_span = _with_options(tokens, start + 4)
-    if options_span is not None:
-        lo, hi = options_span
-        rewritten = rewritten[:lo] + " " * (hi - lo + 1) + rewritten[hi + 1 :]
-    return TableReference(bucket, key, options), rewritten
+    return begin, end
+
+
+def _unqualified_columns(sql: str, tokens: list[Token], from_index: int, bucket: str,
+                         key: str) -> list[tuple[int, int, str]]:
+    """Edits turning ``bucket.key.col`` and ``key.col`` into ``stdin.col`` (right-aligned in
+    the same span when it is long enough).
+
+    Only a qualifier that starts a reference (not after a dot) and is followed by a dot is
+    rewritten; the FROM clause's own reference is left to the caller.
+    """
+    edits: list[tuple[int, int, str]] = []
+    index = 0
+    while index < len(tokens):
+        if index in range(from_index, from_index + 4) or (
+                index and tokens[index - 1].token_type == TokenType.DOT):
+            index += 1
+            continue
+        length = _qualifier_length(tokens, index, bucket, key)
+        if length:
+            begin, end = _quoted_span(sql, tokens[index], tokens[index + length - 1])
+            edits.append((begin, end, _PLACEHOLDER.rjust(end - begin + 1)))
+            index += length
+            continue
+        index += 1
+    return edits
+
+
+def _qualifier_length(tokens: list[Token], index: int, bucket: str, key: str) -> int:
+    """How many tokens at ``index`` spell ``bucket . key`` or ``key`` before a dot (0: none)."""
+    def name_at(i: int, text: str) -> bool:
+        return (i < len(tokens) and tokens[i].token_type in _NAME_TOKENS
+                and tokens[i].text == text)
+
+    def dot_at(i: int) -> bool:
+        return i < len(tokens) and tokens[i].token_type == TokenType.DOT
+
+    if name_at(index, bucket) and dot_at(index + 1) and name_at(index + 2, key) \
+            and dot_at(index + 3):
+        return 3
+    if name_at(index, key) and dot_at(index + 1):
+        return 1
+    return 0
 
 
 def _with_options(tokens: list[Token], index: int) -> tuple[dict[str, Any] | None,

@@ -474,11 +474,12 @@ class StorageServer(flight.FlightServerBase):
             # all of it in the slot: splitting and scanning a long statement takes time too
             reference, sql = split_table_reference(query)
             if reference is None:
+                # bound first: the dialect has no ``?`` (SELECT ? || 'x' reads no table either)
+                bound = _bound(sql, parameters)
                 # report syntax errors first
-                translation = translate(query, input_format="csv", flavor=flavor)
+                translation = translate(bound, input_format="csv", flavor=flavor)
                 if not translation.reads_table:
-                    return None, self.engine.plan_constant(_bound(sql, parameters),
-                                                           flavor=flavor)
+                    return None, self.engine.plan_constant(bound, flavor=flavor)
                 raise InvalidRequestError(
                     'name the object in FROM as "bucket"."key", e.g. '
                     'SELECT * FROM "sales"."orders/2024-01.csv"',

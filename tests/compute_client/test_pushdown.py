@@ -146,3 +146,13 @@ def test_column_comparisons_and_negations() -> None:
     expression = (pc.field("s") < pc.field("t")) & ~(pc.field("i") <= 5) & pc.field("j").is_valid()
     assert where(expression) == ("s < t AND NOT (i <= 5) AND j IS NOT NULL", "")
     assert where(pc.field("s").isin(["a", "b", "c"])) == ("s IN ('a', 'b', 'c')", "")
+
+
+def test_grouped_query_quotes_groups_and_needs_something_to_select() -> None:
+    assert pushdown.build_grouped_query("b", "k.csv", ["region", "select"], "count(*) AS n") == (
+        'SELECT region, s3object."select", count(*) AS n FROM "b"."k.csv" '
+        'GROUP BY region, s3object."select"')
+    assert pushdown.build_grouped_query("b", "k.csv", [], "count(*)") == (
+        'SELECT count(*) FROM "b"."k.csv"')
+    with pytest.raises(ValueError, match="group_by"):
+        pushdown.build_grouped_query("b", "k.csv", [], " ")

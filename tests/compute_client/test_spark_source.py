@@ -116,6 +116,30 @@ def test_query_option_pushes_an_aggregate(spark, sample_server: ServerProcess) -
     assert [tuple(r) for r in frame.collect()] == [(expected["n"], expected["q"])]
 
 
+GROUPED = ("SELECT region, count(*) AS n, sum(CAST(quantity AS INT)) AS q "
+           "FROM \"sales\".\"orders/2024-01.csv\" GROUP BY region")
+
+
+@pytest.mark.parametrize("options", [
+    {"query": GROUPED},
+    {"table": "sales/orders/2024-01.csv", "group_by": "region",
+     "aggregates": "count(*) AS n, sum(CAST(quantity AS INT)) AS q"},
+])
+def test_grouped_read_equals_spark_group_by(spark, sample_server: ServerProcess,
+                                            options: dict[str, str]) -> None:
+    reader = spark.read.format("flight-select").option("location", sample_server.location)
+    for name, value in options.items():
+        reader = reader.option(name, value)
+    frame = reader.load()
+    local = spark.read.option("header", "true").csv(str(SAMPLES / "sales/orders/2024-01.csv"))
+    # The standard flavour reads an empty CSV field as '' (AWS's rule), Spark's reader as NULL.
+    local = local.selectExpr("coalesce(region, '') AS region", "CAST(quantity AS INT) AS quantity")
+    expected = local.groupBy("region").agg({"*": "count", "quantity": "sum"})
+    expected = expected.selectExpr("region", "`count(1)` AS n", "`sum(quantity)` AS q")
+    assert frame.rdd.getNumPartitions() == 1  # the server groups every partition: one endpoint
+    assert _rows(frame) == _rows(expected)
+
+
 @pytest.mark.parametrize(("options", "code"), [
     ({"query": "SELECT FROM WHERE"}, "ParseUnexpectedToken"),
     ({"query": "SELECT FROM WHERE", "flavor": "ceph"}, "UnsupportedSyntax"),

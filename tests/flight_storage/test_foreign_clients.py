@@ -84,6 +84,25 @@ def test_flightsql_dbapi_parameters_with_the_first_handle(server: ServerProcess)
     assert sorted(int(r[0]) for r in rows) == [i for i in range(100) if i % 5 == 3]
 
 
+@pytest.mark.parametrize("endpoints", [None, "single"])
+def test_flightsql_dbapi_select_1_health_check(server: ServerProcess,
+                                               endpoints: str | None) -> None:
+    # What connection pools and BI tools send before anything else; no option needed.
+    assert _dbapi(server, "SELECT 1", endpoints=endpoints) == {"rows": [["1"]]}
+
+
+def test_flightsql_dbapi_parameters_without_a_table(server: ServerProcess) -> None:
+    answer = _dbapi(server, "SELECT ? || '-' || ?, upper(?)", ["a", "b", "c"], endpoints=None)
+    assert answer == {"rows": [["a-b", "C"]]}
+
+
+def test_flightsql_dbapi_grouped_query_in_one_endpoint(server: ServerProcess) -> None:
+    # GROUP BY runs on the server as one endpoint, so a first-endpoint-only client sees it all.
+    rows = _dbapi(server, 'SELECT region, count(*) AS n FROM "shop"."orders.csv" '
+                  "GROUP BY region ORDER BY region", endpoints=None)["rows"]
+    assert rows == [[f"r{i}", str(ROWS // 5)] for i in range(5)]
+
+
 def test_an_unknown_endpoints_option_is_refused(server: ServerProcess) -> None:
     result = _dbapi(server, 'SELECT order_id FROM "shop"."orders.csv"', endpoints="some")
     assert "single or partitioned" in result["error"] and "Traceback" not in result["error"]
