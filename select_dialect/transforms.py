@@ -92,8 +92,6 @@ _EXTRACT_LOCAL_PARTS = frozenset({"year", "month", "day", "hour", "minute", "sec
 # digit classes keep the regex cheap: it costs about what the cast does.
 _LAYOUT_DATE_TIME = r"^[0-9]{4}-[01][0-9]-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]:[0-5][0-9]"
 _COMMON_TIMESTAMP = _LAYOUT_DATE_TIME + r"(\.[0-9]{1,9})?(Z|[+-][0-2][0-9]:[0-5][0-9])?$"
-# The same layout written at offset 0 (``Z`` or no zone): the instant is the wall clock.
-_UTC_TIMESTAMP = _LAYOUT_DATE_TIME + r"(\.[0-9]{1,9})?Z?$"
 _WALL_CLOCK_CHARS = 19  # len("YYYY-MM-DDTHH:MM:SS")
 
 # Date parts that are exact durations (the others are calendar arithmetic), in nanoseconds.
@@ -356,15 +354,14 @@ def _duration_added(ts: exp.Expression) -> tuple[int, exp.Expression, exp.Expres
     return None
 
 
-def _on_layouts(text: exp.Expression, branches: Sequence[tuple[str, exp.Expression]],
-                slow: exp.Expression) -> exp.Expression:
-    """The first ``(layout regex, fast)`` branch whose layout the text has, ``slow`` for rows
-    of no layout. A fast branch must be NULL exactly when the date is impossible; DataFusion
-    evaluates each CASE branch only on the rows that reach it, so later regexes and the UDF
-    in ``slow`` see only the rows the earlier branches left (and the NULL rows)."""
-    ifs = [exp.If(this=fn("regexp_like", text.copy(), lit_str(layout)), true=fast)
-           for layout, fast in branches]
-    return exp.Coalesce(this=exp.Case(ifs=ifs), expressions=[slow])
+def _on_common_layout(text: exp.Expression, fast: exp.Expression, slow: exp.Expression
+                      ) -> exp.Expression:
+    """``fast`` for rows whose text has the common layout, ``slow`` for the others. ``fast``
+    must be NULL exactly when the date is impossible; DataFusion evaluates each CASE branch
+    only on the rows that reach it, so the UDF in ``slow`` sees only the rows the builtins
+    cannot answer (and the NULL rows)."""
+    layout = fn("regexp_like", text.copy(), lit_str(_COMMON_TIMESTAMP))
+    return exp.Coalesce(this=exp.Case(ifs=[exp.If(this=layout, true=fast)]), expressions=[slow])
 
 
 def _plus_duration(instant: exp.Expression, amount: exp.Expression, unit_ns: int
@@ -418,7 +415,7 @@ def utc_instant(ts: exp.Expression) -> exp.Expression:
         return cast(instant.copy(), "TIMESTAMP")
     if text is not None:
         fast = exp.TryCast(this=text.copy(), to=exp.DataType.build("TIMESTAMP"))
-        return _on_layouts(text, [(_COMMON_TIMESTAMP, fast)], slow)
+        return _on_common_layout(text, fast, slow)
     added = _duration_added(ts)
     if added is not None:
         unit_ns, amount, inner = added
@@ -436,12 +433,15 @@ def local_time(ts: exp.Expression) -> exp.Expression:
     if instant is not None:
         return cast(instant.copy(), "TIMESTAMP")
     if text is not None:
-        at_utc = exp.TryCast(this=text.copy(), to=exp.DataType.build("TIMESTAMP"))
+        # Written in ``Z`` the instant is the wall clock (no substring to cut); otherwise the
+        # first 19 characters are (a fraction, which no caller reads, is dropped).
+        written_in_z = exp.Like(this=text.copy(), expression=lit_str("%Z"))
         wall_clock = fn("substr", text.copy(), exp.Literal.number(1),
                         exp.Literal.number(_WALL_CLOCK_CHARS))
-        at_offset = exp.TryCast(this=wall_clock, to=exp.DataType.build("TIMESTAMP"))
-        return _on_layouts(text, [(_UTC_TIMESTAMP, at_utc), (_COMMON_TIMESTAMP, at_offset)],
-                           slow)
+        clock_text = exp.Case(ifs=[exp.If(this=written_in_z, true=text.copy())],
+                              default=wall_clock)
+        fast = exp.TryCast(this=clock_text, to=exp.DataType.build("TIMESTAMP"))
+        return _on_common_layout(text, fast, slow)
     added = _duration_added(ts)
     if added is not None:
         unit_ns, amount, inner = added
