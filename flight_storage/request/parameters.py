@@ -17,7 +17,7 @@ import pyarrow as pa
 from sqlglot.errors import TokenError
 from sqlglot.tokens import TokenType
 
-from flight_storage.errors import InvalidRequestError
+from flight_storage.errors import InvalidRequestError, StorageError
 from select_dialect.s3select import S3Select
 
 
@@ -64,6 +64,15 @@ def placeholder_offsets(sql: str) -> list[int]:
     except TokenError as exc:
         raise InvalidRequestError(f"cannot find parameters: {exc}") from None
     return [t.start for t in tokens if t.token_type == TokenType.PLACEHOLDER and t.text == "?"]
+
+
+def has_parameters(sql: str) -> bool:
+    """True when ``sql`` has ``?`` markers (False when it does not tokenise: the translator
+    reports that error later, with its position)."""
+    try:
+        return bool(placeholder_offsets(sql))
+    except StorageError:
+        return False
 
 
 def bind(sql: str, batch: pa.RecordBatch | None) -> str:

@@ -37,7 +37,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -47,6 +47,7 @@ import pyarrow.flight as flight
 
 from flight_storage.errors import InvalidRequestError, ResourceLimitError, StorageError
 from flight_storage.rpc.boundary import client_error
+from flight_storage.storage.catalog import ObjectInfo
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +125,20 @@ class StoppableSource:
     def open_random_access(self) -> pa.NativeFile:
         """Positioned reads for Parquet (stopped by dropping the DataFusion stream instead)."""
         return pa.OSFile(str(self.path))
+
+
+def object_source(obj: ObjectInfo) -> StoppableSource:
+    """The stoppable source of one stored object."""
+    return StoppableSource(obj.path, f"{obj.bucket}/{obj.key}", obj.size)
+
+
+def object_sources(objects: Sequence[ObjectInfo]) -> list[StoppableSource]:
+    """Sources of a table's objects sharing one stop switch and one read counter."""
+    first = object_source(objects[0])
+    return [first] + [
+        StoppableSource(o.path, f"{o.bucket}/{o.key}", o.size, first.stop, first.read)
+        for o in objects[1:]
+    ]
 
 
 def empty_batch(schema: pa.Schema) -> pa.RecordBatch:
