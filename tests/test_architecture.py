@@ -169,7 +169,7 @@ def test_no_import_cycles() -> None:
         path.append(module)
         for target in sorted(graph[module]):
             if state.get(target) == 1:
-                cycles.append(path[path.index(target):] + [target])
+                cycles.append([*path[path.index(target):], target])
             elif target not in state:
                 visit(target)
         path.pop()

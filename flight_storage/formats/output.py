@@ -497,8 +497,9 @@ class RecordWriter:
         joined = pc.binary_join_element_wise(*quoted, _lit(self._field_delimiter, n))
         # a row with fewer fields than the widest one keeps only its own fields
         return pa.array([self._field_delimiter.join(q[: len(f)]) if len(f) < width else j
-                         for f, q, j in zip(fields, zip(*[c.to_pylist() for c in quoted]),
-                                            joined.to_pylist())], pa.string())
+                         for f, q, j in zip(fields,
+                                            zip(*[c.to_pylist() for c in quoted], strict=True),
+                                            joined.to_pylist(), strict=True)], pa.string())
 
     # ------------------------------------------------------------------ CSV
 

@@ -27,7 +27,7 @@ def _string(value: str) -> str:
 
 def _timestamp(value: dt.datetime) -> str:
     if value.tzinfo is None:
-        value = value.replace(tzinfo=dt.timezone.utc)
+        value = value.replace(tzinfo=dt.UTC)
     text = value.isoformat().replace("+00:00", "Z")
     return f"to_timestamp({_string(text)})"
 
@@ -95,6 +95,6 @@ def bind(sql: str, batch: pa.RecordBatch | None) -> str:
             f"statement has {len(offsets)} parameter marker(s) but {len(values)} value(s) bound"
         )
     out = sql
-    for offset, value in sorted(zip(offsets, values), reverse=True):
+    for offset, value in sorted(zip(offsets, values, strict=True), reverse=True):
         out = out[:offset] + sql_literal(value) + out[offset + 1 :]
     return out

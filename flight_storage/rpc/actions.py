@@ -54,7 +54,7 @@ class ActionHost(Protocol):
 
     def decode_handle(self, call: CallContext, data: bytes) -> PreparedHandle: ...
 
-    def cancel_endpoints(self, call: CallContext, info_bytes: bytes) -> int: ...
+    def cancel_endpoints(self, call: CallContext, info_bytes: bytes) -> pb.CancelStatus: ...
 
     def bounded(self, call: CallContext, what: str, work: Callable[[], T]) -> T: ...
 
@@ -70,7 +70,7 @@ def _create_prepared(host: ActionHost, call: CallContext, body: bytes) -> list[f
     )
     if has_parameters(query):
         # The parameter types are known once bound; still check the statement now.
-        reference, sql = split_table_reference(query)
+        reference, _ = split_table_reference(query)
         if reference is not None:
             host.check_access(call, reference.bucket)
             host.catalog.object(reference.bucket, reference.key)
@@ -92,7 +92,7 @@ def _cancel(host: ActionHost, call: CallContext, body: bytes) -> list[flight.Res
 def _cancel_query(host: ActionHost, call: CallContext, body: bytes) -> list[flight.Result]:
     request = protocol.decode_action("CancelQuery", body)
     status = host.cancel_endpoints(call, request.info)
-    result = pb.ActionCancelQueryResult(result=int(status))
+    result = pb.ActionCancelQueryResult(result=_CANCEL_RESULTS[status])
     return [flight.Result(protocol.pack_any(result))]
 
 def _close_session(host: ActionHost, call: CallContext, body: bytes) -> list[flight.Result]:
@@ -132,6 +132,13 @@ def _health(host: ActionHost, call: CallContext, body: bytes) -> list[flight.Res
         "tls": host.config.scheme == "grpc+tls",
     }
     return [flight.Result(json.dumps(status).encode())]
+
+
+_CANCEL_RESULTS: Final = {
+    pb.CANCEL_STATUS_CANCELLED: pb.ActionCancelQueryResult.CANCEL_RESULT_CANCELLED,
+    pb.CANCEL_STATUS_NOT_CANCELLABLE: pb.ActionCancelQueryResult.CANCEL_RESULT_NOT_CANCELLABLE,
+}
+"""The deprecated CancelQuery's answer for each CancelFlightInfo status the server gives."""
 
 
 @dataclass(frozen=True)

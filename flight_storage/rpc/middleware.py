@@ -45,7 +45,7 @@ class JsonLogFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {
-            "ts": dt.datetime.fromtimestamp(record.created, dt.timezone.utc).isoformat(),
+            "ts": dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat(),
             "level": record.levelname.lower(),
             "logger": record.name,
         }
@@ -161,10 +161,10 @@ class CallFactory(flight.ServerMiddlewareFactory):
             return user, self.signer.issue(user.name)
         if scheme.lower() == "bearer":
             name = self.signer.check(credentials.strip())
-            user = self.users.users.get(name)
-            if user is None:
+            known = self.users.users.get(name)
+            if known is None:
                 raise AuthenticationError("the token's user no longer exists")
-            return user, None
+            return known, None
         raise AuthenticationError(f"unsupported authorization scheme {scheme!r}")
 
 

@@ -558,7 +558,7 @@ class StorageServer(flight.FlightServerBase):
     def list_actions(self, context: flight.ServerCallContext) -> list[tuple[str, str]]:
         return [(name, action.description) for name, action in ACTIONS.items()]
 
-    def cancel_endpoints(self, call: CallContext, info_bytes: bytes) -> int:
+    def cancel_endpoints(self, call: CallContext, info_bytes: bytes) -> pb.CancelStatus:
         """Mark every endpoint of a FlightInfo cancelled in this process.
 
         Tickets are stateless, so a cancel reaches only this server: its running streams of
@@ -567,7 +567,8 @@ class StorageServer(flight.FlightServerBase):
         try:
             info = flight.FlightInfo.deserialize(info_bytes)
         except (pa.ArrowInvalid, TypeError, ValueError) as exc:
-            raise InvalidRequestError(f"CancelFlightInfo carries no valid FlightInfo ({exc})")
+            raise InvalidRequestError(
+                f"CancelFlightInfo carries no valid FlightInfo ({exc})") from None
         keys: dict[bytes, float] = {}
         for endpoint in info.endpoints:
             name, message = protocol.unpack_any(endpoint.ticket.ticket)
@@ -778,7 +779,7 @@ def _descriptor_command(descriptor: flight.FlightDescriptor) -> bytes:
 
 def _expiry(at: float) -> Any:
     return pa.scalar(
-        dt.datetime.fromtimestamp(at, dt.timezone.utc), type=pa.timestamp("ns", tz="UTC")
+        dt.datetime.fromtimestamp(at, dt.UTC), type=pa.timestamp("ns", tz="UTC")
     )
 
 

@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeAlias, TypeVar
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -56,7 +56,7 @@ POLL_S = 0.1
 _SOURCE_CHECK_S = 1.0
 """How often the watchdog checks that a stream's objects are still the version planned."""
 
-Item = pa.RecordBatch | tuple[pa.RecordBatch, bytes]
+Item: TypeAlias = pa.RecordBatch | tuple[pa.RecordBatch, bytes]
 T = TypeVar("T")
 
 
