@@ -17,12 +17,10 @@ a watchdog that enforces the query timeout and cancels clients that stopped read
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import hashlib
 import json
 import logging
 import os
-import re
 import secrets
 import threading
 import time
@@ -60,6 +58,14 @@ from flight_storage.rpc.actions import ACTIONS
 from flight_storage.rpc.auth import TokenSigner, Users
 from flight_storage.rpc.boundary import guarded, rpc_boundary
 from flight_storage.rpc.config import ServerConfig
+from flight_storage.rpc.endpoints import (
+    endpoint_partitions,
+    expiry,
+    known_rows,
+    partition_bytes,
+    query_id,
+    ticket_key,
+)
 from flight_storage.rpc.metadata import METADATA_COMMANDS
 from flight_storage.rpc.middleware import (
     CallContext,
@@ -272,9 +278,9 @@ class StorageServer(flight.FlightServerBase):
                 object_version=table.version if table is not None else None,
             )
             for p in ([Partition("object")] if call.single_endpoint
-                      else _endpoint_partitions(plan))
+                      else endpoint_partitions(plan))
         ]
-        total_records = _known_rows(plan)
+        total_records = known_rows(plan)
         return self._flight_info(plan.arrow_schema, descriptor, tickets, plan, total_records,
                                  fields)
 
@@ -287,16 +293,16 @@ class StorageServer(flight.FlightServerBase):
         total_records: int,
         fields: dict[str, Any],
     ) -> flight.FlightInfo:
-        expiry = _expiry(tickets[0].issued_at + self.config.ticket_max_age_s)
+        expires = expiry(tickets[0].issued_at + self.config.ticket_max_age_s)
         endpoints = [
             flight.FlightEndpoint(protocol.ticket_to_flight(t, self.secret), [],
-                                  expiration_time=expiry)
+                                  expiration_time=expires)
             for t in tickets
         ]
         first = tickets[0]
-        fields.update(query_id=_query_id(first), object=f"{first.bucket}/{first.key}",
+        fields.update(query_id=query_id(first), object=f"{first.bucket}/{first.key}",
                       endpoints=len(endpoints), flavor=first.flavor, reader=plan.reader)
-        total_bytes = sum(_partition_bytes(t.partition, plan) for t in tickets)
+        total_bytes = sum(partition_bytes(t.partition, plan) for t in tickets)
         # what served the plan, for operators and benchmarks (clients may ignore it)
         about = {"reader": plan.reader, "endpoints": len(endpoints)}
         if plan.native is None:
@@ -376,11 +382,11 @@ class StorageServer(flight.FlightServerBase):
                 output_serialization=request.ticket_extras(), user=call.user_name,
                 issued_at=issued, object_version=object_version([obj]),
             )
-            for p in _endpoint_partitions(plan)
+            for p in endpoint_partitions(plan)
         ]
         serialized = request.output_serialization is not None
         schema = RECORDS_SCHEMA if serialized else plan.arrow_schema
-        total_records = -1 if serialized else _known_rows(plan)
+        total_records = -1 if serialized else known_rows(plan)
         return self._flight_info(schema, descriptor, tickets, plan, total_records, fields)
 
     def _info_metadata(
@@ -417,12 +423,12 @@ class StorageServer(flight.FlightServerBase):
         if not ticket.bucket and ticket.output_serialization is None:
             return self._serve_constant(ticket)
         self.check_access(call, ticket.bucket)
-        key = _ticket_key(handle)
+        key = ticket_key(handle)
         if self.is_cancelled(key):
             raise InvalidRequestError("the query was cancelled (CancelFlightInfo)",
                                       code="QueryCancelled")
         fields = self._fields(context)
-        fields.update(query_id=_query_id(ticket), object=f"{ticket.bucket}/{ticket.key}",
+        fields.update(query_id=query_id(ticket), object=f"{ticket.bucket}/{ticket.key}",
                       partition=ticket.partition.to_dict())
         source, plan, objects = self.bounded(call, "planning",
                                               lambda: self._plan_ticket(call, ticket))
@@ -484,7 +490,7 @@ class StorageServer(flight.FlightServerBase):
 
         def arrow() -> Iterator[pa.RecordBatch]:
             batches = _counted(self.engine.execute_arrow(plan, [partition]), plan, source,
-                               _partition_bytes(partition, plan))
+                               partition_bytes(partition, plan))
             return _unchanged(batches, objects, version)
 
         if ticket.output_serialization is None:
@@ -493,7 +499,7 @@ class StorageServer(flight.FlightServerBase):
             return _Stream(schema, QueryStream(produce=produce, schema=schema, **common))
         extras = extras_from_ticket(ticket.output_serialization)
         one = dataclasses.replace(
-            plan, partitions=(PlannedPartition(partition, _partition_bytes(partition, plan)),)
+            plan, partitions=(PlannedPartition(partition, partition_bytes(partition, plan)),)
         )
         total = select_stats(one, 0)["BytesScanned"]
         returned = [0]
@@ -578,7 +584,7 @@ class StorageServer(flight.FlightServerBase):
             ticket = protocol.decode_ticket(handle, self.secret)
             if ticket.user != call.user_name:
                 raise AccessDeniedError("cannot cancel another user's query")
-            keys[_ticket_key(handle)] = ticket.issued_at + self.config.ticket_max_age_s
+            keys[ticket_key(handle)] = ticket.issued_at + self.config.ticket_max_age_s
         if not keys:
             return pb.CANCEL_STATUS_NOT_CANCELLABLE
         now = time.time()
@@ -732,21 +738,6 @@ def _chunks(chunks: Iterator[bytes]) -> Iterator[pa.RecordBatch]:
                                          schema=RECORDS_SCHEMA)
 
 
-def _endpoint_partitions(plan: SelectPlan) -> list[Partition]:
-    """One endpoint per partition when partitions are independent, else one for all."""
-    if plan.parallel_safe or len(plan.partitions) == 1:
-        return [p.partition for p in plan.partitions] or [Partition("object")]
-    return [Partition("object")]
-
-
-def _known_rows(plan: SelectPlan) -> int:
-    """The result's row count when planning knows it (no filter, limit or aggregate), else -1."""
-    rows = [p.rows for p in plan.partitions]
-    if not rows or any(r is None for r in rows) or _filters_rows(plan):
-        return -1
-    return sum(r for r in rows if r is not None)
-
-
 def _bound(sql: str, parameters: bytes | None) -> str:
     """``sql`` with its ``?`` parameters bound (refused when it has some and none are)."""
     if parameters is not None:
@@ -756,52 +747,7 @@ def _bound(sql: str, parameters: bytes | None) -> str:
     return sql
 
 
-def _ticket_key(handle: bytes) -> bytes:
-    return hashlib.sha256(bytes(handle)).digest()[:16]
-
-
-def _query_id(ticket: PartitionTicket) -> str:
-    """Same for every endpoint of one FlightInfo (they share the issue time), so log lines of
-    planning and of each DoGet can be joined."""
-    seed = json.dumps([ticket.user, ticket.query, ticket.bucket, ticket.key, ticket.issued_at])
-    return hashlib.sha256(seed.encode()).hexdigest()[:12]
-
-
-def _optional(message: Any, name: str) -> str | None:
-    return getattr(message, name) if message.HasField(name) else None
-
-
 def _descriptor_command(descriptor: flight.FlightDescriptor) -> bytes:
     if descriptor.descriptor_type != flight.DescriptorType.CMD:
         raise InvalidRequestError("only command descriptors are supported")
     return bytes(descriptor.command)
-
-
-def _expiry(at: float) -> Any:
-    return pa.scalar(
-        dt.datetime.fromtimestamp(at, dt.UTC), type=pa.timestamp("ns", tz="UTC")
-    )
-
-
-def _partition_bytes(partition: Partition, plan: SelectPlan) -> int:
-    if partition.kind == "byte_range" and partition.start is not None and partition.end is not None:
-        return partition.end - partition.start
-    for planned in plan.partitions:
-        if planned.partition == partition and planned.bytes is not None:
-            return planned.bytes
-    return plan.source.size
-
-
-def _filters_rows(plan: SelectPlan) -> bool:
-    sql = plan.translation.sql.upper()
-    return " WHERE " in sql or " LIMIT " in sql or plan.translation.is_aggregate
-
-
-def _like(value: str, pattern: str | None) -> bool:
-    """SQL LIKE as Flight SQL filter patterns use it (``%`` and ``_``)."""
-    if pattern is None or pattern == "":
-        return True
-    regex = "".join(
-        ".*" if ch == "%" else "." if ch == "_" else re.escape(ch) for ch in pattern
-    )
-    return re.fullmatch(regex, value, re.S) is not None
