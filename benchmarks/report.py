@@ -135,7 +135,7 @@ def targets(results: Path) -> str:
         if len(sizes) > 1:
             lo = max(r["peak_rss"] for r in one if r["size_mb"] == sizes[0])
             hi = max(r["peak_rss"] for r in one)
-            rows.append([f"server peak memory within 2x from 100 MB to 2 GB objects",
+            rows.append(["server peak memory within 2x from 100 MB to 2 GB objects",
                          f"{hi / lo:.2f}x from {sizes[0]} MB to {sizes[-1]} MB "
                          f"({scale['mode']} run)",
                          "met" if hi / lo <= 2 else "**missed**"])

@@ -222,7 +222,7 @@ class FlightSelectClient:
             protocol.pb.CommandGetTables(db_schema_filter_pattern=_like_literal(bucket))
         )
         rows = zip(table.column("db_schema_name").to_pylist(),
-                   table.column("table_name").to_pylist())
+                   table.column("table_name").to_pylist(), strict=True)
         return sorted(str(key) for schema, key in rows if schema == bucket)
 
     def list_objects_page(self, bucket: str, prefix: str = "", start_after: str = "",

@@ -183,7 +183,7 @@ def main(argv: Sequence[str] | None = None, session: SparkSession | None = None)
     print("\nrevenue of delivered orders by region and month:")
     print(f"  {'month':8} {'region':12} {'orders':>7} {'revenue':>12}")
     for row in summary["result"]:  # type: ignore[union-attr]
-        print(f"  {row['month']:8} {str(row['region']):12} {row['orders']:>7} {row['revenue']:>12}")
+        print(f"  {row['month']:8} {row['region']!s:12} {row['orders']:>7} {row['revenue']:>12}")
     print(f"\nrows read by Spark:           {summary['rows_read']}")
     if server.events:
         scanned = sum(e["scanned"] for e in server.events)

@@ -53,7 +53,7 @@ from pyspark.sql.types import StructType
 from compute_client import pushdown, spark_filters
 from compute_client.errors import RemoteQueryError
 from compute_client.flight import ConnectionOptions, FlightSelectClient
-from compute_client.spark_source import (
+from compute_client.spark_common import (
     EndpointPartition,
     connection_options,
     project,
@@ -61,6 +61,7 @@ from compute_client.spark_source import (
     spark_schema,
     split_columns,
 )
+
 log = logging.getLogger(__name__)
 
 OFFSET_VERSION = 1

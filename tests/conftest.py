@@ -22,6 +22,38 @@ if os.environ.get("CI"):
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "data" / "samples"
 
+# Modules the fast loop (`pytest -m "not slow and not spark"`) skips; CI runs everything.
+# Measured with --junitxml on 2 shared cores: each takes 2-37 s, together about 60% of the
+# suite. They start servers per test, drive other clients or compilers, or sweep thousands of
+# cases; the server's Flight SQL contract and the unit tests stay fast.
+SLOW_MODULES: dict[str, str] = {
+    "tests/select_dialect/test_builtin_paths.py": "1,971 builtin-versus-UDF comparisons",
+    "tests/conformance/test_corpus.py": "1,069 corpus cases (tests/conformance/run.py runs them)",
+    "tests/flight_storage/test_server_bounds.py": "memory and time bounds under bombs",
+    "tests/flight_storage/test_cli_query.py": "a CLI process per test",
+    "tests/flight_storage/test_server_security.py": "TLS and login throttling servers",
+    "tests/compute_client/tpch/test_tpch.py": "TPC-H data generation and queries",
+    "tests/fuzz/test_differential.py": "generated queries against the oracle",
+    "tests/flight_storage/test_server_reliability.py": "hostile clients, kill -9",
+    "tests/flight_storage/test_server_integrity.py": "objects changed under running streams",
+    "tests/flight_storage/test_server_operations.py": "graceful shutdown timings",
+    "tests/flight_storage/test_server_stream.py": "stream limits and slow readers",
+    "tests/flight_storage/test_compression.py": "decompression bombs",
+    "tests/compute_client/test_datafusion_column_names.py": "a server per column-name case",
+    "tests/compute_client/test_spark_reuse_guard.py": "compiles the JVM rule with javac",
+    "tests/test_data_generator.py": "generates data sets",
+    "tests/test_readme_walkthrough.py": "the README walkthrough end to end",
+    "tests/flight_storage/test_foreign_clients.py": "third-party clients in subprocesses",
+    "tests/flight_storage/test_sqlalchemy_clients.py": "SQLAlchemy in a subprocess",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test of a module in SLOW_MODULES ``slow``."""
+    for item in items:
+        if item.path.relative_to(ROOT).as_posix() in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
+
 
 @dataclass
 class ServerProcess:

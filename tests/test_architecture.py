@@ -38,7 +38,8 @@ def test_importing_compute_client_loads_no_server_modules() -> None:
         "compute_client.aggregate_pushdown\n"
         "bad = sorted(m for m in sys.modules if m.startswith('select_dialect') or "
         "(m.startswith('flight_storage') and m not in "
-        "('flight_storage', 'flight_storage.protocol', 'flight_storage._flight_sql_pb2')))\n"
+        "('flight_storage', 'flight_storage._flight_sql_pb2') "
+        "and m.split('.')[:2] != ['flight_storage', 'protocol']))\n"
         "print(','.join(bad))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -92,3 +93,90 @@ def test_flight_storage_imports_point_only_downward() -> None:
                 ):
                     upward.append(f"{module} imports {target} ({own} -> {stage})")
     assert upward == []
+
+
+# Inside the RPC surface, top to bottom: the server dispatches to the action handlers and the
+# metadata builders, which use the call context, limits and streams; auth and the error
+# boundary are at the bottom. A module imports only modules after it in this order.
+RPC_LAYERS = ("server", "actions", "metadata", "endpoints", "config", "middleware", "streams",
+              "auth", "boundary")
+
+
+def test_rpc_modules_import_only_downward() -> None:
+    rpc = ROOT / "flight_storage" / "rpc"
+    modules = {p.stem for p in rpc.glob("*.py")} - {"__init__"}
+    assert modules == set(RPC_LAYERS), "place every rpc/ module in RPC_LAYERS"
+    upward = []
+    for name in RPC_LAYERS:
+        for target in _first_party_imports(rpc / f"{name}.py"):
+            parts = target.split(".")
+            if parts[:2] == ["flight_storage", "rpc"] and len(parts) > 2 and parts[2] in modules:
+                if RPC_LAYERS.index(parts[2]) <= RPC_LAYERS.index(name):
+                    upward.append(f"rpc.{name} imports rpc.{parts[2]}")
+    assert upward == []
+
+
+_PACKAGES = ("flight_storage", "compute_client", "select_dialect")
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _first_party_imports(path: Path) -> set[str]:
+    """Modules of ours ``path`` imports anywhere (also inside functions), except imports
+    under ``if TYPE_CHECKING:``, which never run."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped.update(id(child) for stmt in node.body for child in ast.walk(stmt))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            submodules = {f"{node.module}.{a.name}" for a in node.names} & _MODULES
+            names.update(submodules)
+            if len(submodules) < len(node.names):  # some names are the module's own
+                names.add(node.module)
+    return {n for n in names if n.split(".")[0] in _PACKAGES}
+
+
+_PATHS: dict[str, Path] = {
+    _module_name(p): p for pkg in _PACKAGES for p in (ROOT / pkg).rglob("*.py")
+}
+_MODULES = frozenset(_PATHS)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    return {
+        module: {t for t in _first_party_imports(path) if t in _MODULES and t != module}
+        for module, path in _PATHS.items()
+    }
+
+
+def test_no_import_cycles() -> None:
+    graph = _import_graph()
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(module: str) -> None:
+        state[module] = 1
+        path.append(module)
+        for target in sorted(graph[module]):
+            if state.get(target) == 1:
+                cycles.append([*path[path.index(target):], target])
+            elif target not in state:
+                visit(target)
+        path.pop()
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module)
+    assert cycles == []

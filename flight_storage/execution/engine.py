@@ -18,15 +18,14 @@ Partitions (``flight_storage.protocol.Partition``):
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import functools
+import hashlib
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
-
-import os
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -34,6 +33,12 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from datafusion import RuntimeEnvBuilder, SessionConfig, SessionContext, SQLOptions
 
+from flight_storage.errors import (
+    InputFormatError,
+    InvalidRequestError,
+    ResourceLimitError,
+    StorageError,
+)
 from flight_storage.execution import udfs
 from flight_storage.execution.arrow_result import arrow_result_schema, to_arrow_result
 from flight_storage.execution.engine_errors import engine_error, guard_reader
@@ -50,22 +55,16 @@ from flight_storage.execution.native_parquet import (
     NativeParquetTable,
     native_parquet_table,
 )
-from flight_storage.errors import (
-    InputFormatError,
-    InvalidRequestError,
-    ResourceLimitError,
-    StorageError,
-)
-from flight_storage.formats import compression, csv_input, json_input
-from flight_storage.formats.typed_columns import TypedColumns
-from flight_storage.protocol import Partition
-from flight_storage.storage.sources import ObjectSource, local_path, random_access
 from flight_storage.execution.streaming_dataset import (
     ScanFunction,
     StreamingDataset,
     chain_scans,
     generic_scan,
 )
+from flight_storage.formats import compression, csv_input, json_input
+from flight_storage.formats.typed_columns import TypedColumns
+from flight_storage.protocol import Partition
+from flight_storage.storage.sources import ObjectSource, local_path, random_access
 from select_dialect import Column, Translation, translate
 from select_dialect.errors import SelectDialectError
 from select_dialect.flavors import CEPH, FLAVOR_NAMES, FLAVORS, engine_rules

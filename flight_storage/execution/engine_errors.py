@@ -13,13 +13,13 @@ from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 
-from flight_storage.execution import udfs
 from flight_storage.errors import (
     InputFormatError,
     QueryExecutionError,
     ResourceLimitError,
     StorageError,
 )
+from flight_storage.execution import udfs
 
 # DataFusion error texts that are really the user's processing errors: (pattern, S3 code).
 _ENGINE_ERRORS: tuple[tuple[re.Pattern[str], str], ...] = (

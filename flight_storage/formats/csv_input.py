@@ -9,12 +9,12 @@ Two tokenizing rule sets, chosen by flavour (see :data:`_FLAVOURS`):
     An empty field is NULL; a trailing field delimiter adds a NULL column; empty lines are
     records (one NULL field).
 
-``aws`` / ``minio`` (AWS S3 Select, MinIO's Go ``encoding/csv`` with LazyQuotes)
+``aws`` (AWS S3 Select; MinIO's Go ``encoding/csv`` with LazyQuotes reads alike)
     A field is quoted only when it **starts** with the quote character; inside it a doubled
     quote (or escape + quote) is a literal quote, and a quote not followed by a delimiter is
     kept literally (lazy quotes). Quotes inside unquoted fields are data. An empty field is an
-    empty string; empty lines are skipped. ``minio`` also lets quoted fields span record
-    delimiters (like ``AllowQuotedRecordDelimiter`` TRUE) and defaults ``Comments`` to ``#``.
+    empty string; empty lines are skipped. MinIO's reading is this with
+    ``AllowQuotedRecordDelimiter`` TRUE and ``Comments`` ``#``.
 
 With the record delimiter ``\\n`` a ``\\r`` before it is dropped (Windows line ends).
 
@@ -60,7 +60,6 @@ class _FlavourDefaults:
 _FLAVOURS: dict[str, _FlavourDefaults] = {
     "ceph": _FlavourDefaults("\\", RULES_CEPH, True, False, None, False),
     "aws": _FlavourDefaults('"', RULES_RFC, False, True, None, False),
-    "minio": _FlavourDefaults('"', RULES_RFC, False, True, "#", True),
 }
 
 _HEADER_INFO = ("NONE", "IGNORE", "USE")
@@ -115,7 +114,7 @@ class CsvInputOptions:
                 ``QuoteEscapeCharacter``, ``Comments``, ``AllowQuotedRecordDelimiter``,
                 ``FileHeaderInfo``; missing keys take the flavour's defaults. An empty
                 ``QuoteCharacter`` / ``QuoteEscapeCharacter`` disables it.
-            flavor: ``ceph``, ``aws`` or ``minio``.
+            flavor: ``ceph`` or ``aws``.
             extensions: Ceph-only options: ``comment_empty_lines`` (bool) and
                 ``trim_chars`` (list of characters).
             max_record_size: longest record accepted, in bytes.

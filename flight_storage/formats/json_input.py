@@ -436,7 +436,7 @@ _WILDCARDS: Final = frozenset({"any_index", "any_key"})
 class _Node:
     """One step of the path trie: plain key/index children, wildcard tails, terminals."""
 
-    __slots__ = ("terminals", "keys", "indexes", "wild")
+    __slots__ = ("indexes", "keys", "terminals", "wild")
 
     def __init__(self) -> None:
         self.terminals: list[int] = []
@@ -830,7 +830,7 @@ def _stream_documents(
         if not need_more and array_state is not None:
             char = buffer[position]
             if array_state == _SEPARATOR or (array_state == _FIRST_ELEMENT and char == "]"):
-                if char not in ",]" or array_state == _FIRST_ELEMENT and char == ",":
+                if char not in ",]" or (array_state == _FIRST_ELEMENT and char == ","):
                     offset = consumed + _byte_length(buffer[:position])
                     raise _parsing_error("Expecting ',' delimiter", record=record, offset=offset)
                 position += 1

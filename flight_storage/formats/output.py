@@ -8,7 +8,7 @@ strings with control characters in JSON output).
 Printing rules by flavour (see the conformance README, "Output formatting"):
 
 ========================  ==============================  ==================================
-                          ``ceph``                        ``aws`` (also ``minio``)
+                          ``ceph``                        ``aws``
 ========================  ==============================  ==================================
 NULL in CSV               ``null``                        empty field
 NULL in JSON              ``null``                        ``null``; MISSING (NULL of a JSON
@@ -49,7 +49,7 @@ from flight_storage.formats.values import (
     is_s3_timestamp,
 )
 
-_FLAVOURS = ("ceph", "aws", "minio")
+_FLAVOURS = ("ceph", "aws")
 _QUOTE_FIELDS = ("ASNEEDED", "ALWAYS")
 _NULL_STR = pa.scalar(None, pa.string())
 
@@ -395,7 +395,7 @@ class RecordWriter:
     Args:
         output_serialization: the request's ``OutputSerialization`` (``{"CSV": {...}}`` or
             ``{"JSON": {...}}``); None means CSV with defaults.
-        flavor: ``ceph``, ``aws`` or ``minio`` (printing rules, see the module docstring).
+        flavor: ``ceph`` or ``aws`` (printing rules, see the module docstring).
         output_names: display name per output column (JSON keys).
         output_is_json: per column, True when its Utf8 values are JSON text.
         is_aggregate: the query is an aggregate (one result row).
@@ -497,8 +497,9 @@ class RecordWriter:
         joined = pc.binary_join_element_wise(*quoted, _lit(self._field_delimiter, n))
         # a row with fewer fields than the widest one keeps only its own fields
         return pa.array([self._field_delimiter.join(q[: len(f)]) if len(f) < width else j
-                         for f, q, j in zip(fields, zip(*[c.to_pylist() for c in quoted]),
-                                            joined.to_pylist())], pa.string())
+                         for f, q, j in zip(fields,
+                                            zip(*[c.to_pylist() for c in quoted], strict=True),
+                                            joined.to_pylist(), strict=True)], pa.string())
 
     # ------------------------------------------------------------------ CSV
 

@@ -20,66 +20,10 @@ A record starts at byte 0 and right after each delimiter, except at the end of t
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import BinaryIO
 
-from flight_storage.errors import InvalidRequestError
-
 DEFAULT_BLOCK_SIZE = 4 * 1024 * 1024
-
-
-def resolve_scan_range(
-    scan_range: Mapping[str, object] | None, object_size: int
-) -> tuple[int, int] | None:
-    """Turn a request's ``ScanRange`` into inclusive ``(start, end)`` byte offsets.
-
-    ``{"Start": s}`` runs to the end of the object, ``{"End": n}`` alone means the last
-    ``n`` bytes (as in AWS), both given is ``[Start, End]``.
-
-    Args:
-        scan_range: the request's ``ScanRange`` mapping (values may be strings), or None.
-        object_size: size of the object in bytes.
-
-    Returns:
-        ``None`` when there is no scan range, else ``(start, end)`` with ``end`` clamped to the
-        last byte of the object.
-
-    Raises:
-        InvalidRequestError: code ``InvalidScanRange`` for an empty mapping, negative or
-            non-integer values, ``Start > End``, or a start beyond the end of the object.
-    """
-    if scan_range is None:
-        return None
-    start_raw = scan_range.get("Start")
-    end_raw = scan_range.get("End")
-    if start_raw is None and end_raw is None:
-        raise InvalidRequestError("ScanRange must have Start, End or both", code="InvalidScanRange")
-    try:
-        start = int(str(start_raw)) if start_raw is not None else None
-        end = int(str(end_raw)) if end_raw is not None else None
-    except ValueError as exc:
-        raise InvalidRequestError(
-            f"ScanRange values must be integers: {dict(scan_range)!r}", code="InvalidScanRange"
-        ) from exc
-    if (start is not None and start < 0) or (end is not None and end < 0):
-        raise InvalidRequestError("ScanRange values must not be negative", code="InvalidScanRange")
-    if start is None:
-        assert end is not None
-        start, end = max(0, object_size - end), object_size - 1
-    elif end is None:
-        end = object_size - 1
-    if start > end and not (start == 0 and object_size == 0):
-        raise InvalidRequestError(
-            f"ScanRange Start ({start}) is after End ({end}) or beyond the object "
-            f"({object_size} bytes)",
-            code="InvalidScanRange",
-        )
-    if start >= object_size and object_size > 0:
-        raise InvalidRequestError(
-            f"ScanRange Start ({start}) is beyond the object ({object_size} bytes)",
-            code="InvalidScanRange",
-        )
-    return start, min(end, max(object_size - 1, 0))
 
 
 def _find_plain_start(source: BinaryIO, delimiter: bytes, start: int, block: int) -> int | None:
@@ -252,18 +196,3 @@ def _read_span(source: BinaryIO, first: int, stop: int | None, block: int) -> It
         if remaining is not None:
             remaining -= len(data)
         yield data
-
-
-def split_records(data: bytes, record_delimiter: bytes) -> list[bytes]:
-    """Split whole records (plain mode); a trailing delimiter does not start a new record.
-
-    Example:
-        >>> split_records(b"a\\n\\nb\\n", b"\\n")
-        [b'a', b'', b'b']
-    """
-    if not data:
-        return []
-    parts = data.split(record_delimiter)
-    if parts[-1] == b"":
-        parts.pop()
-    return parts

@@ -80,7 +80,7 @@ class TypedColumns:
     @property
     def schema(self) -> pa.Schema:
         """The typed table's Arrow schema (every column nullable)."""
-        return pa.schema([pa.field(n, arrow_type(t)) for n, t in zip(self.names, self.types)])
+        return pa.schema([pa.field(n, arrow_type(t)) for n, t in zip(self.names, self.types, strict=True)])
 
     def convert(self, batch: pa.RecordBatch, first_row: int, object_name: str) -> pa.RecordBatch:
         """Cast a batch of ``_1.._N`` strings to the declared names and types; a field that

@@ -17,7 +17,7 @@ import pyarrow as pa
 from sqlglot.errors import TokenError
 from sqlglot.tokens import TokenType
 
-from flight_storage.errors import InvalidRequestError
+from flight_storage.errors import InvalidRequestError, StorageError
 from select_dialect.s3select import S3Select
 
 
@@ -27,7 +27,7 @@ def _string(value: str) -> str:
 
 def _timestamp(value: dt.datetime) -> str:
     if value.tzinfo is None:
-        value = value.replace(tzinfo=dt.timezone.utc)
+        value = value.replace(tzinfo=dt.UTC)
     text = value.isoformat().replace("+00:00", "Z")
     return f"to_timestamp({_string(text)})"
 
@@ -66,6 +66,15 @@ def placeholder_offsets(sql: str) -> list[int]:
     return [t.start for t in tokens if t.token_type == TokenType.PLACEHOLDER and t.text == "?"]
 
 
+def has_parameters(sql: str) -> bool:
+    """True when ``sql`` has ``?`` markers (False when it does not tokenise: the translator
+    reports that error later, with its position)."""
+    try:
+        return bool(placeholder_offsets(sql))
+    except StorageError:
+        return False
+
+
 def bind(sql: str, batch: pa.RecordBatch | None) -> str:
     """Replace each ``?`` with the matching column of ``batch``'s single row.
 
@@ -86,6 +95,6 @@ def bind(sql: str, batch: pa.RecordBatch | None) -> str:
             f"statement has {len(offsets)} parameter marker(s) but {len(values)} value(s) bound"
         )
     out = sql
-    for offset, value in sorted(zip(offsets, values), reverse=True):
+    for offset, value in sorted(zip(offsets, values, strict=True), reverse=True):
         out = out[:offset] + sql_literal(value) + out[offset + 1 :]
     return out

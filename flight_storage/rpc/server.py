@@ -7,8 +7,9 @@ encodes the answer. Statements are s3-select SELECTs over one object, named in S
 partition in ``DoGet`` from signed, stateless tickets, so any server sharing the ticket secret
 can serve any endpoint, also after a restart.
 
-Per call, :class:`_CallFactory` authenticates (``flight_storage.rpc.auth``) and collects what the
-call did; it logs one JSON line when the call completes. Query execution runs in a producer
+Per call, ``flight_storage.rpc.middleware`` authenticates and logs one JSON line; metadata
+commands are built in ``flight_storage.rpc.metadata`` and DoAction handlers live in
+``flight_storage.rpc.actions``, each one record per command. Query execution runs in a producer
 thread (``flight_storage.rpc.streams``) that holds a compute slot only while it computes, under
 a watchdog that enforces the query timeout and cancels clients that stopped reading.
 """
@@ -16,39 +17,22 @@ a watchdog that enforces the query timeout and cancels clients that stopped read
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import hashlib
-import io
 import json
 import logging
 import os
-import queue
-import re
 import secrets
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Final, TypeVar
 
 import pyarrow as pa
 import pyarrow.flight as flight
 
 from flight_storage import protocol
-from flight_storage.rpc.auth import (
-    AuthenticationError,
-    LoginThrottle,
-    TokenSigner,
-    User,
-    Users,
-    parse_basic,
-)
-from flight_storage.rpc.boundary import client_error, guarded, rpc_boundary
-from flight_storage.storage.catalog import Catalog, ObjectInfo
-from flight_storage.rpc.config import ServerConfig
-from flight_storage.execution.engine import InputSpec, PlannedPartition, SelectEngine, SelectPlan
 from flight_storage.errors import (
     AccessDeniedError,
     InvalidRequestError,
@@ -56,9 +40,11 @@ from flight_storage.errors import (
     StaleTicketError,
     StorageError,
 )
+from flight_storage.execution.engine import InputSpec, PlannedPartition, SelectEngine, SelectPlan
+from flight_storage.execution.select_local import select_stats, serialized_records
 from flight_storage.formats.output import RecordWriter
-from flight_storage.request.parameters import bind, placeholder_offsets
-from flight_storage.protocol import Partition, PartitionTicket, PreparedHandle, SqlInfo, pb
+from flight_storage.protocol import Partition, PartitionTicket, PreparedHandle, pb
+from flight_storage.request.parameters import bind, has_parameters
 from flight_storage.request.s3_request import (
     RECORDS_SCHEMA,
     extras_from_ticket,
@@ -66,179 +52,54 @@ from flight_storage.request.s3_request import (
     parse_request,
     stats_metadata,
 )
-from flight_storage.execution.select_local import select_stats, serialized_records
+from flight_storage.request.statement import split_table_reference
+from flight_storage.request.tables import ResolvedTable, input_spec, object_version, resolve_table
+from flight_storage.rpc.actions import ACTIONS
+from flight_storage.rpc.auth import TokenSigner, Users
+from flight_storage.rpc.boundary import guarded, rpc_boundary
+from flight_storage.rpc.config import ServerConfig
+from flight_storage.rpc.endpoints import (
+    endpoint_partitions,
+    expiry,
+    known_rows,
+    partition_bytes,
+    query_id,
+    ticket_key,
+)
+from flight_storage.rpc.metadata import METADATA_COMMANDS
+from flight_storage.rpc.middleware import (
+    CallContext,
+    CallFactory,
+    HandshakeHandler,
+    JsonLogFormatter,
+    log_event,
+)
 from flight_storage.rpc.streams import (
     Item,
     QueryStream,
     StoppableSource,
     StreamPool,
     empty_batch,
+    object_source,
+    object_sources,
 )
-from flight_storage.request.statement import split_table_reference
-from flight_storage.request.tables import ResolvedTable, input_spec, object_version, resolve_table
+from flight_storage.storage.catalog import Catalog, ObjectInfo
 from select_dialect import translate
+from select_dialect.flavors import FLAVOR_NAMES, FLAVORS
 from select_dialect.translate import refuse_writes
-from select_dialect.flavors import FLAVOR_NAMES, FLAVORS, S3_REQUEST_DEFAULT, STATEMENT_DEFAULT
+
+__all__ = ["JsonLogFormatter", "StorageServer"]
+"""The command line's entry points (``JsonLogFormatter`` is re-exported for it)."""
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-SERVER_NAME: Final = "flight-select"
-SERVER_VERSION: Final = "0.1.0"
-TABLE_TYPES: Final = ("OBJECT", "PREFIX")
 FLAVOR_HEADER: Final = protocol.FLAVOR_HEADER
 ENDPOINTS_HEADER: Final = protocol.ENDPOINTS_HEADER
 _BOUND_HANDLES: Final = 1024
 """Parameters bound by DoPut kept per handle, for clients that keep the first handle."""
 _SHUTDOWN_AFTER_ABORT_S: Final = 5.0
 """After the grace, how long ended streams get to leave gRPC before the server gives up."""
-
-
-def log_event(event: str, **fields: Any) -> None:
-    """Log one structured event (rendered as a JSON line by :class:`JsonLogFormatter`)."""
-    log.info("%s", event, extra={"fields": {"event": event, **fields}})
-
-
-class JsonLogFormatter(logging.Formatter):
-    """One JSON object per log line: time, level, logger, and the event's fields or message."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        out: dict[str, Any] = {
-            "ts": dt.datetime.fromtimestamp(record.created, dt.timezone.utc).isoformat(),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-        }
-        fields = getattr(record, "fields", None)
-        if isinstance(fields, dict):
-            out.update(fields)
-        else:
-            out["message"] = record.getMessage()
-        if record.exc_info:
-            out["exception"] = self.formatException(record.exc_info)
-        return json.dumps(out, default=str, ensure_ascii=False)
-
-
-# ----------------------------------------------------------------------------- calls
-
-
-@dataclass(frozen=True)
-class CallContext:
-    """Who is calling and with which per-call options."""
-
-    user: User | None
-    flavor: str | None
-    """The flavour the call header names; None: each surface's default (see below)."""
-    peer: str
-    single_endpoint: bool = False
-    is_cancelled: Callable[[], bool] = dataclasses.field(default=lambda: False, compare=False)
-
-    @property
-    def statement_flavor(self) -> str:
-        """The flavour of a Flight SQL statement: standard SQL unless the caller names one."""
-        return self.flavor or STATEMENT_DEFAULT
-
-    @property
-    def s3_request_flavor(self) -> str:
-        """The flavour of an S3 SelectObjectContent request: Ceph's unless the caller names
-        one (the server stands in for RGW there, and the corpus pins its answers)."""
-        return self.flavor or S3_REQUEST_DEFAULT
-
-    @property
-    def user_name(self) -> str | None:
-        """The authenticated user's name (None when authentication is off)."""
-        return self.user.name if self.user is not None else None
-
-
-class _CallMiddleware(flight.ServerMiddleware):
-    """Per-call state: the caller, the bearer token to send back, and what to log."""
-
-    def __init__(
-        self, method: str, headers: Mapping[str, list[str]], user: User | None,
-        token: str | None,
-    ) -> None:
-        self.method = method
-        self.headers = headers
-        self.user = user
-        self.token = token
-        self.started = time.perf_counter()
-        self.fields: dict[str, Any] = {}
-
-    def sending_headers(self) -> dict[str, str]:
-        return {"authorization": f"Bearer {self.token}"} if self.token else {}
-
-    def call_completed(self, exception: BaseException | None) -> None:
-        status = self.fields.pop("status", None) or ("error" if exception is not None else "ok")
-        log_event(
-            "call",
-            method=self.method,
-            user=self.user.name if self.user is not None else None,
-            duration_ms=round((time.perf_counter() - self.started) * 1000, 2),
-            status=status,
-            error=_error_code(exception) if exception is not None else None,
-            **self.fields,
-        )
-
-
-def _error_code(exception: BaseException) -> str:
-    text = str(exception)
-    match = re.search(r'"code": "(\w+)"', text)
-    return match.group(1) if match else text.split(". Detail:")[0][:200]
-
-
-class _CallFactory(flight.ServerMiddlewareFactory):
-    """Authenticates every call (when a users file is configured) and starts its record."""
-
-    def __init__(self, users: Users | None, signer: TokenSigner) -> None:
-        self.users = users
-        self.signer = signer
-        self.throttle = LoginThrottle()
-
-    def start_call(
-        self, info: flight.CallInfo, headers: Mapping[str, list[str]]
-    ) -> flight.ServerMiddleware:
-        method = str(info.method).rsplit(".", 1)[-1]
-        if self.users is None:
-            return _CallMiddleware(method, headers, None, None)
-        try:
-            user, token = self._authenticate(headers)
-        except AuthenticationError as exc:
-            log_event("call", method=method, status="unauthenticated", error=exc.code)
-            raise client_error(exc) from None
-        return _CallMiddleware(method, headers, user, token)
-
-    def _authenticate(self, headers: Mapping[str, list[str]]) -> tuple[User, str | None]:
-        assert self.users is not None
-        values = headers.get("authorization") or []
-        if not values:
-            raise AuthenticationError(
-                "authentication required: log in with user name and password",
-                code="MissingSecurityHeader",
-            )
-        scheme, _, credentials = values[0].strip().partition(" ")
-        if scheme.lower() == "basic":
-            name, password = parse_basic(credentials)
-            user = self.throttle.verify(self.users, name, password)
-            return user, self.signer.issue(user.name)
-        if scheme.lower() == "bearer":
-            name = self.signer.check(credentials.strip())
-            user = self.users.users.get(name)
-            if user is None:
-                raise AuthenticationError("the token's user no longer exists")
-            return user, None
-        raise AuthenticationError(f"unsupported authorization scheme {scheme!r}")
-
-
-class _HandshakeHandler(flight.ServerAuthHandler):
-    """Lets ``Handshake`` succeed; credentials travel in headers (see :class:`_CallFactory`)."""
-
-    def authenticate(self, outgoing: Any, incoming: Any) -> None:
-        return None
-
-    def is_valid(self, token: bytes) -> bytes:
-        return b""
-
-
-# ----------------------------------------------------------------------------- streaming
 
 
 # ----------------------------------------------------------------------------- the server
@@ -273,8 +134,8 @@ class StorageServer(flight.FlightServerBase):
         self.token_signer = signer  # the S3 door calls this server as its users
         super().__init__(
             f"{config.scheme}://{config.host}:{config.port}",
-            auth_handler=_HandshakeHandler(),
-            middleware={"call": _CallFactory(self.users, signer)},
+            auth_handler=HandshakeHandler(),
+            middleware={"call": CallFactory(self.users, signer)},
             **_tls_arguments(config),
         )
         public_scheme = "grpc" if config.scheme == "grpc+tcp" else config.scheme
@@ -341,13 +202,13 @@ class StorageServer(flight.FlightServerBase):
         middleware = context.get_middleware("call")
         return middleware.fields if middleware is not None else {}
 
-    def _check_access(self, call: CallContext, bucket: str) -> None:
+    def check_access(self, call: CallContext, bucket: str) -> None:
         """Refuse buckets the caller may not read (and names that could leave the root)."""
         self.catalog.bucket_path(bucket)
         if call.user is not None and not call.user.may_read(bucket):
             raise AccessDeniedError(f"user {call.user.name} may not read bucket {bucket}")
 
-    def _readable_buckets(self, call: CallContext) -> list[str]:
+    def readable_buckets(self, call: CallContext) -> list[str]:
         buckets = self.catalog.buckets()
         if call.user is None:
             return buckets
@@ -364,7 +225,7 @@ class StorageServer(flight.FlightServerBase):
             return self._info_s3_request(call, descriptor, command, self._fields(context))
         name, message = protocol.unpack_any(command)
         handler = self._INFO_HANDLERS.get(name)
-        if handler is None and name in _METADATA:
+        if handler is None and name in METADATA_COMMANDS:
             handler = StorageServer._info_metadata
         if handler is None:
             raise protocol.UnknownCommandError(name)
@@ -389,7 +250,7 @@ class StorageServer(flight.FlightServerBase):
         fields: dict[str, Any],
     ) -> flight.FlightInfo:
         raw = bytes(message.prepared_statement_handle)
-        handle = self._decode_handle(call, raw)
+        handle = self.decode_handle(call, raw)
         parameters = handle.parameters
         if parameters is None:  # a client that binds, then keeps using the first handle
             with self._lock:
@@ -406,7 +267,7 @@ class StorageServer(flight.FlightServerBase):
         parameters: bytes | None,
         fields: dict[str, Any],
     ) -> flight.FlightInfo:
-        table, plan = self._plan_statement(call, query, flavor, parameters)
+        table, plan = self.plan_statement(call, query, flavor, parameters)
         issued = time.time()
         # A statement that reads no object (SELECT 1) has a ticket naming no bucket.
         bucket, key = (table.bucket, table.key) if table is not None else ("", "")
@@ -418,9 +279,9 @@ class StorageServer(flight.FlightServerBase):
                 object_version=table.version if table is not None else None,
             )
             for p in ([Partition("object")] if call.single_endpoint
-                      else _endpoint_partitions(plan))
+                      else endpoint_partitions(plan))
         ]
-        total_records = _known_rows(plan)
+        total_records = known_rows(plan)
         return self._flight_info(plan.arrow_schema, descriptor, tickets, plan, total_records,
                                  fields)
 
@@ -433,16 +294,16 @@ class StorageServer(flight.FlightServerBase):
         total_records: int,
         fields: dict[str, Any],
     ) -> flight.FlightInfo:
-        expiry = _expiry(tickets[0].issued_at + self.config.ticket_max_age_s)
+        expires = expiry(tickets[0].issued_at + self.config.ticket_max_age_s)
         endpoints = [
             flight.FlightEndpoint(protocol.ticket_to_flight(t, self.secret), [],
-                                  expiration_time=expiry)
+                                  expiration_time=expires)
             for t in tickets
         ]
         first = tickets[0]
-        fields.update(query_id=_query_id(first), object=f"{first.bucket}/{first.key}",
+        fields.update(query_id=query_id(first), object=f"{first.bucket}/{first.key}",
                       endpoints=len(endpoints), flavor=first.flavor, reader=plan.reader)
-        total_bytes = sum(_partition_bytes(t.partition, plan) for t in tickets)
+        total_bytes = sum(partition_bytes(t.partition, plan) for t in tickets)
         # what served the plan, for operators and benchmarks (clients may ignore it)
         about = {"reader": plan.reader, "endpoints": len(endpoints)}
         if plan.native is None:
@@ -450,7 +311,7 @@ class StorageServer(flight.FlightServerBase):
         return flight.FlightInfo(schema, descriptor, endpoints, total_records, total_bytes,
                                  app_metadata=json.dumps(about).encode())
 
-    def _check_query_length(self, query: str, what: str = "query text") -> None:
+    def check_query_length(self, query: str, what: str = "query text") -> None:
         """Refuse statements over ``--max-query-chars`` before any work (every entry point)."""
         if len(query) > self.config.engine.max_query_chars:
             raise ResourceLimitError(
@@ -459,15 +320,15 @@ class StorageServer(flight.FlightServerBase):
                 code="ExpressionTooLong",
             )
 
-    def _bounded(self, call: CallContext, what: str, work: Callable[[], T]) -> T:
+    def bounded(self, call: CallContext, what: str, work: Callable[[], T]) -> T:
         """Planning-like work under a compute slot and the query timeout."""
         return self.streams.run_planning(work, call.is_cancelled, what)
 
-    def _plan_statement(
+    def plan_statement(
         self, call: CallContext, query: str, flavor: str, parameters: bytes | None
     ) -> tuple[ResolvedTable | None, SelectPlan]:
         """The table a statement reads (None for one without FROM) and its plan."""
-        self._check_query_length(query)
+        self.check_query_length(query)
         refuse_writes(query)  # before the table: INSERT INTO a new key is not NoSuchKey
 
         def plan() -> tuple[ResolvedTable | None, SelectPlan]:
@@ -485,13 +346,13 @@ class StorageServer(flight.FlightServerBase):
                     'SELECT * FROM "sales"."orders/2024-01.csv"',
                     code="MissingObject",
                 )
-            self._check_access(call, reference.bucket)
+            self.check_access(call, reference.bucket)
             table = resolve_table(self.catalog, reference.bucket, reference.key,
                                   reference.input_serialization)
-            return table, self.engine.plan(_bound(sql, parameters), _sources(table.objects),
+            return table, self.engine.plan(_bound(sql, parameters), object_sources(table.objects),
                                            table.input, flavor=flavor)
 
-        return self._bounded(call, "planning", plan)
+        return self.bounded(call, "planning", plan)
 
     def _input_spec(self, obj: ObjectInfo, request: Mapping[str, Any] | None) -> InputSpec:
         """An S3 request's InputSerialization (the bucket configuration's when it has none)."""
@@ -505,13 +366,13 @@ class StorageServer(flight.FlightServerBase):
         fields: dict[str, Any],
     ) -> flight.FlightInfo:
         request = parse_request(command)
-        self._check_query_length(request.expression, "expression")
-        self._check_access(call, request.bucket)
+        self.check_query_length(request.expression, "expression")
+        self.check_access(call, request.bucket)
         obj = self.catalog.object(request.bucket, request.key)
         spec = self._input_spec(obj, request.input_serialization)
         flavor = call.s3_request_flavor
-        plan = self._bounded(call, "planning", lambda: self.engine.plan(
-            request.expression, _source(obj), spec, flavor=flavor,
+        plan = self.bounded(call, "planning", lambda: self.engine.plan(
+            request.expression, object_source(obj), spec, flavor=flavor,
             scan_range=request.scan_range(obj.size)))
         if request.output_serialization is not None:
             _record_writer(plan, request.output_serialization)  # refuse bad settings now
@@ -523,11 +384,11 @@ class StorageServer(flight.FlightServerBase):
                 output_serialization=request.ticket_extras(), user=call.user_name,
                 issued_at=issued, object_version=object_version([obj]),
             )
-            for p in _endpoint_partitions(plan)
+            for p in endpoint_partitions(plan)
         ]
         serialized = request.output_serialization is not None
         schema = RECORDS_SCHEMA if serialized else plan.arrow_schema
-        total_records = -1 if serialized else _known_rows(plan)
+        total_records = -1 if serialized else known_rows(plan)
         return self._flight_info(schema, descriptor, tickets, plan, total_records, fields)
 
     def _info_metadata(
@@ -535,7 +396,7 @@ class StorageServer(flight.FlightServerBase):
         fields: dict[str, Any],
     ) -> flight.FlightInfo:
         name = message.DESCRIPTOR.name
-        schema = _METADATA[name].schema(message)
+        schema = METADATA_COMMANDS[name].schema(message)
         ticket = flight.Ticket(protocol.pack_any(message))
         return flight.FlightInfo(schema, descriptor, [flight.FlightEndpoint(ticket, [])], -1, -1)
 
@@ -548,11 +409,11 @@ class StorageServer(flight.FlightServerBase):
         name, message = protocol.unpack_any(ticket.ticket)
         if name == "TicketStatementQuery":
             return self._serve_partition(context, call, message.statement_handle)
-        command = _METADATA.get(name)
+        command = METADATA_COMMANDS.get(name)
         if command is None:
             raise protocol.UnknownCommandError(name)
         # Metadata may plan (GetTables with schemas): the same slot and deadline as queries.
-        table = self._bounded(call, name, lambda: command.build(self, call, message))
+        table = self.bounded(call, name, lambda: command.build(self, call, message))
         return flight.RecordBatchStream(table)
 
     def _serve_partition(
@@ -563,15 +424,15 @@ class StorageServer(flight.FlightServerBase):
             raise AccessDeniedError("ticket was issued to another user")
         if not ticket.bucket and ticket.output_serialization is None:
             return self._serve_constant(ticket)
-        self._check_access(call, ticket.bucket)
-        key = _ticket_key(handle)
+        self.check_access(call, ticket.bucket)
+        key = ticket_key(handle)
         if self.is_cancelled(key):
             raise InvalidRequestError("the query was cancelled (CancelFlightInfo)",
                                       code="QueryCancelled")
         fields = self._fields(context)
-        fields.update(query_id=_query_id(ticket), object=f"{ticket.bucket}/{ticket.key}",
+        fields.update(query_id=query_id(ticket), object=f"{ticket.bucket}/{ticket.key}",
                       partition=ticket.partition.to_dict())
-        source, plan, objects = self._bounded(call, "planning",
+        source, plan, objects = self.bounded(call, "planning",
                                               lambda: self._plan_ticket(call, ticket))
         stream = self._partition_stream(context, ticket, plan, source, fields, key, objects)
         return flight.GeneratorStream(stream.schema, guarded(stream.items))
@@ -609,7 +470,7 @@ class StorageServer(flight.FlightServerBase):
                 "plan it again (GetFlightInfo)",
                 code="PreconditionFailed",
             )
-        sources = _sources(objects)
+        sources = object_sources(objects)
         plan = self.engine.plan(sql, sources, spec, flavor=ticket.flavor)
         sources[0].read[0] = 0  # count what the scan reads, not the header planning peeked at
         sources[0].processed[0] = 0
@@ -632,7 +493,7 @@ class StorageServer(flight.FlightServerBase):
 
         def arrow() -> Iterator[pa.RecordBatch]:
             batches = _counted(self.engine.execute_arrow(plan, [partition]), plan, source,
-                               _partition_bytes(partition, plan))
+                               partition_bytes(partition, plan))
             return _unchanged(batches, objects, version)
 
         if ticket.output_serialization is None:
@@ -641,7 +502,7 @@ class StorageServer(flight.FlightServerBase):
             return _Stream(schema, QueryStream(produce=produce, schema=schema, **common))
         extras = extras_from_ticket(ticket.output_serialization)
         one = dataclasses.replace(
-            plan, partitions=(PlannedPartition(partition, _partition_bytes(partition, plan)),)
+            plan, partitions=(PlannedPartition(partition, partition_bytes(partition, plan)),)
         )
         total = select_stats(one, 0)["BytesScanned"]
         returned = [0]
@@ -700,62 +561,17 @@ class StorageServer(flight.FlightServerBase):
         self, context: flight.ServerCallContext, action: flight.Action
     ) -> Iterator[flight.Result]:
         call = self._call_context(context)
-        handler = self._ACTION_HANDLERS.get(action.type)
-        if handler is None:
+        entry = ACTIONS.get(action.type)
+        if entry is None:
             raise protocol.UnknownCommandError(action.type)
         self._fields(context)["action"] = action.type
         body = action.body.to_pybytes() if action.body is not None else b""
-        return iter(handler(self, call, body))
+        return iter(entry.handle(self, call, body))
 
     def list_actions(self, context: flight.ServerCallContext) -> list[tuple[str, str]]:
-        return [
-            ("CreatePreparedStatement", "prepare an s3-select statement"),
-            ("ClosePreparedStatement", "close a prepared statement"),
-            ("CancelFlightInfo", "cancel a query's endpoints"),
-            ("CancelQuery", "cancel a query's endpoints (deprecated Flight SQL action)"),
-            ("CloseSession", "close the session"),
-            ("health", "server status as JSON"),
-            ("ListObjects", "a page of a bucket's objects: JSON {bucket, prefix, start_after, "
-             "max_keys} -> {objects: [{key, size, mtime_ns}], next_start_after}"),
-        ]
+        return [(name, action.description) for name, action in ACTIONS.items()]
 
-    def _action_create_prepared(self, call: CallContext, body: bytes) -> list[flight.Result]:
-        request = protocol.decode_action("CreatePreparedStatement", body)
-        query = request.query
-        self._check_query_length(query)
-        handle = PreparedHandle(query=query, flavor=call.statement_flavor,
-                                user=call.user_name)
-        result = pb.ActionCreatePreparedStatementResult(
-            prepared_statement_handle=protocol.encode_handle(handle, self.secret)
-        )
-        if _has_parameters(query):
-            # The parameter types are known once bound; still check the statement now.
-            reference, sql = split_table_reference(query)
-            if reference is not None:
-                self._check_access(call, reference.bucket)
-                self.catalog.object(reference.bucket, reference.key)
-        else:
-            _, plan = self._plan_statement(call, query, call.statement_flavor, None)
-            result.dataset_schema = plan.arrow_schema.serialize().to_pybytes()
-        return [flight.Result(protocol.pack_any(result))]
-
-    def _action_close_prepared(self, call: CallContext, body: bytes) -> list[flight.Result]:
-        request = protocol.decode_action("ClosePreparedStatement", body)
-        self._decode_handle(call, request.prepared_statement_handle)
-        return []
-
-    def _action_cancel(self, call: CallContext, body: bytes) -> list[flight.Result]:
-        request = protocol.decode_action("CancelFlightInfo", body)
-        status = self._cancel_info(call, request.info)
-        return [flight.Result(pb.CancelFlightInfoResult(status=status).SerializeToString())]
-
-    def _action_cancel_query(self, call: CallContext, body: bytes) -> list[flight.Result]:
-        request = protocol.decode_action("CancelQuery", body)
-        status = self._cancel_info(call, request.info)
-        result = pb.ActionCancelQueryResult(result=int(status))
-        return [flight.Result(protocol.pack_any(result))]
-
-    def _cancel_info(self, call: CallContext, info_bytes: bytes) -> int:
+    def cancel_endpoints(self, call: CallContext, info_bytes: bytes) -> pb.CancelStatus:
         """Mark every endpoint of a FlightInfo cancelled in this process.
 
         Tickets are stateless, so a cancel reaches only this server: its running streams of
@@ -764,7 +580,8 @@ class StorageServer(flight.FlightServerBase):
         try:
             info = flight.FlightInfo.deserialize(info_bytes)
         except (pa.ArrowInvalid, TypeError, ValueError) as exc:
-            raise InvalidRequestError(f"CancelFlightInfo carries no valid FlightInfo ({exc})")
+            raise InvalidRequestError(
+                f"CancelFlightInfo carries no valid FlightInfo ({exc})") from None
         keys: dict[bytes, float] = {}
         for endpoint in info.endpoints:
             name, message = protocol.unpack_any(endpoint.ticket.ticket)
@@ -774,7 +591,7 @@ class StorageServer(flight.FlightServerBase):
             ticket = protocol.decode_ticket(handle, self.secret)
             if ticket.user != call.user_name:
                 raise AccessDeniedError("cannot cancel another user's query")
-            keys[_ticket_key(handle)] = ticket.issued_at + self.config.ticket_max_age_s
+            keys[ticket_key(handle)] = ticket.issued_at + self.config.ticket_max_age_s
         if not keys:
             return pb.CANCEL_STATUS_NOT_CANCELLABLE
         now = time.time()
@@ -784,45 +601,7 @@ class StorageServer(flight.FlightServerBase):
             self._cancelled.update(keys)
         return pb.CANCEL_STATUS_CANCELLED
 
-    def _action_close_session(self, call: CallContext, body: bytes) -> list[flight.Result]:
-        result = pb.CloseSessionResult(status=pb.CloseSessionResult.CLOSED)
-        return [flight.Result(result.SerializeToString())]
-
-    def _action_list_objects(self, call: CallContext, body: bytes) -> list[flight.Result]:
-        try:
-            request = json.loads(body or b"{}")
-            bucket = str(request["bucket"])
-            prefix = str(request.get("prefix", ""))
-            start_after = str(request.get("start_after", ""))
-            max_keys = int(request.get("max_keys", 1000))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise InvalidRequestError(f"ListObjects takes JSON {{bucket, prefix, start_after, "
-                                      f"max_keys}} ({exc})") from None
-        self._check_access(call, bucket)
-        page = self._bounded(call, "ListObjects", lambda: self.catalog.list_page(
-            bucket, prefix, start_after, min(max_keys, 10000)))
-        document = {
-            "objects": [{"key": o.key, "size": o.size, "mtime_ns": o.mtime_ns}
-                        for o in page.objects],
-            "next_start_after": page.next_start_after,
-        }
-        return [flight.Result(json.dumps(document).encode())]
-
-    def _action_health(self, call: CallContext, body: bytes) -> list[flight.Result]:
-        status = {
-            "status": "stopping" if self.aborting.is_set() else "ok",
-            "server": SERVER_NAME,
-            "version": SERVER_VERSION,
-            "buckets": len(self._readable_buckets(call)),
-            "open_streams": self.streams.open_streams,
-            "computing_streams": self.streams.computing,
-            "max_concurrent_queries": self.config.max_concurrent_queries,
-            "auth": self.users is not None,
-            "tls": self.config.scheme == "grpc+tls",
-        }
-        return [flight.Result(json.dumps(status).encode())]
-
-    def _decode_handle(self, call: CallContext, data: bytes) -> PreparedHandle:
+    def decode_handle(self, call: CallContext, data: bytes) -> PreparedHandle:
         handle = protocol.decode_handle(data, self.secret, max_age=self.config.ticket_max_age_s)
         if handle.user != call.user_name:
             raise AccessDeniedError("prepared statement belongs to another user")
@@ -842,7 +621,7 @@ class StorageServer(flight.FlightServerBase):
         if name != "CommandPreparedStatementQuery":
             raise AccessDeniedError(f"{name}: this server is read-only", code="ReadOnly")
         raw = bytes(message.prepared_statement_handle)
-        handle = self._decode_handle(call, raw)
+        handle = self.decode_handle(call, raw)
         table = _read_bounded(reader, self.config.max_parameter_bytes)
         batch = table.combine_chunks().to_batches()[0] if table.num_rows else None
         bound = protocol.bind_parameters(handle, batch)
@@ -857,111 +636,9 @@ class StorageServer(flight.FlightServerBase):
         )
         writer.write(pa.py_buffer(result.SerializeToString()))
 
-    # ------------------------------------------------------------------ metadata
-    def _sql_info(self, call: CallContext, message: Any) -> pa.Table:
-        values: dict[int, Any] = {
-            SqlInfo.FLIGHT_SQL_SERVER_NAME: SERVER_NAME,
-            SqlInfo.FLIGHT_SQL_SERVER_VERSION: SERVER_VERSION,
-            SqlInfo.FLIGHT_SQL_SERVER_ARROW_VERSION: pa.__version__,
-            SqlInfo.FLIGHT_SQL_SERVER_READ_ONLY: True,
-            SqlInfo.FLIGHT_SQL_SERVER_SQL: True,
-            SqlInfo.FLIGHT_SQL_SERVER_SUBSTRAIT: False,
-            SqlInfo.FLIGHT_SQL_SERVER_TRANSACTION: 0,  # SQL_SUPPORTED_TRANSACTION_NONE
-            SqlInfo.FLIGHT_SQL_SERVER_CANCEL: True,
-            SqlInfo.FLIGHT_SQL_SERVER_STATEMENT_TIMEOUT: int(self.config.query_timeout_s),
-            SqlInfo.FLIGHT_SQL_SERVER_TRANSACTION_TIMEOUT: 0,
-            SqlInfo.SQL_DDL_CATALOG: False,
-            SqlInfo.SQL_DDL_SCHEMA: False,
-            SqlInfo.SQL_DDL_TABLE: False,
-            SqlInfo.SQL_IDENTIFIER_QUOTE_CHAR: '"',
-        }
-        wanted = list(message.info) or list(values)
-        chosen = {k: values[k] for k in wanted if k in values}
-        return pa.Table.from_batches([protocol.build_sql_info(chosen)])
-
-    def _catalogs(self, call: CallContext, message: Any) -> pa.Table:
-        return pa.Table.from_pylist([], schema=protocol.CATALOGS_SCHEMA)
-
-    def _db_schemas(self, call: CallContext, message: Any) -> pa.Table:
-        pattern = _optional(message, "db_schema_filter_pattern")
-        rows = [
-            {"catalog_name": None, "db_schema_name": b}
-            for b in self._readable_buckets(call)
-            if _like(b, pattern)
-        ]
-        return pa.Table.from_pylist(rows, schema=protocol.DB_SCHEMAS_SCHEMA)
-
-    def _tables(self, call: CallContext, message: Any) -> pa.Table:
-        schema_pattern = _optional(message, "db_schema_filter_pattern")
-        table_pattern = _optional(message, "table_name_filter_pattern")
-        types = set(message.table_types)
-        buckets: list[str] = []
-        if not types or types & set(TABLE_TYPES):
-            buckets = [b for b in self._readable_buckets(call) if _like(b, schema_pattern)]
-        rows = []
-        for bucket in buckets:
-            try:
-                configured = self.catalog.bucket_config(bucket).tables
-            except StorageError as exc:  # one bucket's broken file must not hide the others
-                log.warning("bucket %s: %s", bucket, exc)
-                configured = ()
-            names = [(t.prefix, "PREFIX") for t in configured]
-            names += [(o.key, "OBJECT") for o in self.catalog.objects(bucket)
-                      if o.format is not None]
-            for name, kind in names:
-                if not _like(name, table_pattern) or (types and kind not in types):
-                    continue
-                row: dict[str, Any] = {
-                    "catalog_name": None,
-                    "db_schema_name": bucket,
-                    "table_name": name,
-                    "table_type": kind,
-                }
-                if message.include_schema:
-                    row["table_schema"] = self._table_schema(bucket, name).serialize().to_pybytes()
-                rows.append(row)
-        schema = (
-            protocol.TABLES_SCHEMA_WITH_SCHEMA if message.include_schema else protocol.TABLES_SCHEMA
-        )
-        return pa.Table.from_pylist(rows, schema=schema)
-
-    def _table_schema(self, bucket: str, name: str) -> pa.Schema:
-        try:
-            table = resolve_table(self.catalog, bucket, name)
-            plan = self.engine.plan("SELECT * FROM s3object", _sources(table.objects),
-                                    table.input)
-        except StorageError as exc:
-            log.warning("no schema for %s/%s: %s", bucket, name, exc)
-            return pa.schema([])
-        return plan.arrow_schema
-
-    def _table_types(self, call: CallContext, message: Any) -> pa.Table:
-        return pa.Table.from_pylist(
-            [{"table_type": t} for t in TABLE_TYPES], schema=protocol.TABLE_TYPES_SCHEMA
-        )
-
-    def _xdbc_type_info(self, call: CallContext, message: Any) -> pa.Table:
-        rows = [dict(zip(_XDBC_COLUMNS, row, strict=True)) for row in _XDBC_TYPES]
-        if message.HasField("data_type"):
-            rows = [r for r in rows if r["data_type"] == message.data_type]
-        return pa.Table.from_pylist(rows, schema=protocol.XDBC_TYPE_INFO_SCHEMA)
-
-    def _no_keys(self, call: CallContext, message: Any) -> pa.Table:
-        name = message.DESCRIPTOR.name
-        return _METADATA[name].schema(message).empty_table()
-
     _INFO_HANDLERS: Mapping[str, Callable[..., flight.FlightInfo]] = {
         "CommandStatementQuery": _info_statement,
         "CommandPreparedStatementQuery": _info_prepared,
-    }
-    _ACTION_HANDLERS: Mapping[str, Callable[..., list[flight.Result]]] = {
-        "CreatePreparedStatement": _action_create_prepared,
-        "ClosePreparedStatement": _action_close_prepared,
-        "CancelFlightInfo": _action_cancel,
-        "CancelQuery": _action_cancel_query,
-        "CloseSession": _action_close_session,
-        "health": _action_health,
-        "ListObjects": _action_list_objects,
     }
 
 
@@ -986,63 +663,6 @@ def _tls_arguments(config: ServerConfig) -> dict[str, Any]:
         arguments["verify_client"] = True
         arguments["root_certificates"] = config.tls_client_ca.read_bytes()
     return arguments
-
-
-@dataclass(frozen=True)
-class _MetadataCommand:
-    """One Flight SQL metadata command: its result schema and how to build the result."""
-
-    schema: Callable[[Any], pa.Schema]
-    build: Callable[[StorageServer, CallContext, Any], pa.Table]
-
-
-_METADATA: Final[Mapping[str, _MetadataCommand]] = {
-    "CommandGetSqlInfo": _MetadataCommand(lambda m: protocol.SQL_INFO_SCHEMA,
-                                          StorageServer._sql_info),
-    "CommandGetCatalogs": _MetadataCommand(lambda m: protocol.CATALOGS_SCHEMA,
-                                           StorageServer._catalogs),
-    "CommandGetDbSchemas": _MetadataCommand(lambda m: protocol.DB_SCHEMAS_SCHEMA,
-                                            StorageServer._db_schemas),
-    "CommandGetTables": _MetadataCommand(
-        lambda m: protocol.TABLES_SCHEMA_WITH_SCHEMA if m.include_schema else
-        protocol.TABLES_SCHEMA,
-        StorageServer._tables),
-    "CommandGetTableTypes": _MetadataCommand(lambda m: protocol.TABLE_TYPES_SCHEMA,
-                                             StorageServer._table_types),
-    "CommandGetXdbcTypeInfo": _MetadataCommand(lambda m: protocol.XDBC_TYPE_INFO_SCHEMA,
-                                               StorageServer._xdbc_type_info),
-    "CommandGetPrimaryKeys": _MetadataCommand(lambda m: protocol.PRIMARY_KEYS_SCHEMA,
-                                              StorageServer._no_keys),
-    "CommandGetExportedKeys": _MetadataCommand(lambda m: protocol.FOREIGN_KEYS_SCHEMA,
-                                               StorageServer._no_keys),
-    "CommandGetImportedKeys": _MetadataCommand(lambda m: protocol.FOREIGN_KEYS_SCHEMA,
-                                               StorageServer._no_keys),
-    "CommandGetCrossReference": _MetadataCommand(lambda m: protocol.FOREIGN_KEYS_SCHEMA,
-                                                 StorageServer._no_keys),
-}
-"""Every metadata command, one record each (GetFlightInfo's schema, DoGet's result)."""
-
-_XDBC_COLUMNS: Final = tuple(protocol.XDBC_TYPE_INFO_SCHEMA.names)
-# The types a result column can have: name, XDBC/SQL type code, column size, literal prefix and
-# suffix, create params, nullable (1), case sensitive, searchable (3: full), unsigned,
-# fixed precision, auto increment, local name, min and max scale, SQL type, datetime subcode,
-# radix, interval precision.
-_XDBC_TYPES: Final = (
-    ("VARCHAR", 12, None, "'", "'", None, 1, True, 3, None, False, None, "string", None, None,
-     12, None, None, None),
-    ("BIGINT", -5, 19, None, None, None, 1, False, 2, False, True, False, "int64", 0, 0, -5,
-     None, 10, None),
-    ("DOUBLE", 8, 53, None, None, None, 1, False, 2, False, False, False, "float64", None,
-     None, 8, None, 2, None),
-    ("DECIMAL", 3, 38, None, None, ["precision", "scale"], 1, False, 2, False, True, False,
-     "decimal", 0, 38, 3, None, 10, None),
-    ("BOOLEAN", 16, 1, None, None, None, 1, False, 2, None, False, None, "bool", None, None,
-     16, None, None, None),
-    ("DATE", 91, 10, "DATE '", "'", None, 1, False, 2, None, False, None, "date", None, None,
-     9, 1, None, None),
-    ("TIMESTAMP", 93, 35, "TIMESTAMP '", "'", None, 1, False, 2, None, False, None,
-     "timestamp", 0, 9, 9, 3, None, None),
-)
 
 
 def _read_bounded(reader: flight.MetadataRecordBatchReader, limit: int) -> pa.Table:
@@ -1115,19 +735,6 @@ def _changed(objects: Sequence[ObjectInfo], version: str) -> StaleTicketError | 
     )
 
 
-def _source(obj: ObjectInfo) -> StoppableSource:
-    return StoppableSource(obj.path, f"{obj.bucket}/{obj.key}", obj.size)
-
-
-def _sources(objects: Sequence[ObjectInfo]) -> list[StoppableSource]:
-    """Sources of a table's objects sharing one stop switch and one read counter."""
-    first = _source(objects[0])
-    return [first] + [
-        StoppableSource(o.path, f"{o.bucket}/{o.key}", o.size, first.stop, first.read)
-        for o in objects[1:]
-    ]
-
-
 def _record_writer(plan: SelectPlan, output: Mapping[str, Any]) -> RecordWriter:
     t = plan.translation
     return RecordWriter(output, flavor=plan.rules, output_names=t.output_names,
@@ -1141,83 +748,16 @@ def _chunks(chunks: Iterator[bytes]) -> Iterator[pa.RecordBatch]:
                                          schema=RECORDS_SCHEMA)
 
 
-def _endpoint_partitions(plan: SelectPlan) -> list[Partition]:
-    """One endpoint per partition when partitions are independent, else one for all."""
-    if plan.parallel_safe or len(plan.partitions) == 1:
-        return [p.partition for p in plan.partitions] or [Partition("object")]
-    return [Partition("object")]
-
-
-def _known_rows(plan: SelectPlan) -> int:
-    """The result's row count when planning knows it (no filter, limit or aggregate), else -1."""
-    rows = [p.rows for p in plan.partitions]
-    if not rows or any(r is None for r in rows) or _filters_rows(plan):
-        return -1
-    return sum(r for r in rows if r is not None)
-
-
 def _bound(sql: str, parameters: bytes | None) -> str:
     """``sql`` with its ``?`` parameters bound (refused when it has some and none are)."""
     if parameters is not None:
         return bind(sql, protocol.handle_parameters(parameters))
-    if _has_parameters(sql):
+    if has_parameters(sql):
         raise InvalidRequestError("statement has ? parameters but none were bound")
     return sql
-
-
-def _has_parameters(query: str) -> bool:
-    try:
-        return bool(placeholder_offsets(query))
-    except StorageError:
-        return False
-
-
-def _ticket_key(handle: bytes) -> bytes:
-    return hashlib.sha256(bytes(handle)).digest()[:16]
-
-
-def _query_id(ticket: PartitionTicket) -> str:
-    """Same for every endpoint of one FlightInfo (they share the issue time), so log lines of
-    planning and of each DoGet can be joined."""
-    seed = json.dumps([ticket.user, ticket.query, ticket.bucket, ticket.key, ticket.issued_at])
-    return hashlib.sha256(seed.encode()).hexdigest()[:12]
-
-
-def _optional(message: Any, name: str) -> str | None:
-    return getattr(message, name) if message.HasField(name) else None
 
 
 def _descriptor_command(descriptor: flight.FlightDescriptor) -> bytes:
     if descriptor.descriptor_type != flight.DescriptorType.CMD:
         raise InvalidRequestError("only command descriptors are supported")
     return bytes(descriptor.command)
-
-
-def _expiry(at: float) -> Any:
-    return pa.scalar(
-        dt.datetime.fromtimestamp(at, dt.timezone.utc), type=pa.timestamp("ns", tz="UTC")
-    )
-
-
-def _partition_bytes(partition: Partition, plan: SelectPlan) -> int:
-    if partition.kind == "byte_range" and partition.start is not None and partition.end is not None:
-        return partition.end - partition.start
-    for planned in plan.partitions:
-        if planned.partition == partition and planned.bytes is not None:
-            return planned.bytes
-    return plan.source.size
-
-
-def _filters_rows(plan: SelectPlan) -> bool:
-    sql = plan.translation.sql.upper()
-    return " WHERE " in sql or " LIMIT " in sql or plan.translation.is_aggregate
-
-
-def _like(value: str, pattern: str | None) -> bool:
-    """SQL LIKE as Flight SQL filter patterns use it (``%`` and ``_``)."""
-    if pattern is None or pattern == "":
-        return True
-    regex = "".join(
-        ".*" if ch == "%" else "." if ch == "_" else re.escape(ch) for ch in pattern
-    )
-    return re.fullmatch(regex, value, re.S) is not None

@@ -37,16 +37,17 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeAlias, TypeVar
 
 import pyarrow as pa
 import pyarrow.flight as flight
 
 from flight_storage.errors import InvalidRequestError, ResourceLimitError, StorageError
 from flight_storage.rpc.boundary import client_error
+from flight_storage.storage.catalog import ObjectInfo
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ POLL_S = 0.1
 _SOURCE_CHECK_S = 1.0
 """How often the watchdog checks that a stream's objects are still the version planned."""
 
-Item = pa.RecordBatch | tuple[pa.RecordBatch, bytes]
+Item: TypeAlias = pa.RecordBatch | tuple[pa.RecordBatch, bytes]
 T = TypeVar("T")
 
 
@@ -126,6 +127,20 @@ class StoppableSource:
     def open_random_access(self) -> pa.NativeFile:
         """Positioned reads for Parquet (stopped by dropping the DataFusion stream instead)."""
         return pa.OSFile(str(self.path))
+
+
+def object_source(obj: ObjectInfo) -> StoppableSource:
+    """The stoppable source of one stored object."""
+    return StoppableSource(obj.path, f"{obj.bucket}/{obj.key}", obj.size)
+
+
+def object_sources(objects: Sequence[ObjectInfo]) -> list[StoppableSource]:
+    """Sources of a table's objects sharing one stop switch and one read counter."""
+    first = object_source(objects[0])
+    return [first] + [
+        StoppableSource(o.path, f"{o.bucket}/{o.key}", o.size, first.stop, first.read)
+        for o in objects[1:]
+    ]
 
 
 def empty_batch(schema: pa.Schema) -> pa.RecordBatch:

@@ -22,7 +22,7 @@ import pytest
 
 from tests.conftest import ServerProcess, start_server
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 STRINGS: list[str | None] = [
     "plain", "O'Brien", 'say "hi"', "100%", "a_b", "a%b_c", "", None, "Zürich", "東京",

@@ -154,7 +154,7 @@ def _rows(table: pa.Table) -> list[tuple[Any, ...]]:
 
 @pytest.mark.parametrize("clause", [
     pytest.param(c, marks=pytest.mark.xfail(
-        strict=True, reason="DataFusion hands filters to a pyarrow dataset as Exact, and "
+        strict=True, raises=AssertionError, reason="DataFusion hands filters to a pyarrow dataset as Exact, and "
         "pyarrow finds NaN > 1.5 false where DataFusion finds it true; the residual runs in "
         "pyarrow")) if c == "f > 1.5" else c
     for c in WHERE_CLAUSES

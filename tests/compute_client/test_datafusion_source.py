@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import pyarrow.csv as pacsv
 import pyarrow.compute as pc
+import pyarrow.csv as pacsv
 from datafusion import SessionContext
 
 from compute_client.datafusion_source import register_flight_table

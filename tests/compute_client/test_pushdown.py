@@ -117,7 +117,7 @@ def test_csv_text_columns_push_with_server_conversions() -> None:
 
 
 @pytest.mark.parametrize("expression", [
-    pc.field("ts") < S(dt.datetime(2020, 1, 1, tzinfo=dt.timezone.utc),
+    pc.field("ts") < S(dt.datetime(2020, 1, 1, tzinfo=dt.UTC),
                        pa.timestamp("us", tz="UTC")),
     pc.field("w") > S(decimal.Decimal("1.00"), pa.decimal128(38, 2)),  # beyond double
     pc.field("f32") > S(1.5, pa.float32()),

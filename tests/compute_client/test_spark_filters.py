@@ -50,7 +50,7 @@ from compute_client.spark_filters import ColumnRef, NotPushable, render
 from tests.conftest import ServerProcess
 
 D = decimal.Decimal
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 def _string_cases(column: str) -> list[Filter]:

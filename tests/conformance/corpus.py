@@ -42,7 +42,7 @@ import random
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
@@ -1497,9 +1497,9 @@ def _close_to_now(stamp: datetime, before: datetime, after: datetime, slack: flo
 
 
 def _prop_ceph_utcnow(case: Case, ctx: RunContext) -> None:
-    before = datetime.now(timezone.utc)
+    before = datetime.now(UTC)
     text = ceph_single_row_cut(ctx.run_plain(case))
-    after = datetime.now(timezone.utc)
+    after = datetime.now(UTC)
     if not re.fullmatch(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\+00:00", text):
         raise CaseFailure("not YYYY-MM-DDTHH:MM:SS+00:00", got=text)
     if not _close_to_now(datetime.fromisoformat(text), before, after, 2.0):
@@ -1510,9 +1510,9 @@ def _prop_aws_utcnow(case: Case, ctx: RunContext) -> None:
     pattern = re.search(r"matching (\^.*?\$) ", case.notes)
     if pattern is None:
         raise SkipCase("runner: no output pattern in the notes")
-    before = datetime.now(timezone.utc)
+    before = datetime.now(UTC)
     text = ctx.run_main(case).text
-    after = datetime.now(timezone.utc)
+    after = datetime.now(UTC)
     if re.fullmatch(pattern.group(1).lstrip("^").rstrip("$"), text) is None:
         raise CaseFailure(f"output does not match {pattern.group(1)}", got=text)
     stamp = json.loads(text)["_1"].replace("Z", "+00:00")

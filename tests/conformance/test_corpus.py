@@ -22,7 +22,7 @@ def _marks(case: corpus.Case, skips: corpus.SkipRules, known: dict[str, str]) ->
     if reason is not None:
         marks.append(pytest.mark.skip(reason=reason))
     if case.id in known:
-        marks.append(pytest.mark.xfail(strict=True, reason=known[case.id]))
+        marks.append(pytest.mark.xfail(strict=True, raises=AssertionError, reason=known[case.id]))
     if _generated_rows(case) >= _SLOW_ROWS:
         marks.append(pytest.mark.slow)
     return marks

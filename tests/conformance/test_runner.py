@@ -11,7 +11,7 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -410,8 +410,8 @@ def test_case_counts_property() -> None:
 
 def test_ceph_utcnow_property() -> None:
     case = make_case("property", name="TestS3selectFunctions.utcnow")
-    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S+00:00")
-    assert passes(case, lambda d, q, k: datetime.now(timezone.utc).strftime(
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S+00:00")
+    assert passes(case, lambda d, q, k: datetime.now(UTC).strftime(
         "%Y-%m-%dT%H:%M:%S+00:00\n"))
     assert not passes(case, fixed("2001-01-01T00:00:00+00:00\n"))
     assert not passes(case, fixed(now.replace("+00:00", "Z") + "\n"))
@@ -422,7 +422,7 @@ def test_aws_utcnow_property_reads_pattern_from_notes() -> None:
              "(the example shows millisecond precision)")
     case = make_case("property", file="aws_docs", query="SELECT UTCNOW() FROM S3Object",
                      output_serialization={"JSON": {}}, notes=notes)
-    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.123Z")
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.123Z")
     assert passes(case, fixed('{"_1":"' + now + '"}\n'))
     assert not passes(case, fixed('{"_1":"' + now + '"}'))
     assert not passes(case, fixed('{"_1":"2001-01-01T00:00:00Z"}\n'))

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from flight_storage.execution.engine import EngineConfig, InputSpec, SelectEngine
 from flight_storage.errors import StorageError
+from flight_storage.execution.engine import EngineConfig, InputSpec, SelectEngine
 from flight_storage.storage.sources import BytesSource
 
 

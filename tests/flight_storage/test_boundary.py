@@ -11,8 +11,6 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
-from flight_storage.rpc.auth import AuthenticationError
-from flight_storage.rpc.boundary import client_error, guarded, rpc_boundary
 from flight_storage.errors import (
     AccessDeniedError,
     InvalidRequestError,
@@ -20,6 +18,8 @@ from flight_storage.errors import (
     ResourceLimitError,
 )
 from flight_storage.protocol import TicketError, UnknownCommandError
+from flight_storage.rpc.auth import AuthenticationError
+from flight_storage.rpc.boundary import client_error, guarded, rpc_boundary
 from select_dialect.errors import SelectDialectError
 
 ERRORS: dict[str, BaseException] = {

@@ -749,6 +749,7 @@ def _read_limited(data: bytes, flavor: str, limit: int) -> int:
     return rows
 
 
+@pytest.mark.slow  # a 10+ MiB array under tracemalloc (7 s)
 def test_a_large_top_level_array_is_streamed_under_the_record_limit() -> None:
     elements = 200_000
     data = ("[" + ",".join(f'{{"v": {n}, "pad": "{"x" * 40}"}}' for n in range(elements)) + "]")

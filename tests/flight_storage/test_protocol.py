@@ -435,7 +435,9 @@ def test_client_import_stays_light() -> None:
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == (
-        "[] ['flight_storage', 'flight_storage._flight_sql_pb2', 'flight_storage.protocol']"
+        "[] ['flight_storage', 'flight_storage._flight_sql_pb2', 'flight_storage.protocol', "
+        "'flight_storage.protocol.messages', 'flight_storage.protocol.schemas', "
+        "'flight_storage.protocol.tickets']"
     )
 
 

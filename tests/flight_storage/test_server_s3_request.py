@@ -13,8 +13,8 @@ import pyarrow.flight as flight
 import pytest
 
 from flight_storage.errors import InvalidRequestError
-from flight_storage.request.s3_request import RECORDS_SCHEMA, parse_request
 from flight_storage.execution.select_local import run_select
+from flight_storage.request.s3_request import RECORDS_SCHEMA, parse_request
 from tests.conftest import SAMPLES, ServerProcess, start_server
 from tests.flight_storage.test_server_support import error_document, json_descriptor
 

@@ -15,8 +15,8 @@ import pyarrow.flight as flight
 import pytest
 
 from flight_storage import protocol
-from flight_storage.rpc.auth import add_user
 from flight_storage.protocol import pb
+from flight_storage.rpc.auth import add_user
 from tests.conftest import ROOT, ServerProcess, start_server
 from tests.flight_storage.test_server_support import (
     error_document,

@@ -1,0 +1,112 @@
+"""What the batch and streaming Spark sources share: connection options, schemas, reading one
+endpoint into Spark's Arrow schema.
+
+Its own module so that :mod:`compute_client.spark_source` (batch) and
+:mod:`compute_client.spark_stream` (streaming) both depend on it and not on each other.
+Hand-written: PySpark's Python Data Source API leaves option parsing and schema conformance
+to each source.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import InputPartition
+from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.types import StructType
+
+from compute_client.flight import ConnectionOptions, Endpoint, FlightSelectClient
+
+
+def connection_options(options: dict[str, str]) -> ConnectionOptions:
+    """The connection part of the options (shared by batch and streaming)."""
+    location = options.get("location")
+    if not location:
+        raise ValueError("flight-select: option 'location' is required")
+    certs = options.get("tls_root_certs")
+    tls_root_certs = None
+    if certs:
+        with open(certs, "rb") as pem:
+            tls_root_certs = pem.read()
+    return ConnectionOptions(
+        location=location,
+        flavor=options.get("flavor"),
+        username=options.get("username"),
+        password=options.get("password"),
+        tls_root_certs=tls_root_certs,
+        timeout_s=float(options["timeout"]) if options.get("timeout") else None,
+    )
+
+
+def split_columns(text: str | None) -> tuple[str, ...] | None:
+    """The ``columns`` option as a tuple (None when absent)."""
+    if not text:
+        return None
+    return tuple(c.strip() for c in text.split(",") if c.strip())
+
+
+def spark_schema(arrow_schema: pa.Schema) -> StructType:
+    """The Spark schema of a server result (every column nullable)."""
+    return from_arrow_schema(pa.schema([f.with_nullable(True) for f in arrow_schema]))
+
+
+def project(schema: pa.Schema, columns: Sequence[str]) -> pa.Schema:
+    """``columns`` of ``schema`` (exact name, else the one case-insensitive match)."""
+    fields = []
+    for name in columns:
+        index = schema.get_field_index(name)
+        if index < 0:
+            matches = [f for f in schema if f.name.lower() == name.lower()]
+            if len(matches) != 1:
+                raise ValueError(
+                    f"flight-select: column {name!r} is not in the server's schema "
+                    f"({', '.join(schema.names)})"
+                )
+            fields.append(matches[0])
+        else:
+            fields.append(schema.field(index))
+    return pa.schema(fields)
+
+
+class EndpointPartition(InputPartition):
+    """One Flight endpoint (JSON of :class:`~compute_client.flight.Endpoint`).
+
+    ``by_position``: the statement's projection is the Spark schema in order, so columns map
+    by position (their server names may be ``_N``).
+    """
+
+    def __init__(self, value: str, by_position: bool) -> None:
+        super().__init__(value)
+        self.by_position = by_position
+
+
+def read_endpoint(
+    connection: ConnectionOptions, partition: EndpointPartition, target: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    """Stream one endpoint's batches, conformed to ``target`` (Spark's Arrow schema)."""
+    endpoint = Endpoint.from_json(json.loads(partition.value))
+    with FlightSelectClient(connection) as client:
+        for batch in client.read(endpoint):
+            yield conform(batch, target, by_position=partition.by_position)
+
+
+def _cast(column: pa.Array, target: pa.DataType) -> pa.Array:
+    if column.type == target:
+        return column
+    if pa.types.is_timestamp(column.type) and pa.types.is_timestamp(target):
+        # Spark holds microseconds; finer server timestamps are truncated, as Spark would.
+        return column.cast(target, safe=False)
+    return column.cast(target)
+
+
+def conform(batch: pa.RecordBatch, schema: pa.Schema, *, by_position: bool) -> pa.RecordBatch:
+    """Spark needs its own Arrow schema exactly: names, order, types, nullability."""
+    columns: list[pa.Array] = []
+    for index, target in enumerate(schema):
+        position = index if by_position else batch.schema.get_field_index(target.name)
+        if position < 0:
+            position = index
+        columns.append(_cast(batch.column(position), target.type))
+    return pa.RecordBatch.from_arrays(columns, schema=schema)

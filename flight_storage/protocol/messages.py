@@ -1,0 +1,189 @@
+"""Flight SQL wire messages: ``Any`` packing, action bodies, call headers and the errors.
+
+Commands. Flight SQL puts protobuf messages packed in ``google.protobuf.Any`` (type URL
+``type.googleapis.com/arrow.flight.protocol.sql.<Name>``) into ``FlightDescriptor.command``,
+``Ticket.ticket``, ``Action.body`` and ``Result.body``. :func:`pack_any` and
+:func:`unpack_any` convert; :func:`decode_action` also handles the two core Flight actions
+(``CancelFlightInfo``, ``CloseSession``) whose bodies are plain serialized messages.
+Hand-written because pyarrow.flight has no Flight SQL layer in Python.
+
+Errors::
+
+    ProtocolError                garbled input, or a message of the wrong kind
+    ├── UnknownCommandError      a well-formed message this module does not know (.name)
+    └── TicketError              bad magic/version/signature/payload, or expired
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+from google.protobuf import any_pb2
+from google.protobuf.message import DecodeError, Message
+
+from flight_storage import _flight_sql_pb2 as pb
+
+
+class ProtocolError(Exception):
+    """A Flight SQL message could not be decoded or is not the kind expected."""
+
+
+class UnknownCommandError(ProtocolError):
+    """A well-formed message whose type this module does not know.
+
+    Attributes:
+        name: the message or action name as sent (the last part of the type URL, or the
+            full type URL when it is not a Flight SQL one), for an UNIMPLEMENTED answer.
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"unsupported Flight SQL command: {name}")
+        self.name = name
+
+
+class TicketError(ProtocolError):
+    """A ticket or prepared-statement handle was forged, altered, expired or malformed."""
+
+
+FLAVOR_HEADER: Final = "x-flight-select-flavor"
+"""Call header naming the dialect flavour (``standard``, ``ceph``, ``aws``; the list is
+``select_dialect.flavors``). Absent: ``standard`` for Flight SQL statements, ``ceph`` for S3
+SelectObjectContent requests."""
+ENDPOINTS_HEADER: Final = "x-flight-select-endpoints"
+"""Call header: ``single``, one endpoint for the whole result, for clients that read only the
+first endpoint of a FlightInfo (flightsql-dbapi); ``partitioned`` (default): one per partition."""
+
+TYPE_URL_PREFIX: Final = "type.googleapis.com/arrow.flight.protocol.sql."
+
+# Every Flight SQL message the server may receive inside an Any, by name. The server decides
+# which ones it serves; the others are decoded only so it can refuse them by name.
+_ANY_MESSAGES: Final[Mapping[str, type[Message]]] = {
+    cls.DESCRIPTOR.name: cls
+    for cls in (
+        pb.CommandGetSqlInfo,
+        pb.CommandGetXdbcTypeInfo,
+        pb.CommandGetCatalogs,
+        pb.CommandGetDbSchemas,
+        pb.CommandGetTables,
+        pb.CommandGetTableTypes,
+        pb.CommandGetPrimaryKeys,
+        pb.CommandGetExportedKeys,
+        pb.CommandGetImportedKeys,
+        pb.CommandGetCrossReference,
+        pb.ActionCreatePreparedStatementRequest,
+        pb.ActionCreatePreparedStatementResult,
+        pb.ActionClosePreparedStatementRequest,
+        pb.CommandStatementQuery,
+        pb.CommandStatementSubstraitPlan,
+        pb.TicketStatementQuery,
+        pb.CommandPreparedStatementQuery,
+        pb.CommandStatementUpdate,
+        pb.CommandPreparedStatementUpdate,
+        pb.CommandStatementIngest,
+        pb.DoPutUpdateResult,
+        pb.DoPutPreparedStatementResult,
+        pb.ActionCancelQueryRequest,
+        pb.ActionCancelQueryResult,
+    )
+}
+
+# Flight action type -> (request message, whether the body is wrapped in Any). Flight SQL
+# actions wrap their body; the core Flight actions send the message itself.
+FLIGHT_ACTIONS: Final[Mapping[str, tuple[type[Message], bool]]] = {
+    "CreatePreparedStatement": (pb.ActionCreatePreparedStatementRequest, True),
+    "ClosePreparedStatement": (pb.ActionClosePreparedStatementRequest, True),
+    "CancelQuery": (pb.ActionCancelQueryRequest, True),
+    "CancelFlightInfo": (pb.CancelFlightInfoRequest, False),
+    "CloseSession": (pb.CloseSessionRequest, False),
+}
+
+
+def pack_any(message: Message) -> bytes:
+    """Serialize a Flight SQL message wrapped in ``google.protobuf.Any``.
+
+    Args:
+        message: an instance of one of the Flight SQL classes in ``protocol.pb``.
+
+    Returns:
+        The serialized ``Any`` (type URL ``type.googleapis.com/arrow.flight.protocol.sql.<Name>``),
+        ready for ``FlightDescriptor.for_command``, ``Ticket`` or a ``Result`` body.
+
+    Raises:
+        ProtocolError: the message is not a Flight SQL message this module knows.
+
+    Example:
+        >>> unpack_any(pack_any(pb.CommandStatementQuery(query="SELECT 1")))[0]
+        'CommandStatementQuery'
+    """
+    name = message.DESCRIPTOR.name
+    if _ANY_MESSAGES.get(name) is not type(message):
+        raise ProtocolError(f"not a Flight SQL message: {message.DESCRIPTOR.full_name}")
+    wrapped = any_pb2.Any(type_url=TYPE_URL_PREFIX + name, value=message.SerializeToString())
+    return wrapped.SerializeToString()
+
+
+def unpack_any(data: bytes) -> tuple[str, Message]:
+    """Decode a serialized ``google.protobuf.Any`` holding a Flight SQL message.
+
+    Args:
+        data: the bytes of a descriptor command, ticket, action body or result body.
+
+    Returns:
+        ``(name, message)``, e.g. ``("CommandStatementQuery", <message>)``.
+
+    Raises:
+        UnknownCommandError: well-formed, but not a Flight SQL message known here; ``.name``
+            names it.
+        ProtocolError: the bytes are not a serialized ``Any`` or its value does not parse.
+    """
+    wrapped = any_pb2.Any()
+    try:
+        wrapped.ParseFromString(bytes(data))
+    except (DecodeError, ValueError) as exc:
+        raise ProtocolError("command is not a serialized google.protobuf.Any") from exc
+    if not wrapped.type_url:
+        raise ProtocolError("command is not a serialized google.protobuf.Any (no type URL)")
+    if not wrapped.type_url.startswith(TYPE_URL_PREFIX):
+        raise UnknownCommandError(wrapped.type_url)
+    name = wrapped.type_url[len(TYPE_URL_PREFIX) :]
+    cls = _ANY_MESSAGES.get(name)
+    if cls is None:
+        raise UnknownCommandError(name)
+    return name, _parse(cls, wrapped.value, name)
+
+
+def decode_action(action_type: str, body: bytes) -> Message:
+    """Decode the body of a Flight SQL or core Flight action.
+
+    Args:
+        action_type: ``Action.type`` (e.g. ``"CreatePreparedStatement"``, ``"CloseSession"``).
+        body: ``Action.body`` bytes.
+
+    Returns:
+        The request message; for ``CancelFlightInfo`` its ``info`` field holds a serialized
+        FlightInfo (``pyarrow.flight.FlightInfo.deserialize``).
+
+    Raises:
+        UnknownCommandError: the action type is not one listed in :data:`FLIGHT_ACTIONS`.
+        ProtocolError: the body does not decode as that action's request.
+    """
+    entry = FLIGHT_ACTIONS.get(action_type)
+    if entry is None:
+        raise UnknownCommandError(action_type)
+    cls, wrapped = entry
+    if not wrapped:
+        return _parse(cls, bytes(body), action_type)
+    name, message = unpack_any(body)
+    if type(message) is not cls:
+        raise ProtocolError(f"action {action_type} carries {name}, expected {cls.DESCRIPTOR.name}")
+    return message
+
+
+def _parse(cls: type[Message], data: bytes, what: str) -> Message:
+    message = cls()
+    try:
+        message.ParseFromString(data)
+    except (DecodeError, ValueError) as exc:
+        raise ProtocolError(f"garbled {what} message") from exc
+    return message

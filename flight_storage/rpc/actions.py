@@ -1,0 +1,165 @@
+"""The DoAction handlers: one record per action (its description and its handler).
+
+The Flight SQL actions (prepared statements, cancelling, closing a session) and this server's
+own (``health``, ``ListObjects``). Hand-written because pyarrow.flight has no Flight SQL server
+layer to dispatch actions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from threading import Event
+from typing import Final, Protocol, TypeVar
+
+import pyarrow.flight as flight
+
+from flight_storage import protocol
+from flight_storage.errors import InvalidRequestError
+from flight_storage.execution.engine import SelectPlan
+from flight_storage.protocol import PreparedHandle, Secret, pb
+from flight_storage.request.parameters import has_parameters
+from flight_storage.request.statement import split_table_reference
+from flight_storage.request.tables import ResolvedTable
+from flight_storage.rpc.auth import Users
+from flight_storage.rpc.config import ServerConfig
+from flight_storage.rpc.metadata import SERVER_NAME, SERVER_VERSION
+from flight_storage.rpc.middleware import CallContext
+from flight_storage.rpc.streams import StreamPool
+from flight_storage.storage.catalog import Catalog
+
+T = TypeVar("T")
+
+
+class ActionHost(Protocol):
+    """What the action handlers use of the server."""
+
+    config: ServerConfig
+    catalog: Catalog
+    secret: Secret
+    users: Users | None
+    streams: StreamPool
+    aborting: Event
+
+    def check_query_length(self, query: str, what: str = ...) -> None: ...
+
+    def check_access(self, call: CallContext, bucket: str) -> None: ...
+
+    def readable_buckets(self, call: CallContext) -> list[str]: ...
+
+    def plan_statement(
+        self, call: CallContext, query: str, flavor: str, parameters: bytes | None
+    ) -> tuple[ResolvedTable | None, SelectPlan]: ...
+
+    def decode_handle(self, call: CallContext, data: bytes) -> PreparedHandle: ...
+
+    def cancel_endpoints(self, call: CallContext, info_bytes: bytes) -> pb.CancelStatus: ...
+
+    def bounded(self, call: CallContext, what: str, work: Callable[[], T]) -> T: ...
+
+
+def _create_prepared(host: ActionHost, call: CallContext, body: bytes) -> list[flight.Result]:
+    request = protocol.decode_action("CreatePreparedStatement", body)
+    query = request.query
+    host.check_query_length(query)
+    handle = PreparedHandle(query=query, flavor=call.statement_flavor,
+                            user=call.user_name)
+    result = pb.ActionCreatePreparedStatementResult(
+        prepared_statement_handle=protocol.encode_handle(handle, host.secret)
+    )
+    if has_parameters(query):
+        # The parameter types are known once bound; still check the statement now.
+        reference, _ = split_table_reference(query)
+        if reference is not None:
+            host.check_access(call, reference.bucket)
+            host.catalog.object(reference.bucket, reference.key)
+    else:
+        _, plan = host.plan_statement(call, query, call.statement_flavor, None)
+        result.dataset_schema = plan.arrow_schema.serialize().to_pybytes()
+    return [flight.Result(protocol.pack_any(result))]
+
+def _close_prepared(host: ActionHost, call: CallContext, body: bytes) -> list[flight.Result]:
+    request = protocol.decode_action("ClosePreparedStatement", body)
+    host.decode_handle(call, request.prepared_statement_handle)
+    return []
+
+def _cancel(host: ActionHost, call: CallContext, body: bytes) -> list[flight.Result]:
+    request = protocol.decode_action("CancelFlightInfo", body)
+    status = host.cancel_endpoints(call, request.info)
+    return [flight.Result(pb.CancelFlightInfoResult(status=status).SerializeToString())]
+
+def _cancel_query(host: ActionHost, call: CallContext, body: bytes) -> list[flight.Result]:
+    request = protocol.decode_action("CancelQuery", body)
+    status = host.cancel_endpoints(call, request.info)
+    result = pb.ActionCancelQueryResult(result=_CANCEL_RESULTS[status])
+    return [flight.Result(protocol.pack_any(result))]
+
+def _close_session(host: ActionHost, call: CallContext, body: bytes) -> list[flight.Result]:
+    result = pb.CloseSessionResult(status=pb.CloseSessionResult.CLOSED)
+    return [flight.Result(result.SerializeToString())]
+
+def _list_objects(host: ActionHost, call: CallContext, body: bytes) -> list[flight.Result]:
+    try:
+        request = json.loads(body or b"{}")
+        bucket = str(request["bucket"])
+        prefix = str(request.get("prefix", ""))
+        start_after = str(request.get("start_after", ""))
+        max_keys = int(request.get("max_keys", 1000))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InvalidRequestError(f"ListObjects takes JSON {{bucket, prefix, start_after, "
+                                  f"max_keys}} ({exc})") from None
+    host.check_access(call, bucket)
+    page = host.bounded(call, "ListObjects", lambda: host.catalog.list_page(
+        bucket, prefix, start_after, min(max_keys, 10000)))
+    document = {
+        "objects": [{"key": o.key, "size": o.size, "mtime_ns": o.mtime_ns}
+                    for o in page.objects],
+        "next_start_after": page.next_start_after,
+    }
+    return [flight.Result(json.dumps(document).encode())]
+
+def _health(host: ActionHost, call: CallContext, body: bytes) -> list[flight.Result]:
+    status = {
+        "status": "stopping" if host.aborting.is_set() else "ok",
+        "server": SERVER_NAME,
+        "version": SERVER_VERSION,
+        "buckets": len(host.readable_buckets(call)),
+        "open_streams": host.streams.open_streams,
+        "computing_streams": host.streams.computing,
+        "max_concurrent_queries": host.config.max_concurrent_queries,
+        "auth": host.users is not None,
+        "tls": host.config.scheme == "grpc+tls",
+    }
+    return [flight.Result(json.dumps(status).encode())]
+
+
+_CANCEL_RESULTS: Final = {
+    pb.CANCEL_STATUS_CANCELLED: pb.ActionCancelQueryResult.CANCEL_RESULT_CANCELLED,
+    pb.CANCEL_STATUS_NOT_CANCELLABLE: pb.ActionCancelQueryResult.CANCEL_RESULT_NOT_CANCELLABLE,
+}
+"""The deprecated CancelQuery's answer for each CancelFlightInfo status the server gives."""
+
+
+@dataclass(frozen=True)
+class Action:
+    """One DoAction type: what ListActions says about it and what runs it."""
+
+    description: str
+    handle: Callable[[ActionHost, CallContext, bytes], list[flight.Result]]
+
+
+ACTIONS: Final[Mapping[str, Action]] = {
+    "CreatePreparedStatement": Action("prepare an s3-select statement", _create_prepared),
+    "ClosePreparedStatement": Action("close a prepared statement", _close_prepared),
+    "CancelFlightInfo": Action("cancel a query's endpoints", _cancel),
+    "CancelQuery": Action("cancel a query's endpoints (deprecated Flight SQL action)",
+                          _cancel_query),
+    "CloseSession": Action("close the session", _close_session),
+    "health": Action("server status as JSON", _health),
+    "ListObjects": Action(
+        "a page of a bucket's objects: JSON {bucket, prefix, start_after, max_keys} -> "
+        "{objects: [{key, size, mtime_ns}], next_start_after}",
+        _list_objects),
+}
+"""Every action, in the order ListActions reports them."""

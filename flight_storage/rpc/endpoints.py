@@ -1,0 +1,63 @@
+"""What GetFlightInfo says about a planned query's endpoints: partitions, sizes, row counts.
+
+Pure functions of a :class:`~flight_storage.execution.engine.SelectPlan` and its tickets,
+kept out of the server so the FlightInfo rules live in one place.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from typing import Any
+
+import pyarrow as pa
+
+from flight_storage.execution.engine import SelectPlan
+from flight_storage.protocol import Partition, PartitionTicket
+
+
+def endpoint_partitions(plan: SelectPlan) -> list[Partition]:
+    """One endpoint per partition when partitions are independent, else one for all."""
+    if plan.parallel_safe or len(plan.partitions) == 1:
+        return [p.partition for p in plan.partitions] or [Partition("object")]
+    return [Partition("object")]
+
+
+def known_rows(plan: SelectPlan) -> int:
+    """The result's row count when planning knows it (no filter, limit or aggregate), else -1."""
+    rows = [p.rows for p in plan.partitions]
+    if not rows or any(r is None for r in rows) or _filters_rows(plan):
+        return -1
+    return sum(r for r in rows if r is not None)
+
+
+def ticket_key(handle: bytes) -> bytes:
+    return hashlib.sha256(bytes(handle)).digest()[:16]
+
+
+def query_id(ticket: PartitionTicket) -> str:
+    """Same for every endpoint of one FlightInfo (they share the issue time), so log lines of
+    planning and of each DoGet can be joined."""
+    seed = json.dumps([ticket.user, ticket.query, ticket.bucket, ticket.key, ticket.issued_at])
+    return hashlib.sha256(seed.encode()).hexdigest()[:12]
+
+
+def expiry(at: float) -> Any:
+    return pa.scalar(
+        dt.datetime.fromtimestamp(at, dt.UTC), type=pa.timestamp("ns", tz="UTC")
+    )
+
+
+def partition_bytes(partition: Partition, plan: SelectPlan) -> int:
+    if partition.kind == "byte_range" and partition.start is not None and partition.end is not None:
+        return partition.end - partition.start
+    for planned in plan.partitions:
+        if planned.partition == partition and planned.bytes is not None:
+            return planned.bytes
+    return plan.source.size
+
+
+def _filters_rows(plan: SelectPlan) -> bool:
+    sql = plan.translation.sql.upper()
+    return " WHERE " in sql or " LIMIT " in sql or plan.translation.is_aggregate

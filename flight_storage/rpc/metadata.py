@@ -1,0 +1,209 @@
+"""The Flight SQL metadata commands: one record per command (result schema and builder).
+
+``GetFlightInfo`` answers a metadata command with the record's schema and a ticket that
+carries the command itself; ``DoGet`` builds the result. Buckets are schemas, objects and
+configured prefixes are tables. Hand-written because pyarrow.flight has no Flight SQL server
+layer (Arrow's C++ ``FlightSqlServerBase`` is not exposed to Python).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+import pyarrow as pa
+
+from flight_storage import protocol
+from flight_storage.errors import StorageError
+from flight_storage.execution.engine import SelectEngine
+from flight_storage.protocol import SqlInfo
+from flight_storage.request.tables import resolve_table
+from flight_storage.rpc.config import ServerConfig
+from flight_storage.rpc.middleware import CallContext
+from flight_storage.rpc.streams import object_sources
+from flight_storage.storage.catalog import Catalog
+
+log = logging.getLogger(__name__)
+
+SERVER_NAME: Final = "flight-select"
+SERVER_VERSION: Final = "0.1.0"
+TABLE_TYPES: Final = ("OBJECT", "PREFIX")
+
+
+class MetadataHost(Protocol):
+    """What the metadata builders read from the server."""
+
+    config: ServerConfig
+    catalog: Catalog
+    engine: SelectEngine
+
+    def readable_buckets(self, call: CallContext) -> list[str]:
+        """The buckets the caller may read."""
+        ...
+
+
+def _sql_info(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
+    values: dict[int, Any] = {
+        SqlInfo.FLIGHT_SQL_SERVER_NAME: SERVER_NAME,
+        SqlInfo.FLIGHT_SQL_SERVER_VERSION: SERVER_VERSION,
+        SqlInfo.FLIGHT_SQL_SERVER_ARROW_VERSION: pa.__version__,
+        SqlInfo.FLIGHT_SQL_SERVER_READ_ONLY: True,
+        SqlInfo.FLIGHT_SQL_SERVER_SQL: True,
+        SqlInfo.FLIGHT_SQL_SERVER_SUBSTRAIT: False,
+        SqlInfo.FLIGHT_SQL_SERVER_TRANSACTION: 0,  # SQL_SUPPORTED_TRANSACTION_NONE
+        SqlInfo.FLIGHT_SQL_SERVER_CANCEL: True,
+        SqlInfo.FLIGHT_SQL_SERVER_STATEMENT_TIMEOUT: int(host.config.query_timeout_s),
+        SqlInfo.FLIGHT_SQL_SERVER_TRANSACTION_TIMEOUT: 0,
+        SqlInfo.SQL_DDL_CATALOG: False,
+        SqlInfo.SQL_DDL_SCHEMA: False,
+        SqlInfo.SQL_DDL_TABLE: False,
+        SqlInfo.SQL_IDENTIFIER_QUOTE_CHAR: '"',
+    }
+    wanted = list(message.info) or list(values)
+    chosen = {k: values[k] for k in wanted if k in values}
+    return pa.Table.from_batches([protocol.build_sql_info(chosen)])
+
+def _catalogs(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
+    return pa.Table.from_pylist([], schema=protocol.CATALOGS_SCHEMA)
+
+def _db_schemas(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
+    pattern = _optional(message, "db_schema_filter_pattern")
+    rows = [
+        {"catalog_name": None, "db_schema_name": b}
+        for b in host.readable_buckets(call)
+        if _like(b, pattern)
+    ]
+    return pa.Table.from_pylist(rows, schema=protocol.DB_SCHEMAS_SCHEMA)
+
+def _tables(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
+    schema_pattern = _optional(message, "db_schema_filter_pattern")
+    table_pattern = _optional(message, "table_name_filter_pattern")
+    types = set(message.table_types)
+    buckets: list[str] = []
+    if not types or types & set(TABLE_TYPES):
+        buckets = [b for b in host.readable_buckets(call) if _like(b, schema_pattern)]
+    rows = []
+    for bucket in buckets:
+        try:
+            configured = host.catalog.bucket_config(bucket).tables
+        except StorageError as exc:  # one bucket's broken file must not hide the others
+            log.warning("bucket %s: %s", bucket, exc)
+            configured = ()
+        names = [(t.prefix, "PREFIX") for t in configured]
+        names += [(o.key, "OBJECT") for o in host.catalog.objects(bucket)
+                  if o.format is not None]
+        for name, kind in names:
+            if not _like(name, table_pattern) or (types and kind not in types):
+                continue
+            row: dict[str, Any] = {
+                "catalog_name": None,
+                "db_schema_name": bucket,
+                "table_name": name,
+                "table_type": kind,
+            }
+            if message.include_schema:
+                row["table_schema"] = _table_schema(host, bucket, name).serialize().to_pybytes()
+            rows.append(row)
+    schema = (
+        protocol.TABLES_SCHEMA_WITH_SCHEMA if message.include_schema else protocol.TABLES_SCHEMA
+    )
+    return pa.Table.from_pylist(rows, schema=schema)
+
+def _table_schema(host: MetadataHost, bucket: str, name: str) -> pa.Schema:
+    try:
+        table = resolve_table(host.catalog, bucket, name)
+        plan = host.engine.plan("SELECT * FROM s3object", object_sources(table.objects),
+                                table.input)
+    except StorageError as exc:
+        log.warning("no schema for %s/%s: %s", bucket, name, exc)
+        return pa.schema([])
+    return plan.arrow_schema
+
+def _table_types(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
+    return pa.Table.from_pylist(
+        [{"table_type": t} for t in TABLE_TYPES], schema=protocol.TABLE_TYPES_SCHEMA
+    )
+
+def _xdbc_type_info(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
+    rows = [dict(zip(_XDBC_COLUMNS, row, strict=True)) for row in _XDBC_TYPES]
+    if message.HasField("data_type"):
+        rows = [r for r in rows if r["data_type"] == message.data_type]
+    return pa.Table.from_pylist(rows, schema=protocol.XDBC_TYPE_INFO_SCHEMA)
+
+def _no_keys(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
+    name = message.DESCRIPTOR.name
+    return METADATA_COMMANDS[name].schema(message).empty_table()
+
+
+@dataclass(frozen=True)
+class MetadataCommand:
+    """One Flight SQL metadata command: its result schema and how to build the result."""
+
+    schema: Callable[[Any], pa.Schema]
+    build: Callable[[MetadataHost, CallContext, Any], pa.Table]
+
+
+METADATA_COMMANDS: Final[Mapping[str, MetadataCommand]] = {
+    "CommandGetSqlInfo": MetadataCommand(lambda m: protocol.SQL_INFO_SCHEMA,
+                                          _sql_info),
+    "CommandGetCatalogs": MetadataCommand(lambda m: protocol.CATALOGS_SCHEMA,
+                                           _catalogs),
+    "CommandGetDbSchemas": MetadataCommand(lambda m: protocol.DB_SCHEMAS_SCHEMA,
+                                            _db_schemas),
+    "CommandGetTables": MetadataCommand(
+        lambda m: protocol.TABLES_SCHEMA_WITH_SCHEMA if m.include_schema else
+        protocol.TABLES_SCHEMA,
+        _tables),
+    "CommandGetTableTypes": MetadataCommand(lambda m: protocol.TABLE_TYPES_SCHEMA,
+                                             _table_types),
+    "CommandGetXdbcTypeInfo": MetadataCommand(lambda m: protocol.XDBC_TYPE_INFO_SCHEMA,
+                                               _xdbc_type_info),
+    "CommandGetPrimaryKeys": MetadataCommand(lambda m: protocol.PRIMARY_KEYS_SCHEMA,
+                                              _no_keys),
+    "CommandGetExportedKeys": MetadataCommand(lambda m: protocol.FOREIGN_KEYS_SCHEMA,
+                                               _no_keys),
+    "CommandGetImportedKeys": MetadataCommand(lambda m: protocol.FOREIGN_KEYS_SCHEMA,
+                                               _no_keys),
+    "CommandGetCrossReference": MetadataCommand(lambda m: protocol.FOREIGN_KEYS_SCHEMA,
+                                                 _no_keys),
+}
+"""Every metadata command, one record each (GetFlightInfo's schema, DoGet's result)."""
+
+_XDBC_COLUMNS: Final = tuple(protocol.XDBC_TYPE_INFO_SCHEMA.names)
+# The types a result column can have: name, XDBC/SQL type code, column size, literal prefix and
+# suffix, create params, nullable (1), case sensitive, searchable (3: full), unsigned,
+# fixed precision, auto increment, local name, min and max scale, SQL type, datetime subcode,
+# radix, interval precision.
+_XDBC_TYPES: Final = (
+    ("VARCHAR", 12, None, "'", "'", None, 1, True, 3, None, False, None, "string", None, None,
+     12, None, None, None),
+    ("BIGINT", -5, 19, None, None, None, 1, False, 2, False, True, False, "int64", 0, 0, -5,
+     None, 10, None),
+    ("DOUBLE", 8, 53, None, None, None, 1, False, 2, False, False, False, "float64", None,
+     None, 8, None, 2, None),
+    ("DECIMAL", 3, 38, None, None, ["precision", "scale"], 1, False, 2, False, True, False,
+     "decimal", 0, 38, 3, None, 10, None),
+    ("BOOLEAN", 16, 1, None, None, None, 1, False, 2, None, False, None, "bool", None, None,
+     16, None, None, None),
+    ("DATE", 91, 10, "DATE '", "'", None, 1, False, 2, None, False, None, "date", None, None,
+     9, 1, None, None),
+    ("TIMESTAMP", 93, 35, "TIMESTAMP '", "'", None, 1, False, 2, None, False, None,
+     "timestamp", 0, 9, 9, 3, None, None),
+)
+
+
+def _optional(message: Any, name: str) -> str | None:
+    return getattr(message, name) if message.HasField(name) else None
+
+
+def _like(value: str, pattern: str | None) -> bool:
+    """SQL LIKE as Flight SQL filter patterns use it (``%`` and ``_``)."""
+    if pattern is None or pattern == "":
+        return True
+    regex = "".join(
+        ".*" if ch == "%" else "." if ch == "_" else re.escape(ch) for ch in pattern
+    )
+    return re.fullmatch(regex, value, re.S) is not None

@@ -1,0 +1,178 @@
+"""Per-call middleware: who calls with which options, and one structured log line per call.
+
+Per call, :class:`CallFactory` authenticates (``flight_storage.rpc.auth``) and starts a
+:class:`CallMiddleware` that collects what the call did; it logs one JSON line (rendered by
+:class:`JsonLogFormatter`) when the call completes. Hand-written because pyarrow.flight offers
+the middleware hooks but no authentication or logging policy, and the standard library's
+logging has no JSON formatter.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import logging
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow.flight as flight
+
+from flight_storage.rpc.auth import (
+    AuthenticationError,
+    LoginThrottle,
+    TokenSigner,
+    User,
+    Users,
+    parse_basic,
+)
+from flight_storage.rpc.boundary import client_error
+from select_dialect.flavors import S3_REQUEST_DEFAULT, STATEMENT_DEFAULT
+
+log = logging.getLogger(__name__)
+
+
+def log_event(event: str, **fields: Any) -> None:
+    """Log one structured event (rendered as a JSON line by :class:`JsonLogFormatter`)."""
+    log.info("%s", event, extra={"fields": {"event": event, **fields}})
+
+
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object per log line: time, level, logger, and the event's fields or message."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "ts": dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat(),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+        }
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            out.update(fields)
+        else:
+            out["message"] = record.getMessage()
+        if record.exc_info:
+            out["exception"] = self.formatException(record.exc_info)
+        return json.dumps(out, default=str, ensure_ascii=False)
+
+
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """Who is calling and with which per-call options."""
+
+    user: User | None
+    flavor: str | None
+    """The flavour the call header names; None: each surface's default (see below)."""
+    peer: str
+    single_endpoint: bool = False
+    is_cancelled: Callable[[], bool] = dataclasses.field(default=lambda: False, compare=False)
+
+    @property
+    def statement_flavor(self) -> str:
+        """The flavour of a Flight SQL statement: standard SQL unless the caller names one."""
+        return self.flavor or STATEMENT_DEFAULT
+
+    @property
+    def s3_request_flavor(self) -> str:
+        """The flavour of an S3 SelectObjectContent request: Ceph's unless the caller names
+        one (the server stands in for RGW there, and the corpus pins its answers)."""
+        return self.flavor or S3_REQUEST_DEFAULT
+
+    @property
+    def user_name(self) -> str | None:
+        """The authenticated user's name (None when authentication is off)."""
+        return self.user.name if self.user is not None else None
+
+
+class CallMiddleware(flight.ServerMiddleware):
+    """Per-call state: the caller, the bearer token to send back, and what to log."""
+
+    def __init__(
+        self, method: str, headers: Mapping[str, list[str]], user: User | None,
+        token: str | None,
+    ) -> None:
+        self.method = method
+        self.headers = headers
+        self.user = user
+        self.token = token
+        self.started = time.perf_counter()
+        self.fields: dict[str, Any] = {}
+
+    def sending_headers(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {self.token}"} if self.token else {}
+
+    def call_completed(self, exception: BaseException | None) -> None:
+        status = self.fields.pop("status", None) or ("error" if exception is not None else "ok")
+        log_event(
+            "call",
+            method=self.method,
+            user=self.user.name if self.user is not None else None,
+            duration_ms=round((time.perf_counter() - self.started) * 1000, 2),
+            status=status,
+            error=_error_code(exception) if exception is not None else None,
+            **self.fields,
+        )
+
+
+def _error_code(exception: BaseException) -> str:
+    text = str(exception)
+    match = re.search(r'"code": "(\w+)"', text)
+    return match.group(1) if match else text.split(". Detail:")[0][:200]
+
+
+class CallFactory(flight.ServerMiddlewareFactory):
+    """Authenticates every call (when a users file is configured) and starts its record."""
+
+    def __init__(self, users: Users | None, signer: TokenSigner) -> None:
+        self.users = users
+        self.signer = signer
+        self.throttle = LoginThrottle()
+
+    def start_call(
+        self, info: flight.CallInfo, headers: Mapping[str, list[str]]
+    ) -> flight.ServerMiddleware:
+        method = str(info.method).rsplit(".", 1)[-1]
+        if self.users is None:
+            return CallMiddleware(method, headers, None, None)
+        try:
+            user, token = self._authenticate(headers)
+        except AuthenticationError as exc:
+            log_event("call", method=method, status="unauthenticated", error=exc.code)
+            raise client_error(exc) from None
+        return CallMiddleware(method, headers, user, token)
+
+    def _authenticate(self, headers: Mapping[str, list[str]]) -> tuple[User, str | None]:
+        assert self.users is not None
+        values = headers.get("authorization") or []
+        if not values:
+            raise AuthenticationError(
+                "authentication required: log in with user name and password",
+                code="MissingSecurityHeader",
+            )
+        scheme, _, credentials = values[0].strip().partition(" ")
+        if scheme.lower() == "basic":
+            name, password = parse_basic(credentials)
+            user = self.throttle.verify(self.users, name, password)
+            return user, self.signer.issue(user.name)
+        if scheme.lower() == "bearer":
+            name = self.signer.check(credentials.strip())
+            known = self.users.users.get(name)
+            if known is None:
+                raise AuthenticationError("the token's user no longer exists")
+            return known, None
+        raise AuthenticationError(f"unsupported authorization scheme {scheme!r}")
+
+
+class HandshakeHandler(flight.ServerAuthHandler):
+    """Lets ``Handshake`` succeed; credentials travel in headers (see :class:`CallFactory`)."""
+
+    def authenticate(self, outgoing: Any, incoming: Any) -> None:
+        return None
+
+    def is_valid(self, token: bytes) -> bytes:
+        return b""
