@@ -461,7 +461,7 @@ def peer_csv(rows: int, seed: int = 7) -> Path:
                 np.char.add(np.datetime_as_string(stamps, unit="s"), "Z"),
                 np.array(text),
             ]
-            out.write("\n".join(",".join(r) for r in zip(*columns)) + "\n")
+            out.write("\n".join(",".join(r) for r in zip(*columns, strict=True)) + "\n")
     tmp.rename(path)
     return path
 

@@ -154,7 +154,7 @@ def run_query(query: Query, servers: common.ServerGroup, files: dict[str, Path],
     statement = query.on(BUCKET, KEYS[query.table])
     server_stat, server_result = common.measure(lambda: servers.query(statement), runs)
     sql, ctx = _in_process(query, files, headers)
-    local_stat, (local_rows, local_bytes) = common.measure(
+    local_stat, (local_rows, _local_bytes) = common.measure(
         lambda: common.drain_datafusion(ctx, sql), runs
     )
     ratio = local_stat.median / server_stat.median

@@ -221,7 +221,7 @@ class _Parser:
         self._expect("(")
         args = [self._expression()]
         while True:
-            kind, value = self._next()
+            _kind, value = self._next()
             if value == ")":
                 break
             if value != ",":
@@ -931,7 +931,7 @@ def _declared_schema(server: pa.Schema, declared: pa.Schema | Mapping[str, Any] 
     """The server's schema with the declared column types (names must exist there)."""
     if declared is None:
         return server
-    types = dict(zip(declared.names, declared.types)) if isinstance(declared, pa.Schema) \
+    types = dict(zip(declared.names, declared.types, strict=True)) if isinstance(declared, pa.Schema) \
         else {name: _data_type(t) for name, t in declared.items()}
     unknown = set(types) - set(server.names)
     if unknown:

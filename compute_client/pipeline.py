@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -107,12 +107,20 @@ def storage_server(location: str | None, data_dir: Path) -> Iterator[ServerHandl
         reader.join(timeout=5)
 
 
+class PipelineSummary(TypedDict):
+    """What :func:`run` read and wrote."""
+
+    rows_read: int
+    result: list[Any]  # pyspark Rows (pyspark ships no types)
+    output: Path
+
+
 def run(
     location: str,
     out: Path,
     tables: Sequence[str] = ORDER_TABLES,
     session: SparkSession | None = None,
-) -> dict[str, object]:
+) -> PipelineSummary:
     """Run the Spark job against ``location``; return what it read and wrote.
 
     Args:
@@ -182,7 +190,7 @@ def main(argv: Sequence[str] | None = None, session: SparkSession | None = None)
         summary = run(server.location, args.out, session=session)
     print("\nrevenue of delivered orders by region and month:")
     print(f"  {'month':8} {'region':12} {'orders':>7} {'revenue':>12}")
-    for row in summary["result"]:  # type: ignore[union-attr]
+    for row in summary["result"]:
         print(f"  {row['month']:8} {row['region']!s:12} {row['orders']:>7} {row['revenue']:>12}")
     print(f"\nrows read by Spark:           {summary['rows_read']}")
     if server.events:

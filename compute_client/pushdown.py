@@ -19,7 +19,7 @@ import decimal
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 _PLAIN_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Words the s3-select parser reads as keywords or literals, so that a bare column of that name
@@ -97,7 +97,7 @@ class Or:
     children: tuple[Filter, ...]
 
 
-Filter = Union[Comparison, InList, NullTest, StringMatch, Not, And, Or]
+Filter = Comparison | InList | NullTest | StringMatch | Not | And | Or
 
 
 def quote_identifier(name: str) -> str:

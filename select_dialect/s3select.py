@@ -17,7 +17,7 @@ column name (AWS) is the translator's decision (:mod:`select_dialect.transforms`
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlglot import exp, parser, tokens
 from sqlglot.dialects.dialect import Dialect
@@ -58,7 +58,7 @@ class S3Table(exp.Expression):
 class Missing(exp.Expression):
     """The ``MISSING`` keyword (``IS MISSING``, ``COALESCE(missing)``)."""
 
-    arg_types: dict[str, bool] = {}
+    arg_types: ClassVar[dict[str, bool]] = {}
 
 
 def _anonymous(name: str) -> Callable[[Sequence[exp.Expression]], exp.Expression]:
@@ -76,16 +76,16 @@ class S3SelectParser(parser.Parser):
         **{name: _anonymous(name) for name in ANONYMOUS_FUNCTIONS},
     }
 
-    BITWISE: dict[TokenType, type[exp.Expression]] = {}
+    BITWISE: ClassVar[dict[TokenType, type[exp.Binary]]] = {}
     EXPONENT = {TokenType.CARET: exp.Pow}
 
-    def _parse_escape(self, this: exp.Expression | None) -> exp.Expression | None:
+    def _parse_escape(self, this: exp.Expr | None) -> exp.Expr | None:
         """``ESCAPE`` takes any expression (Ceph accepts any single character, even dynamic)."""
         if not self._match(TokenType.ESCAPE):
             return this
         return self.expression(exp.Escape(this=this, expression=self._parse_bitwise()))
 
-    def _parse_is(self, this: exp.Expression | None) -> exp.Expression | None:
+    def _parse_is(self, this: exp.Expr | None) -> exp.Expr | None:
         index = self._index
         negate = self._match(TokenType.NOT)
         if self._match_text_seq("MISSING"):

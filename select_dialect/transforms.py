@@ -250,7 +250,7 @@ def typed_null(kind: str) -> exp.Expression:
     return cast(exp.Null(), table.get(kind, "VARCHAR"))
 
 
-def _boolean_constant(node: exp.Expression) -> bool | None | str:
+def _boolean_constant(node: exp.Expression) -> bool | str | None:
     """``True``/``False``/``None`` for a TRUE, FALSE or boolean NULL literal, else ``"other"``."""
     while isinstance(node, exp.Paren):
         node = node.this
@@ -742,27 +742,27 @@ class Lowering:
     def _steps(self, node: exp.Expression) -> list[Any] | None:
         """Flatten a column / dot / bracket chain into steps (str key, int index, '*')."""
         if isinstance(node, exp.Column):
-            parts = [p for p in node.parts]
-            return [p.this if not p.quoted else _Quoted(p.this) for p in parts] if all(
-                isinstance(p, exp.Identifier) for p in parts
-            ) else None
+            parts = [p for p in node.parts if isinstance(p, exp.Identifier)]
+            return [p.this if not p.quoted else _Quoted(p.this) for p in parts] if len(
+                parts
+            ) == len(node.parts) else None
         if isinstance(node, exp.Dot):
             left = self._steps(node.this)
             right = node.expression
             if left is None or not isinstance(right, exp.Identifier):
                 return None
-            return left + [right.this if not right.quoted else _Quoted(right.this)]
+            return [*left, right.this if not right.quoted else _Quoted(right.this)]
         if isinstance(node, exp.Bracket):
             left = self._steps(node.this)
             if left is None or len(node.expressions) != 1:
                 return None
             key = node.expressions[0]
             if isinstance(key, exp.Star):
-                return left + [_ANY_INDEX]
+                return [*left, _ANY_INDEX]
             if isinstance(key, exp.Literal) and key.is_string:
-                return left + [_Quoted(key.this)]
+                return [*left, _Quoted(key.this)]
             if isinstance(key, exp.Literal) and _INT_RE.match(key.this):
-                return left + [int(key.this)]
+                return [*left, int(key.this)]
             return None
         return None
 
@@ -792,7 +792,7 @@ class Lowering:
     def _name(self, name: str) -> Typed:
         quoted = isinstance(name, _Quoted)
         key = name.lower()
-        if key in self.aliases and not quoted or (key in self.aliases and self.flavor == "aws"):
+        if (key in self.aliases and not quoted) or (key in self.aliases and self.flavor == "aws"):
             if key not in self._alias_stack:
                 return self._alias(key)
             if not self._is_column(name):
@@ -801,11 +801,11 @@ class Lowering:
         if self.input_format == "parquet":
             return self._parquet_column(name, positional)
         if positional:
-            index = int(positional.group(1))
-            if index < 1:
+            position = int(positional.group(1))
+            if position < 1:
                 raise QuerySemanticError(f"invalid column {name}")
-            self.state.max_positional = max(self.state.max_positional, index)
-            return col(f"_{index}"), FIELD
+            self.state.max_positional = max(self.state.max_positional, position)
+            return col(f"_{position}"), FIELD
         index = self._header_index(name, quoted)
         if index is None:
             raise self._unknown_column(name)
@@ -909,7 +909,7 @@ class Lowering:
 
     # ------------------------------------------------------------------ operators
 
-    def _arithmetic(self, node: exp.Binary) -> Typed:
+    def _arithmetic(self, node: exp.Expression) -> Typed:
         left = self.lower(node.this)
         right = self.lower(node.expression)
         for side in (left, right):
@@ -925,7 +925,7 @@ class Lowering:
         klass: type[exp.Expression] = type(node)
         return klass(this=a, expression=b), kind
 
-    def _comparison(self, node: exp.Binary) -> Typed:
+    def _comparison(self, node: exp.Expression) -> Typed:
         if isinstance(node.this, _ARRAY_NODES) or isinstance(node.expression, _ARRAY_NODES):
             return self._json_equality(type(node), node.this, node.expression), BOOL
         return self.compare(type(node), self.lower(node.this), self.lower(node.expression)), BOOL
@@ -994,7 +994,7 @@ class Lowering:
         answer = exp.Boolean(this=klass is exp.NEQ)
         return exp.Case(ifs=[exp.If(this=either_null, true=typed_null(BOOL))], default=answer)
 
-    def _connective(self, node: exp.Binary) -> Typed:
+    def _connective(self, node: exp.Expression) -> Typed:
         klass: type[exp.Expression] = type(node)
         operands = _flatten(node, klass)
         lowered = [paren(self.as_logical(self.lower(operand))) for operand in operands]
@@ -1061,7 +1061,7 @@ class Lowering:
         subject = self.lower(node.this)
         items = [self.lower(item) for item in node.expressions]
         kinds = {kind for _, kind in items}
-        if subject[1] in NUMERIC and kinds <= NUMERIC or subject[1] in TEXTUAL and kinds <= TEXTUAL:
+        if (subject[1] in NUMERIC and kinds <= NUMERIC) or (subject[1] in TEXTUAL and kinds <= TEXTUAL):
             return exp.In(this=paren(subject[0]), expressions=[i[0] for i in items]), BOOL
         comparisons = [paren(self.compare(exp.EQ, subject, item)) for item in items]
         return exp.Paren(this=balanced(comparisons, exp.Or)), BOOL
@@ -1176,7 +1176,8 @@ class Lowering:
         if default is not None:
             results.append(self.lower(default))
         unified, kind = self.unify(results)
-        ifs = [exp.If(this=c, true=r) for c, r in zip(conditions, unified)]
+        # unified ends with the ELSE result when there is one: one more than the conditions.
+        ifs = [exp.If(this=c, true=r) for c, r in zip(conditions, unified, strict=False)]
         out = exp.Case(ifs=ifs, default=unified[len(conditions)] if default is not None else None)
         return out, kind
 

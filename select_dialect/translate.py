@@ -270,7 +270,7 @@ def _translate(
 
     select_star = len(projections) == 1 and _is_star(projections[0], table_names)
     row_as_record = select_star and input_format == "json"
-    outputs: list[exp.Expression] = []
+    outputs: list[exp.Expr] = []
     output_names: list[str] = []
     output_is_json: list[bool] = []
     unnamed = 0
@@ -302,7 +302,7 @@ def _translate(
             else:
                 name = lowering.output_name(body)
             row_alias = _is_row_alias(body, table_alias, rules, input_format, aliases)
-            if row_alias and len(projections) == 1:
+            if row_alias and table_alias is not None and len(projections) == 1:
                 row_as_record = True
                 name = str(table_alias.this) if name is None else name
             if name is None:

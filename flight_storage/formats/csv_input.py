@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import csv
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -146,7 +146,9 @@ class CsvInputOptions:
         if allow not in _BOOL_TEXT:
             raise InvalidRequestError("AllowQuotedRecordDelimiter must be TRUE or FALSE")
         skip_empty = defaults.skip_empty_lines or bool(ext.get("comment_empty_lines"))
-        trim = "".join(str(c) for c in ext.get("trim_chars", []) or [])  # type: ignore[union-attr]
+        # A string or a list of characters; anything else fails in join as it did untyped.
+        trim_chars = cast("Iterable[object]", ext.get("trim_chars") or [])
+        trim = "".join(str(c) for c in trim_chars)
         return cls(
             field_delimiter=field,
             record_delimiter=record,
@@ -604,7 +606,9 @@ def _fast_table(data: bytes, options: CsvInputOptions) -> pa.Table | None:
     lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
     if table.num_rows != lines:
         return None
-    if verify_quotes and not _every_quote_consumed(table, data, quote_char, lines):
+    # verify_quotes is set only together with quote_char = options.quote (a str).
+    if (verify_quotes and isinstance(quote_char, str)
+            and not _every_quote_consumed(table, data, quote_char, lines)):
         return None
     return table.rename_columns([f"_{i + 1}" for i in range(table.num_columns)])
 

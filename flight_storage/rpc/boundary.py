@@ -57,6 +57,12 @@ class _NoTraceback:
     def __notes__(self) -> Any:
         raise RuntimeError("client-facing error: no traceback")
 
+    # A setter keeps the attribute writable, as on BaseException (mypy: a read-only override
+    # of a writable attribute); it refuses, as the getter-only property did.
+    @__notes__.setter
+    def __notes__(self, value: Any) -> None:
+        raise AttributeError("client-facing error: no notes")
+
 
 class InvalidArgument(_NoTraceback, pa.ArrowInvalid):
     """Sent as gRPC INVALID_ARGUMENT."""

@@ -16,7 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flight_storage.errors import AccessDeniedError, InvalidRequestError, ObjectNotFoundError
+from flight_storage.errors import (
+    AccessDeniedError,
+    InvalidRequestError,
+    ObjectNotFoundError,
+    StorageError,
+)
 
 _COMPRESSION_SUFFIXES = {".gz": "GZIP", ".gzip": "GZIP", ".bz2": "BZIP2", ".zst": "ZSTD"}
 _FORMAT_SUFFIXES = {
@@ -182,7 +187,7 @@ def _check_name(kind: str, name: str) -> None:
 
 
 # errno -> (error class, S3 code) for a key whose file cannot be looked up
-_LOOKUP_ERRORS: dict[int, tuple[type[Exception], str]] = {
+_LOOKUP_ERRORS: dict[int, tuple[type[StorageError], str]] = {
     errno.ENAMETOOLONG: (InvalidRequestError, "KeyTooLongError"),
     errno.ELOOP: (ObjectNotFoundError, "NoSuchKey"),
     errno.EACCES: (AccessDeniedError, "AccessDenied"),

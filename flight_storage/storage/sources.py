@@ -17,8 +17,16 @@ import pyarrow as pa
 class ObjectSource(Protocol):
     """Random-access bytes of one object."""
 
-    name: str
-    size: int
+    # Read-only members: the sources are frozen dataclasses, and nothing assigns these.
+    @property
+    def name(self) -> str:
+        """The object's name (for messages)."""
+        ...
+
+    @property
+    def size(self) -> int:
+        """The object's length in bytes."""
+        ...
 
     def open(self) -> BinaryIO:
         """A new binary stream positioned at 0 (the caller closes it)."""
