@@ -92,7 +92,7 @@ def test_datafusion_does_not_recheck_a_pushed_filter() -> None:
 
 
 def test_datafusion_keeps_like_and_expressions_local_and_never_passes_a_limit() -> None:
-    result, dataset, frame = _recording(
+    result, dataset, _frame = _recording(
         "SELECT a FROM t WHERE b LIKE 'x%' AND a + 1 > 2 AND a < 4 LIMIT 10", fragments=1)
     assert dataset.calls[1] == ("get_fragments", "(a < 4)")
     assert result["a"].to_pylist() == [3]  # LIKE and a + 1 > 2 ran locally

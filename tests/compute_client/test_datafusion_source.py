@@ -28,10 +28,10 @@ def test_datafusion_reads_remote_table(sample_server: ServerProcess) -> None:
     shipped = local.filter(pc.equal(local["status"], "shipped"))
     expected = shipped.group_by("region").aggregate([("region", "count")])
     expected_pairs = sorted(
-        zip(expected["region"].to_pylist(), expected["region_count"].to_pylist()),
+        zip(expected["region"].to_pylist(), expected["region_count"].to_pylist(), strict=True),
         key=lambda p: (p[0] is None, p[0] or ""),
     )
-    got_pairs = sorted(zip(got["region"].to_pylist(), got["n"].to_pylist()),
+    got_pairs = sorted(zip(got["region"].to_pylist(), got["n"].to_pylist(), strict=True),
                        key=lambda p: (p[0] is None, p[0] or ""))
     # count(region) skips NULL regions; count(*) does not: compare non-null groups exactly.
     assert [p for p in got_pairs if p[0] is not None] == [

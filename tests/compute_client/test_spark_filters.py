@@ -106,7 +106,7 @@ PARQUET_REFUSED: list[Filter] = [
     GreaterThan(("f",), 1e299), GreaterThan(("f",), 5e-324), Not(LessThan(("f",), 0.0)),
     Not(Not(GreaterThan(("f",), 1.5))), Not(LessThanOrEqual(("f",), 1.5)),
 ]
-CSV_CASES = _string_cases("s") + [EqualTo(("id",), "10"), GreaterThan(("id",), "3")]
+CSV_CASES = [*_string_cases("s"), EqualTo(("id",), "10"), GreaterThan(("id",), "3")]
 
 
 def _spark_expr(f: Filter) -> Any:

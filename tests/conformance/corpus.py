@@ -675,7 +675,7 @@ def ceph_star_blocks(text: str) -> tuple[tuple[str, ...], ...]:
     current: list[str] = []
     for line in text.split("\n"):
         if _CEPH_ROW_SEPARATOR.match(line):
-            rows.append(tuple(sorted(current)) + (line,))
+            rows.append((*sorted(current), line))
             current = []
         elif line:
             current.append(line)
@@ -793,7 +793,7 @@ def json_equal(a: Any, b: Any) -> bool:
     if isinstance(a, Mapping) and isinstance(b, Mapping):
         return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
     return type(a) is type(b) and a == b
 
 
@@ -1119,7 +1119,7 @@ def _values_expected_values(case: Case, result: EngineResult) -> None:
     records = parse_json_records(result.text, _json_delimiter(case))
     want = list(case.raw["expected_values"])
     compare(len(records), len(want), "number of records differs")
-    for index, (record, value) in enumerate(zip(records, want)):
+    for index, (record, value) in enumerate(zip(records, want, strict=True)):
         if not isinstance(record, dict):
             raise CaseFailure(f"record {index} is not an object", got=record)
         if value == "MISSING":
@@ -1488,7 +1488,7 @@ def _prop_example_expr(case: Case, ctx: RunContext) -> None:
             continue
         query = f"select {expr.text} from stdin;"
         got = _to_number(example_binary_value(ctx.run_plain(case, query)), "float")
-        if not abs(got - float("%f" % expr.value)) <= 0.00001:
+        if not abs(got - float(f"{expr.value:f}")) <= 0.00001:
             raise CaseFailure(f"value differs for {query}", expected=expr.value, got=got)
 
 
@@ -1537,7 +1537,8 @@ def _prop_delimiter_round_trip(case: Case, ctx: RunContext) -> None:
     out = dict((case.get("output_serialization", {}) or {}).get("CSV") or {})
     records = _placeholder_choices(out.get("RecordDelimiter", "\n"))
     fields = _placeholder_choices(out.get("FieldDelimiter", ","))
-    for record, fieldsep in zip(records, fields):
+    # The two placeholders may offer different numbers of choices: pairs up to the shorter.
+    for record, fieldsep in zip(records, fields, strict=False):
         custom = {"CSV": {**out, "RecordDelimiter": record, "FieldDelimiter": fieldsep}}
         phase1 = ctx.run_main(case, output_serialization=custom).text
         if record not in phase1 or fieldsep not in phase1:

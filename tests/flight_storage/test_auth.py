@@ -73,7 +73,7 @@ def test_tokens_expire_and_cannot_be_forged() -> None:
     with pytest.raises(AuthenticationError) as expired:
         signer.check(token, now=1060.0)
     assert expired.value.code == "ExpiredToken"
-    body, _, mac = token.partition(".")
+    _body, _, mac = token.partition(".")
     forged = base64.urlsafe_b64encode(b'{"u":"root","e":99999}').rstrip(b"=").decode()
     with pytest.raises(AuthenticationError):
         signer.check(f"{forged}.{mac}", now=1000.0)

@@ -6,6 +6,7 @@ import io
 import json
 import tracemalloc
 from collections.abc import Mapping, Sequence
+from itertools import pairwise
 from typing import Any
 
 import pyarrow as pa
@@ -588,7 +589,7 @@ def test_byte_ranges_read_every_line_exactly_once(
     data = lines_object(values, blank_every)
     bounds = sorted({0, len(data), *(cut % (len(data) + 1) for cut in cuts)})
     numbers: list[str | None] = []
-    for start, stop in zip(bounds, bounds[1:], strict=False):
+    for start, stop in pairwise(bounds):
         rows = read_rows(
             data, json_type="LINES", paths={"n": (key("n"),)}, byte_range=(start, stop - 1),
             step=step,

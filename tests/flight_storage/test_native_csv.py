@@ -184,7 +184,7 @@ def test_native_endpoints_give_every_record_once_in_order(
     path = tmp_path / "object.csv"
     path.write_bytes(("\r\n" if crlf else "\n").join(lines).encode() + b"\n")
     for partitions in ("whole", "each"):
-        reader, native_rows = _run(path, query, flavor, "NONE", native=True,
+        _reader, native_rows = _run(path, query, flavor, "NONE", native=True,
                                    partition_bytes=partition_bytes, partitions=partitions)
         _, reference_rows = _run(path, query, flavor, "NONE", native=False,
                                  partition_bytes=partition_bytes, partitions=partitions)

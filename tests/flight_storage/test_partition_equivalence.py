@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from itertools import pairwise
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -33,7 +34,7 @@ def _rows_of(engine: SelectEngine, plan, partitions) -> list[tuple]:
 
 def _cuts(size: int, fractions: list[float]) -> list[Partition]:
     points = sorted({int(f * size) for f in fractions} | {0, size})
-    return [Partition("byte_range", start=lo, end=hi) for lo, hi in zip(points, points[1:])
+    return [Partition("byte_range", start=lo, end=hi) for lo, hi in pairwise(points)
             if hi > lo]
 
 
@@ -97,7 +98,7 @@ def test_aggregates_read_in_parallel_equal_one_pass(values, partition_bytes) -> 
         results.append([r for b in engine.execute_arrow(plan) for r in b.to_pylist()])
     assert results[0] == results[1]
     matching = [v for v in values if v % 5 == 1]
-    assert list(results[0][0].values())[0] == len(matching)
+    assert next(iter(results[0][0].values())) == len(matching)
 
 
 def test_parquet_partitions_read_concurrently_from_one_file(tmp_path) -> None:

@@ -64,7 +64,7 @@ def test_do_exchange_and_list_flights_answer_unimplemented_json(server: ServerPr
         list(client.list_flights())
     assert "ListFlights" in str(listing.value) and "Traceback" not in str(listing.value)
     with pytest.raises(pa.ArrowNotImplementedError) as exchange:
-        writer, reader = client.do_exchange(flight.FlightDescriptor.for_command(b"x"))
+        _writer, reader = client.do_exchange(flight.FlightDescriptor.for_command(b"x"))
         reader.read_all()
     assert "DoExchange" in str(exchange.value) and "Traceback" not in str(exchange.value)
 

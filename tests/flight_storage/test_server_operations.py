@@ -47,7 +47,7 @@ def test_sigterm_lets_running_streams_finish(data_root: Path) -> None:
 
 def test_sigterm_cancels_streams_after_the_grace_period(data_root: Path) -> None:
     server = start_server(data_root, "--shutdown-grace", "0")
-    reader, first = _open_stream(server.location)
+    reader, _first = _open_stream(server.location)
     server.process.terminate()
     wait_for_event(server, event="shutdown", cancelling=1)
     with pytest.raises(flight.FlightUnavailableError) as info:

@@ -100,7 +100,7 @@ def test_arrow_records_by_default(server: ServerProcess) -> None:
         rows = list(csv.DictReader(handle))
     expected = [(r["order_id"] or None, r["region"].upper() or None)
                 for r in rows if r["status"] == "shipped"]
-    assert list(zip(*table.to_pydict().values())) == expected and expected
+    assert list(zip(*table.to_pydict().values(), strict=True)) == expected and expected
     assert "Stats" in messages[-1][1]
 
 

@@ -100,7 +100,7 @@ def test_forged_bearer_is_unauthenticated(auth_server: ServerProcess) -> None:
     client = flight.connect(auth_server.location)
     name, value = client.authenticate_basic_token("alice", "alice-pw")
     assert value.startswith(b"Bearer ")
-    body, _, mac = value[len(b"Bearer "):].partition(b".")
+    _body, _, mac = value[len(b"Bearer "):].partition(b".")
     forged_body = base64.urlsafe_b64encode(b'{"u":"bob","e":9999999999}').rstrip(b"=")
     options = flight.FlightCallOptions(headers=[(name, b"Bearer " + forged_body + b"." + mac)])
     with pytest.raises(flight.FlightUnauthenticatedError):

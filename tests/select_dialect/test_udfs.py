@@ -42,7 +42,7 @@ def run(sql: str, rows: list[list[str | None]] = ROW, *, flavor: str = "ceph", i
         if isinstance(column.type, pa.StructType):
             column = timestamp_to_string(column)
         out_columns.append(column.to_pylist())
-    return list(zip(*out_columns))
+    return list(zip(*out_columns, strict=True))
 
 
 def one(sql: str, **options: Any) -> Any:

@@ -80,7 +80,7 @@ def _same(expected: list[dict[str, Any]], got: list[dict[str, Any]]) -> bool:
     float sum depends on the order partitions arrive in, locally as well."""
     if len(expected) != len(got):
         return False
-    for want, have in zip(expected, got):
+    for want, have in zip(expected, got, strict=True):
         if want.keys() != have.keys():
             return False
         for key, value in want.items():
