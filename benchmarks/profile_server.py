@@ -108,7 +108,7 @@ def summarize(stacks: list[tuple[list[str], int]], top: int = 15) -> dict[str, A
 def main(argv: Sequence[str] | None = None) -> int:
     args = common.bench_args(__doc__.splitlines()[0], argv, _options)
     query = next(q for q in QUERIES if q.name == args.query)
-    files, _headers = server_efficiency.dataset(args.quick)
+    files, _headers = server_efficiency.dataset(args.quick, {query.table})
     extra = ["--partition-mb", str(args.partition_mb)] if args.partition_mb else []
     raw = common.WORK / f"{NAME}-{query.name}.txt"
     raw.parent.mkdir(parents=True, exist_ok=True)
