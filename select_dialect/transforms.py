@@ -183,6 +183,12 @@ def cast(node: exp.Expression, to: str) -> exp.Cast:
     return exp.Cast(this=node, to=exp.DataType.build(to))
 
 
+def _without_json_null(node: exp.Expression) -> exp.Expression:
+    """A JSON path value with a JSON ``null`` (the text ``null`` in its column) as SQL NULL."""
+    is_null = exp.EQ(this=paren(node.copy()), expression=lit_str("null"))
+    return exp.Case(ifs=[exp.If(this=is_null, true=typed_null(JSON))], default=node)
+
+
 def typed_null(kind: str) -> exp.Expression:
     """A NULL of the DataFusion type of ``kind``."""
     table = {
@@ -1000,10 +1006,8 @@ class Lowering:
         if typed[1] == NULL:
             return fn("count", typed_null(INT)), INT
         self._no_nested_aggregate(arg)
-        if typed[1] == JSON:  # a JSON null is the text `null` in its column, and not counted
-            is_null = exp.EQ(this=paren(typed[0]), expression=lit_str("null"))
-            value = exp.Case(ifs=[exp.If(this=is_null, true=typed_null(JSON))], default=typed[0])
-            return fn("count", value), INT
+        if typed[1] == JSON:  # a JSON null is not counted
+            return fn("count", _without_json_null(typed[0])), INT
         return fn("count", typed[0]), INT
 
     def _sum_avg(self, node: exp.Expression) -> Typed:
@@ -1050,6 +1054,8 @@ class Lowering:
         unified, kind = self.unify(values)
         if kind == NULL:
             return exp.Null(), NULL
+        if kind == JSON:  # a JSON null is passed over like a NULL (the last stays as it is)
+            unified = [_without_json_null(v) for v in unified[:-1]] + unified[-1:]
         return exp.Coalesce(this=unified[0], expressions=unified[1:]), kind
 
     def _nullif_node(self, node: exp.Nullif) -> Typed:

@@ -99,3 +99,11 @@ def test_null_literal_first_in_a_pushed_down_conjunction(data: bytes) -> None:
     without columns last)."""
     sql = "SELECT COUNT(*) FROM S3Object[*] s WHERE ((NULL = 1) AND (s.t IS NULL))"
     assert _json(data, sql, "ceph") == "0"
+
+
+@_FLAVORS
+def test_coalesce_passes_over_json_null(flavor: str) -> None:
+    """``COALESCE(s.a, s.b)`` returned the JSON ``null`` of ``a`` (the text ``null`` in its
+    column) instead of ``b`` (fix: transforms ``_coalesce``)."""
+    sql = "SELECT COALESCE(s.a, s.b), COALESCE(s.a, s.c) FROM S3Object[*] s"
+    assert _json(b'{"a":null,"b":"","c":"x"}\n', sql, flavor) == ",x\n"
