@@ -183,6 +183,16 @@ def cast(node: exp.Expression, to: str) -> exp.Cast:
     return exp.Cast(this=node, to=exp.DataType.build(to))
 
 
+def _columns_first(operands: list[exp.Expression]) -> list[exp.Expression]:
+    """Operands of AND/OR with the constant ones (no column) last.
+
+    datafusion-python turns a filter pushed into a pyarrow dataset into a pyarrow expression,
+    where ``NULL AND x`` fails (``BooleanScalar & Expression``) while ``x AND NULL`` works;
+    AND and OR are commutative in three-valued logic, so the order is free.
+    """
+    return sorted(operands, key=lambda operand: operand.find(exp.Column) is None)
+
+
 def _without_json_null(node: exp.Expression) -> exp.Expression:
     """A JSON path value with a JSON ``null`` (the text ``null`` in its column) as SQL NULL."""
     is_null = exp.EQ(this=paren(node.copy()), expression=lit_str("null"))
@@ -756,11 +766,7 @@ class Lowering:
         klass: type[exp.Expression] = type(node)
         operands = _flatten(node, klass)
         lowered = [paren(self.as_logical(self.lower(operand))) for operand in operands]
-        # operands without columns last: datafusion-python turns a pushed-down filter into a
-        # pyarrow expression, and `NULL AND x` there fails (BooleanScalar & Expression)
-        # while `x AND NULL` works; AND/OR are commutative in three-valued logic
-        lowered.sort(key=lambda operand: operand.find(exp.Column) is None)
-        return balanced(lowered, klass), BOOL
+        return balanced(_columns_first(lowered), klass), BOOL
 
     def _not(self, node: exp.Not) -> Typed:
         return exp.Not(this=paren(self.as_logical(self.lower(node.this)))), BOOL
@@ -789,12 +795,10 @@ class Lowering:
         subject = self.lower(node.this)
         low = self.lower(node.args["low"])
         high = self.lower(node.args["high"])
-        return exp.Paren(
-            this=exp.And(
-                this=self.compare(exp.GTE, subject, low),
-                expression=self.compare(exp.LTE, subject, high),
-            )
-        ), BOOL
+        first, second = _columns_first(
+            [self.compare(exp.GTE, subject, low), self.compare(exp.LTE, subject, high)]
+        )
+        return exp.Paren(this=exp.And(this=first, expression=second)), BOOL
 
     def _in(self, node: exp.In) -> Typed:
         if node.args.get("query") is not None or node.args.get("unnest") is not None:

@@ -6,6 +6,10 @@ are mismatches left open, with their cause.
 
 from __future__ import annotations
 
+import io
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from flight_storage.execution.select_local import run_select
@@ -107,3 +111,20 @@ def test_coalesce_passes_over_json_null(flavor: str) -> None:
     column) instead of ``b`` (fix: transforms ``_coalesce``)."""
     sql = "SELECT COALESCE(s.a, s.b), COALESCE(s.a, s.c) FROM S3Object[*] s"
     assert _json(b'{"a":null,"b":"","c":"x"}\n', sql, flavor) == ",x\n"
+
+
+def _parquet_c0(values: list[int | None]) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(pa.table({"c0": pa.array(values, pa.int64())}), sink)
+    return sink.getvalue()
+
+
+@_FLAVORS
+def test_between_with_a_null_bound_over_a_pushed_down_scan(flavor: str) -> None:
+    """``0 BETWEEN NULL AND c0`` lowers to ``(0 >= NULL) AND (0 <= c0)``, the same crash as
+    above (fix: transforms ``_between`` puts the comparison with a column first)."""
+    data = _parquet_c0([1, None])
+    for sql in ("SELECT c0 FROM S3Object WHERE (0 BETWEEN NULL AND c0)",
+                "SELECT c0 FROM S3Object WHERE (0 NOT BETWEEN NULL AND c0)"):
+        assert run_select(data, sql, input_serialization={"Parquet": {}},
+                          output_serialization={"CSV": {}}, flavor=flavor).records == b""
