@@ -739,7 +739,9 @@ class Lowering:
             raise QuerySemanticError(f"cannot compare a {lk} value with a {rk} value")
         return klass(this=paren(a), expression=paren(b))
 
-    def _json_ordering(self, klass: type[exp.Expression], left: Typed, right: Typed) -> exp.Expression:
+    def _json_ordering(
+        self, klass: type[exp.Expression], left: Typed, right: Typed
+    ) -> exp.Expression:
         """``<``, ``>``, … between two JSON values: as numbers when both read as numbers,
         else as text (two JSON strings ``"2004T" <= "2004T"`` is true, not NULL)."""
         a, b = self.as_number(left), self.as_number(right)
