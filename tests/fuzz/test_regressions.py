@@ -128,3 +128,11 @@ def test_between_with_a_null_bound_over_a_pushed_down_scan(flavor: str) -> None:
                 "SELECT c0 FROM S3Object WHERE (0 NOT BETWEEN NULL AND c0)"):
         assert run_select(data, sql, input_serialization={"Parquet": {}},
                           output_serialization={"CSV": {}}, flavor=flavor).records == b""
+
+
+@_FLAVORS
+def test_floats_far_from_one_print_as_python_repr(flavor: str) -> None:
+    """README "Floats print as the shortest round-trip decimal (like Python repr)": Arrow's
+    cast wrote ``1.0001541312e+10`` and ``0.00001`` (fix: output ``_float_text``)."""
+    sql = "SELECT (28.81 * 347155200), (0.00001 * 1.0), (1.5 * 2) FROM S3Object"
+    assert _csv(b"1\n", sql, flavor) == "10001541312,1e-05,3\n"
