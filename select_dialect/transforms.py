@@ -235,6 +235,22 @@ def cast(node: exp.Expression, to: str) -> exp.Cast:
     return exp.Cast(this=node, to=exp.DataType.build(to))
 
 
+def _columns_first(operands: list[exp.Expression]) -> list[exp.Expression]:
+    """Operands of AND/OR with the constant ones (no column) last.
+
+    datafusion-python turns a filter pushed into a pyarrow dataset into a pyarrow expression,
+    where ``NULL AND x`` fails (``BooleanScalar & Expression``) while ``x AND NULL`` works;
+    AND and OR are commutative in three-valued logic, so the order is free.
+    """
+    return sorted(operands, key=lambda operand: operand.find(exp.Column) is None)
+
+
+def _without_json_null(node: exp.Expression) -> exp.Expression:
+    """A JSON path value with a JSON ``null`` (the text ``null`` in its column) as SQL NULL."""
+    is_null = exp.EQ(this=paren(node.copy()), expression=lit_str("null"))
+    return exp.Case(ifs=[exp.If(this=is_null, true=typed_null(JSON))], default=node)
+
+
 def typed_null(kind: str) -> exp.Expression:
     """A NULL of the DataFusion type of ``kind``."""
     table = {
@@ -971,7 +987,9 @@ class Lowering:
             raise QuerySemanticError(f"cannot compare a {lk} value with a {rk} value")
         return klass(this=paren(a), expression=paren(b))
 
-    def _json_ordering(self, klass: type[exp.Expression], left: Typed, right: Typed) -> exp.Expression:
+    def _json_ordering(
+        self, klass: type[exp.Expression], left: Typed, right: Typed
+    ) -> exp.Expression:
         """``<``, ``>``, … between two JSON values: as numbers when both read as numbers,
         else as text (two JSON strings ``"2004T" <= "2004T"`` is true, not NULL)."""
         a, b = self.as_number(left), self.as_number(right)
@@ -998,12 +1016,7 @@ class Lowering:
         klass: type[exp.Expression] = type(node)
         operands = _flatten(node, klass)
         lowered = [paren(self.as_logical(self.lower(operand))) for operand in operands]
-        lowered = _fold_constants(lowered, klass)
-        # operands without columns last: datafusion-python turns a pushed-down filter into a
-        # pyarrow expression, and `NULL AND x` there fails (BooleanScalar & Expression)
-        # while `x AND NULL` works; AND/OR are commutative in three-valued logic
-        lowered.sort(key=lambda operand: operand.find(exp.Column) is None)
-        return balanced(lowered, klass), BOOL
+        return balanced(_columns_first(_fold_constants(lowered, klass)), klass), BOOL
 
     def _not(self, node: exp.Not) -> Typed:
         operand = self.as_logical(self.lower(node.this))
@@ -1038,12 +1051,10 @@ class Lowering:
         subject = self.lower(node.this)
         low = self.lower(node.args["low"])
         high = self.lower(node.args["high"])
-        return exp.Paren(
-            this=exp.And(
-                this=self.compare(exp.GTE, subject, low),
-                expression=self.compare(exp.LTE, subject, high),
-            )
-        ), BOOL
+        first, second = _columns_first(
+            [self.compare(exp.GTE, subject, low), self.compare(exp.LTE, subject, high)]
+        )
+        return exp.Paren(this=exp.And(this=first, expression=second)), BOOL
 
     def _in(self, node: exp.In) -> Typed:
         if node.args.get("query") is not None or node.args.get("unnest") is not None:
@@ -1269,10 +1280,8 @@ class Lowering:
         if typed[1] == NULL:
             return fn("count", typed_null(INT)), INT
         self._no_nested_aggregate(arg)
-        if typed[1] == JSON:  # a JSON null is the text `null` in its column, and not counted
-            is_null = exp.EQ(this=paren(typed[0]), expression=lit_str("null"))
-            value = exp.Case(ifs=[exp.If(this=is_null, true=typed_null(JSON))], default=typed[0])
-            return fn("count", value), INT
+        if typed[1] == JSON:  # a JSON null is not counted
+            return fn("count", _without_json_null(typed[0])), INT
         return fn("count", typed[0]), INT
 
     def _sum_avg(self, node: exp.Expression) -> Typed:
@@ -1319,6 +1328,8 @@ class Lowering:
         unified, kind = self.unify(values)
         if kind == NULL:
             return exp.Null(), NULL
+        if kind == JSON:  # a JSON null is passed over like a NULL (the last stays as it is)
+            unified = [_without_json_null(v) for v in unified[:-1]] + unified[-1:]
         return exp.Coalesce(this=unified[0], expressions=unified[1:]), kind
 
     def _nullif_node(self, node: exp.Nullif) -> Typed:

@@ -25,8 +25,8 @@ timestamps                ``YYYY-MM-DDTHH:MM:SS[.ffffff]``  the precision as wri
 ========================  ==============================  ==================================
 
 Floats print as the shortest round-trip decimal with integral values lacking ``.0`` in both
-flavours; that is exactly what Arrow's float -> string cast produces, so no Python fallback
-is needed for them.
+flavours, as Python's ``repr`` writes it; Arrow's float -> string cast does that except for
+magnitudes >= 1e10 or < 1e-4, which go through Python.
 """
 
 from __future__ import annotations
@@ -288,6 +288,25 @@ def _cast_text(json_string: bool) -> Callable[[pa.Array, _Style], _Text]:
     return convert
 
 
+def _float_text(array: pa.Array, style: _Style) -> _Text:
+    """The shortest round-trip decimal as Python's ``repr`` writes it, without ``.0``.
+
+    Arrow's cast agrees except far from 1: it writes ``1e+10`` and ``0.00001`` where repr
+    writes ``10000000000`` and ``1e-05``; those rare rows are printed by Python."""
+    text = array.cast(pa.string())
+    magnitude = pc.abs(array.cast(pa.float64()))
+    far = pc.fill_null(
+        pc.or_(pc.greater_equal(magnitude, 1e10),
+               pc.and_(pc.greater(magnitude, 0), pc.less(magnitude, 1e-4))),
+        False,
+    )
+    if pc.any(far).as_py():
+        rows = pc.take(array, pc.indices_nonzero(far)).to_pylist()
+        printed = [repr(float(v)).removesuffix(".0") for v in rows]
+        text = pc.replace_with_mask(text, far, pa.array(printed, pa.string()))
+    return _Text(text, False)
+
+
 def _string_text(array: pa.Array, style: _Style) -> _Text:
     return _Text(array.cast(pa.string()), True)
 
@@ -336,7 +355,7 @@ _FORMATTERS: list[tuple[Callable[[pa.DataType], bool], Callable[[pa.Array, _Styl
     (_is_text, _string_text),
     (pa.types.is_boolean, _cast_text(False)),
     (pa.types.is_integer, _cast_text(False)),
-    (pa.types.is_floating, _cast_text(False)),
+    (pa.types.is_floating, _float_text),
     (pa.types.is_decimal, _cast_text(False)),
     (pa.types.is_null, _null_text),
     (_is_binary, _binary_text),

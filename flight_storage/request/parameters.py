@@ -1,9 +1,9 @@
 """Bind Flight SQL statement parameters (``?``) into s3-select text as literals.
 
 The ADBC driver sends parameters as a one-row Arrow batch through ``DoPut``. The dialect has no
-parameter markers, so each ``?`` outside quotes and comments (as the dialect's tokenizer sees them) is replaced by the SQL literal of its
-value before translation; values are rendered, never spliced as text, so a string parameter can
-only ever be a string literal.
+parameter markers, so each ``?`` outside quotes and comments (as the dialect's tokenizer sees
+them) is replaced by the SQL literal of its value before translation; values are rendered,
+never spliced as text, so a string parameter can only ever be a string literal.
 """
 
 from __future__ import annotations

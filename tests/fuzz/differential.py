@@ -35,7 +35,7 @@ def _close(expected: str, actual: str) -> bool:
     ours, theirs = expected.split(","), actual.split(",")
     if len(ours) != len(theirs):
         return False
-    for a, b in zip(ours, theirs):
+    for a, b in zip(ours, theirs, strict=True):
         if a == b:
             continue
         try:

@@ -156,7 +156,7 @@ def _csv_object(draw: Any, flavor: str) -> tuple[bytes, dict[str, Any], list[Any
 
 def _spelled(draw: Any, key: str) -> str:
     flips = draw(st.lists(st.booleans(), min_size=len(key), max_size=len(key)))
-    return "".join(c.swapcase() if f else c for c, f in zip(key, flips))
+    return "".join(c.swapcase() if f else c for c, f in zip(key, flips, strict=True))
 
 
 def _json_object(draw: Any, flavor: str) -> tuple[bytes, dict[str, Any], list[Any], list[Field]]:
@@ -166,7 +166,7 @@ def _json_object(draw: Any, flavor: str) -> tuple[bytes, dict[str, Any], list[An
     rows: list[dict[str, Any]] = []
     for _ in range(n_rows):
         record: dict[str, Any] = {}
-        for name, kind in zip(names, kinds):
+        for name, kind in zip(names, kinds, strict=True):
             presence = draw(st.integers(0, 5))
             if presence == 0:
                 continue  # MISSING
@@ -179,7 +179,7 @@ def _json_object(draw: Any, flavor: str) -> tuple[bytes, dict[str, Any], list[An
     data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode()
     fields = [
         Field((("key", n),), (_spelled(draw, n),), k, k != TS, k == INT)
-        for n, k in zip(names, kinds)
+        for n, k in zip(names, kinds, strict=True)
     ]
     fields.append(Field((("key", "nest"), ("key", "x")), ("nest", _spelled(draw, "x")), INT,
                         True, True))
@@ -198,14 +198,14 @@ def _parquet_object(draw: Any, flavor: str) -> tuple[bytes, dict[str, Any], list
     n_rows = draw(st.integers(0, 6))
     rows = [
         {n: (None if draw(st.integers(0, 4)) == 0 else draw(_DATA[k]())) for n, k in
-         zip(names, kinds)}
+         zip(names, kinds, strict=True)}
         for _ in range(n_rows)
     ]
     table = pa.table({n: pa.array([r[n] for r in rows], _ARROW[k]) for n, k in
-                      zip(names, kinds)})
+                      zip(names, kinds, strict=True)})
     sink = io.BytesIO()
     pq.write_table(table, sink)
-    fields = [Field((("key", n),), (n,), k, k != TS) for n, k in zip(names, kinds)]
+    fields = [Field((("key", n),), (n,), k, k != TS) for n, k in zip(names, kinds, strict=True)]
     return sink.getvalue(), {"Parquet": {}}, rows, fields
 
 

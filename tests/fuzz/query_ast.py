@@ -181,7 +181,7 @@ def _literal(node: Lit) -> str:
 def _column(node: Col, query: Query) -> str:
     if query.source == "json":
         text = query.alias
-        for (step, value), spelled in zip(node.path, node.spelling or [None] * len(node.path)):
+        for (step, value), spelled in zip(node.path, node.spelling or [None] * len(node.path), strict=True):
             text += f".{spelled or value}" if step == "key" else f"[{value}]"
         return text
     return node.spelling[0]  # ``_N`` (CSV) or the Parquet column name
@@ -192,7 +192,9 @@ _CAST_TYPES = {INT: "INT", FLOAT: "FLOAT", STR: "STRING"}
 
 def render(node: Node, query: Query) -> str:
     """The s3-select text of one expression."""
-    r = lambda n: render(n, query)
+    def r(n: Node) -> str:
+        return render(n, query)
+
     if isinstance(node, Lit):
         return _literal(node)
     if isinstance(node, Col):
