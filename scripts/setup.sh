@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Create .venv (once) and install the project with everything the tests and the demo need.
+# Create .venv (once) and install the project with everything the tests and the demo need;
+# create .venv-clients (once) with the S3 clients we did not write that cannot share .venv
+# (awswrangler pins pyarrow<26): the tests run them in a subprocess against the server.
 # Safe to re-run: an up-to-date environment is left as it is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,4 +14,14 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install --quiet --upgrade pip
   .venv/bin/python -m pip install --quiet -e ".[dev]"
   touch "$stamp"
+fi
+clients_requirements=tests/flight_storage/clients/requirements.txt
+if [ ! -x .venv-clients/bin/python ]; then
+  "$PYTHON" -m venv .venv-clients
+fi
+clients_stamp=.venv-clients/.flight-select-installed
+if [ ! -f "$clients_stamp" ] || [ "$clients_requirements" -nt "$clients_stamp" ]; then
+  .venv-clients/bin/python -m pip install --quiet --upgrade pip
+  .venv-clients/bin/python -m pip install --quiet -r "$clients_requirements"
+  touch "$clients_stamp"
 fi

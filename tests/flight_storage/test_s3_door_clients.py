@@ -1,19 +1,22 @@
 """S3 clients we did not write, against the S3 door: awswrangler and the minio client.
 
 awswrangler's ``s3.select_query`` splits an object into parallel 1 MiB ScanRanges; its answer
-must equal reading the whole file. The minio client parses the event stream (CRCs included)
-with its own code. awswrangler is not in the dev extra: its releases pin ``pyarrow<26``, which
-the server needs, so the test runs where it is installed beside pyarrow 26 and skips elsewhere.
+must equal reading the whole file. awswrangler's releases pin ``pyarrow<26``, which the server
+needs, so it lives in its own venv (``.venv-clients/``, made by ``scripts/setup.sh`` from
+``clients/requirements.txt``) and runs ``clients/awswrangler_select.py`` in a subprocess that
+talks HTTP to the door, as any foreign client does. The minio client parses the event stream
+(CRCs included) with its own code.
 """
-
 from __future__ import annotations
 
+import csv
+import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import boto3
 import pandas as pd
 import pytest
 
@@ -21,6 +24,9 @@ from flight_storage.protocol import FLAVOR_HEADER
 from tests.conftest import ServerProcess
 from tests.flight_storage.test_s3_door import start_door
 
+ROOT = Path(__file__).resolve().parents[2]
+CLIENTS_PYTHON = ROOT / ".venv-clients" / "bin" / "python"
+AWSWRANGLER_SELECT = Path(__file__).resolve().parent / "clients" / "awswrangler_select.py"
 ROWS = 150_000  # about 3 MB: awswrangler cuts it into three 1 MiB ScanRanges
 
 
@@ -39,26 +45,22 @@ def big_object(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path,
 
 
 def test_awswrangler_select_query_equals_the_whole_file(big_object: tuple[Path, str]) -> None:
-    wr = pytest.importorskip("awswrangler")
     path, url = big_object
     assert path.stat().st_size > 2 * (1 << 20)
-    session = boto3.Session(aws_access_key_id="x", aws_secret_access_key="y",
-                            region_name="us-east-1")
+    if not CLIENTS_PYTHON.exists():
+        pytest.fail(f"{CLIENTS_PYTHON} is missing: run scripts/setup.sh to create the clients' "
+                    "venv (awswrangler pins pyarrow<26, so it cannot share .venv)")
     # awswrangler parses AWS's JSON records: ask for the aws flavour (the door's default is
     # Ceph's, as over Flight)
-    session.events.register("before-sign.s3.SelectObjectContent",
-                            lambda request, **_: request.headers.__setitem__(FLAVOR_HEADER, "aws"))
-    wr.config.s3_endpoint_url = url
-    try:
-        with pytest.warns(Warning):  # select_query is deprecated upstream
-            frame = wr.s3.select_query(
-                sql="SELECT * FROM s3object s", path=f"s3://big/{path.name}",
-                input_serialization="CSV", input_serialization_params={"FileHeaderInfo": "Use"},
-                boto3_session=session)
-    finally:
-        wr.config.reset("s3_endpoint_url")
-    whole = pd.read_csv(path, dtype=str)
-    assert frame.astype(str).reset_index(drop=True).equals(whole)
+    done = subprocess.run(
+        [str(CLIENTS_PYTHON), str(AWSWRANGLER_SELECT), url, f"s3://big/{path.name}",
+         FLAVOR_HEADER, "aws"],
+        capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    with path.open(newline="", encoding="utf-8") as handle:
+        whole = list(csv.DictReader(handle))
+    assert rows == whole
 
 
 def test_minio_client_select(big_object: tuple[Path, str]) -> None:
