@@ -1,4 +1,4 @@
-"""A sample of the conformance corpus through boto3 and the S3 door, against the local engine.
+"""The conformance corpus through boto3 and the S3 door, against the local engine.
 
 Each sampled case's input becomes an object of a temporary data directory; the case's query
 is sent with ``select_object_content`` and its records (or its error code) must equal what
@@ -20,9 +20,10 @@ from flight_storage.protocol import FLAVOR_HEADER
 from tests.conformance import corpus
 from tests.flight_storage.test_s3_door import s3_client, start_door
 
-SAMPLE_EVERY = 9
-"""Every n-th usable case runs (the whole corpus runs locally in tests/conformance)."""
+SAMPLE_EVERY = 1
+"""Every n-th usable case runs (1: every case the door can be given as an object)."""
 
+_AWS_INPUT_KEYS = {"CSV", "JSON", "Parquet", "CompressionType"}
 _SUFFIX = {"csv": ".csv", "json": ".json", "parquet": ".parquet"}
 
 
@@ -32,7 +33,10 @@ def _usable(case: corpus.Case) -> bool:
     return (isinstance(raw.get("input"), str) and raw.get("generator") is None
             and raw.get("format") in ("csv", "json") and bool(raw.get("query"))
             and raw.get("output_serialization") is not None
-            and str(compression).upper() in ("NONE", ""))
+            and str(compression).upper() in ("NONE", "")
+            # boto3 validates InputSerialization against AWS's shape (Ceph's extensions
+            # cannot be sent through it)
+            and set(raw.get("input_serialization") or {}) <= _AWS_INPUT_KEYS)
 
 
 def _sample() -> list[corpus.Case]:

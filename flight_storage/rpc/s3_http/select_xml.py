@@ -70,7 +70,12 @@ def select_request(body: bytes, bucket: str, key: str) -> dict[str, Any]:
     if b"<!DOCTYPE" in body or b"<!ENTITY" in body:
         raise S3HttpError("MalformedXML", "document type declarations are not accepted")
     try:
-        root = ET.fromstring(body)
+        # XML parsers turn a carriage return into a line feed (XML 1.0, 2.11), but SDKs send
+        # delimiters such as RecordDelimiter "\r\n" as raw text and S3 keeps them: a character
+        # reference survives the normalisation (inside the document element only: the prolog
+        # may end its lines with CR LF too)
+        start = max(body.find(b"<SelectObjectContentRequest"), 0)
+        root = ET.fromstring(body[:start] + body[start:].replace(b"\r", b"&#13;"))
     except ET.ParseError as exc:
         raise S3HttpError("MalformedXML", f"the request body is not well-formed XML: {exc}") from None
     if _local(root.tag) != "SelectObjectContentRequest":
