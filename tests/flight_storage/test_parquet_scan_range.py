@@ -124,6 +124,15 @@ def test_range_past_the_end_is_refused(parquet: Path) -> None:
     assert caught.value.code == "InvalidScanRange"
 
 
+@pytest.mark.parametrize("compression", ["GZIP", "BZIP2"])
+def test_compressed_input_is_refused_with_aws_code(parquet: Path, compression: str) -> None:
+    with pytest.raises(InvalidRequestError) as caught:
+        run_select(parquet.read_bytes(), IDS,
+                   input_serialization={**PARQUET, "CompressionType": compression},
+                   output_serialization={"CSV": {}}, scan_range=(0, 99))
+    assert caught.value.code == "UnsupportedScanRangeInput"
+
+
 @pytest.fixture(scope="module")
 def door(data_root: Path) -> Iterator[tuple[ServerProcess, str]]:
     server, url = start_door(data_root)
