@@ -13,6 +13,9 @@ Partitions (``flight_storage.protocol.Partition``):
 | ``byte_range`` | the records of the (single) object whose first byte lies in ``[start, end)`` |
 | ``row_groups`` | those row groups of the (single) Parquet object |
 | ``objects`` | the named objects of a prefix table, whole |
+
+A ``byte_range`` of a Parquet object (only a ScanRange request makes one) reads the row groups
+whose start (:func:`~flight_storage.execution.native_parquet.row_group_starts`) lies in it.
 """
 
 from __future__ import annotations
