@@ -67,11 +67,18 @@ def row_group_starts(metadata: pq.FileMetaData) -> list[int]:
     return starts
 
 
+def row_groups_starting_in(starts: list[int], lo: int, hi: int) -> list[int]:
+    """The row groups whose start (see :func:`row_group_starts`) lies in ``[lo, hi)``.
+
+    The one rule for both DataFusion's file-scan partitions and S3's Parquet ScanRange
+    ("row groups that start within the scan range")."""
+    return [g for g, start in enumerate(starts) if lo <= start < hi]
+
+
 def row_group_split(starts: list[int], size: int, count: int) -> list[tuple[int, ...]]:
     """The row groups each of DataFusion's ``count`` byte ranges of a ``size``-byte file reads
     (empty tuples for ranges that hold no row group's start)."""
-    return [tuple(g for g, start in enumerate(starts) if lo <= start < hi)
-            for lo, hi in native_ranges(size, count)]
+    return [tuple(row_groups_starting_in(starts, lo, hi)) for lo, hi in native_ranges(size, count)]
 
 
 @dataclass(frozen=True)
