@@ -107,15 +107,26 @@ def test_a_slow_reader_gets_every_row(server: ServerProcess) -> None:
     assert time.monotonic() - started > 2
 
 
-def test_a_vanishing_reader_frees_its_stream(server: ServerProcess) -> None:
-    client = flight.connect(server.location)
-    info = client.get_flight_info(statement_descriptor(SQL))
-    reader = client.do_get(info.endpoints[0].ticket)
-    assert reader.read_chunk().data.num_rows > 0
-    assert _open_streams(server) >= 1
-    client.close()  # goes away mid-stream without a word
-    _wait_until_idle(server)
-    assert _ids(server) == list(range(ROWS))  # the server serves the next client whole
+def test_a_vanishing_reader_frees_its_stream(tmp_path: Path, server: ServerProcess) -> None:
+    # An endpoint whose answer (tens of MB of Arrow) cannot fit in the transport's flow-control
+    # windows, so the stream is still open on the server when the client goes away. (A 0.5 MB
+    # endpoint was sent whole into gRPC's buffers on a fast machine before the check.)
+    big = tmp_path / "b" / "big.csv"
+    big.parent.mkdir(parents=True)
+    line = "padding padding padding padding"
+    big.write_text("".join(f"{i},{i % 7},{line} {i:08d}\n" for i in range(1_000_000)))
+    lone = start_server(tmp_path, "--idle-timeout", "2")
+    try:
+        client = flight.connect(lone.location)
+        info = client.get_flight_info(statement_descriptor('SELECT * FROM "b"."big.csv"'))
+        reader = client.do_get(info.endpoints[0].ticket)
+        assert reader.read_chunk().data.num_rows > 0
+        assert _open_streams(lone) == 1
+        client.close()  # goes away mid-stream without a word
+        _wait_until_idle(lone)
+    finally:
+        lone.stop()
+    assert _ids(server) == list(range(ROWS))  # a server serves the next client whole
 
 
 def test_an_object_deleted_mid_stream_gives_a_clean_error_or_every_row(tmp_path: Path) -> None:
