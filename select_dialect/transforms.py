@@ -303,6 +303,28 @@ def _fold_constants(operands: list[exp.Expression],
     return folded or [exp.Boolean(this=identity)]
 
 
+def _null_as_false(node: exp.Expression) -> exp.Expression:
+    """A WHERE condition with each NULL constant reached through AND/OR alone made FALSE.
+
+    A row passes a filter only when its condition is TRUE, and AND/OR are monotone, so a NULL
+    there filters exactly as FALSE would, which then folds away (``x OR FALSE`` is ``x``,
+    ``x AND FALSE`` is FALSE). Why it matters: DataFusion keeps the conjuncts it can hand to the
+    reference readers' dataset and drops the others, so a NULL conjunct can end up first in the
+    pyarrow expression it builds, where ``pa.BooleanScalar & Expression`` fails the query.
+    """
+    inner = node
+    while isinstance(inner, exp.Paren):
+        inner = inner.this
+    if isinstance(inner, (exp.And, exp.Or)):
+        klass = type(inner)
+        operands = [_null_as_false(operand) for operand in _flatten(inner, klass)]
+        folded = _columns_first(_fold_constants([paren(o) for o in operands], klass))
+        return paren(balanced(folded, klass)) if len(folded) > 1 else folded[0]
+    if _boolean_constant(inner) is None:
+        return exp.Boolean(this=False)
+    return node
+
+
 def paren(node: exp.Expression) -> exp.Expression:
     return node if isinstance(node, (exp.Paren, exp.Column, exp.Literal, exp.Anonymous)) else exp.Paren(this=node)
 
@@ -595,7 +617,7 @@ class Lowering:
 
     def lower_condition(self, node: exp.Expression) -> exp.Expression:
         """Lower a WHERE condition to a boolean expression."""
-        return self.as_bool(self.lower(node))
+        return _null_as_false(self.as_bool(self.lower(node)))
 
     def output_name(self, node: exp.Expression) -> str | None:
         """Display name of a bare reference (last path step / column name), else None."""

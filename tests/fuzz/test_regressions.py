@@ -140,9 +140,10 @@ def test_floats_far_from_one_print_as_python_repr(flavor: str) -> None:
     assert _csv(b"1\n", sql, flavor) == "10001541312,1e-05,3\n"
 
 
-def _null_bound_query(native: bool) -> bytes:
+def _null_bound_query(native: bool,
+                      where: str = "(((c0 + c0) BETWEEN NULL AND c0) AND (c0 > 0))") -> bytes:
     data = _parquet_c0([1, None])
-    sql = "SELECT c0 FROM S3Object WHERE (((c0 + c0) BETWEEN NULL AND c0) AND (c0 > 0))"
+    sql = f"SELECT c0 FROM S3Object WHERE {where}"
     try:
         return run_select(data, sql, input_serialization={"Parquet": {}},
                           output_serialization={"CSV": {}}, flavor="aws",
@@ -155,10 +156,19 @@ def test_null_bound_in_a_longer_conjunction_on_datafusions_parquet_reader() -> N
     assert _null_bound_query(native=True) == b""
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "DataFusion splits and reorders the conjunction after translation, so a folded NULL can "
-    "still come first in the filter pushed into the reference readers' pyarrow dataset, where "
-    "datafusion-python fails on BooleanScalar & Expression; the fix belongs where the scan "
-    "accepts filters"))
 def test_null_bound_in_a_longer_conjunction_on_the_reference_reader() -> None:
     assert _null_bound_query(native=False) == b""
+
+
+@pytest.mark.parametrize(("where", "expected"), [
+    ("((c0 + NULL) > 1) AND (c0 > 0)", b""),
+    ("(c0 > 0) AND ((c0 = NULL) OR (c0 < 5))", b"1\n"),
+    ("(c0 > 0) AND NOT (c0 BETWEEN NULL AND 5)", b""),
+    ("((c0 * 2) IN (NULL, 3)) AND (c0 > 0)", b""),
+    ("(c0 > 0) OR ((c0 + c0) BETWEEN NULL AND c0)", b"1\n"),
+])
+@pytest.mark.parametrize("native", [False, True])
+def test_null_constants_anywhere_in_a_filter(where: str, expected: bytes, native: bool) -> None:
+    """A NULL reached through AND/OR filters as FALSE does; on either reader the answer is
+    the three-valued one (c0 is 1 and NULL)."""
+    assert _null_bound_query(native, where) == expected
