@@ -113,8 +113,11 @@ def test_quoted_reserved_word_names_a_csv_header() -> None:
 
 
 @pytest.mark.xfail(strict=True, raises=pytest.fail.Exception, reason=(
-    "the parser accepts a keyword as a path step (s.CAST), where AWS answers a parse error; "
-    "the dialect has no reserved-word list yet"))
+    "the parser accepts a keyword as a path step (s.CAST), where AWS answers a parse error. "
+    "Tried: refusing AWS's documented reserved words unquoted in the aws flavour refused 4 "
+    "MinIO corpus cases run in that flavour (value, time, first as names: MinIO accepts them) "
+    "besides date-part arguments; the corpus must not regress, so the rule waits for a "
+    "MinIO-vs-AWS split of the corpus"))
 def test_unquoted_reserved_word_is_a_parse_error() -> None:
     with pytest.raises(SelectDialectError):
         _records(b'{"CAST":1}\n', "SELECT s.CAST FROM S3Object s", _JSON_LINES)
