@@ -67,6 +67,7 @@ from flight_storage.execution.streaming_dataset import (
     generic_scan,
 )
 from flight_storage.formats import compression, csv_input, json_input
+from flight_storage.formats.output import RecordWriter
 from flight_storage.formats.typed_columns import TypedColumns
 from flight_storage.protocol import Partition
 from flight_storage.storage.sources import ObjectSource, local_path, random_access
@@ -203,6 +204,16 @@ class SelectPlan:
     def rules(self) -> str:
         """Whose reading and printing rules the flavour follows (``ceph`` or ``aws``)."""
         return engine_rules(self.flavor)
+
+    def record_writer(self, output_serialization: Mapping[str, Any] | None) -> RecordWriter:
+        """The writer of this plan's results as S3 records (``OutputSerialization``)."""
+        t = self.translation
+        return RecordWriter(
+            output_serialization, flavor=self.rules, output_names=t.output_names,
+            output_is_json=t.output_is_json, is_aggregate=t.is_aggregate,
+            row_as_record=t.row_as_record,
+            rows_keep_their_width=(t.select_star and self.input.format == "csv"
+                                   and self.input.columns is None and self.rules != CEPH))
 
     @property
     def reader(self) -> str:

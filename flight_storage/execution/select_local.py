@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from flight_storage.execution.engine import EngineConfig, InputSpec, SelectEngine, SelectPlan
-from flight_storage.formats.output import RecordWriter
 from flight_storage.protocol import Partition
 from flight_storage.storage.sources import FileSource, ObjectSource
 
@@ -35,15 +34,7 @@ def serialized_records(
 ) -> Iterator[bytes]:
     """Yield the request's records as S3 would send them, chunk by chunk (of ``partitions``,
     default all the plan's)."""
-    translation = plan.translation
-    writer = RecordWriter(
-        output_serialization,
-        flavor=plan.rules,
-        output_names=translation.output_names,
-        output_is_json=translation.output_is_json,
-        is_aggregate=translation.is_aggregate,
-        row_as_record=translation.row_as_record,
-    )
+    writer = plan.record_writer(output_serialization)
     for batch in engine.execute(plan, partitions):
         chunk = writer.write(batch)
         if chunk:

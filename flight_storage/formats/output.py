@@ -422,6 +422,10 @@ class RecordWriter:
             the bare FROM alias): AWS prints an object row as the record itself (``{}`` when
             MISSING) and, in CSV, its member values as the fields; Ceph prints one
             ``path. : value`` line per leaf and a ``#=== n ===#`` separator per row.
+        rows_keep_their_width: CSV output leaves out each row's trailing NULL fields. For
+            ``SELECT *`` over CSV text read by AWS's rules, where only a field the record lacks
+            is NULL (an empty field is ''), so each record prints with its own fields, as AWS
+            returns it ("as-is") rather than padded to the widest record.
 
     Raises:
         InvalidRequestError: unknown flavour, both/neither of CSV and JSON, empty
@@ -444,6 +448,7 @@ class RecordWriter:
         output_is_json: Sequence[bool],
         is_aggregate: bool,
         row_as_record: bool = False,
+        rows_keep_their_width: bool = False,
     ) -> None:
         if flavor not in _FLAVOURS:
             raise InvalidRequestError(f"unknown flavour {flavor!r}")
@@ -470,6 +475,7 @@ class RecordWriter:
         self._separate_only = is_aggregate and self._style.ceph and not self._json
         self._rows_written = 0
         self._row_as_record = row_as_record
+        self._rows_keep_their_width = rows_keep_their_width and not self._json
 
     def write(self, batch: pa.RecordBatch) -> bytes:
         """Serialize one batch; returns the bytes of its records."""
@@ -533,7 +539,23 @@ class RecordWriter:
             fields.append(self._csv_field(values.fill_null(self._style.csv_null), n))
         if not fields:
             return pa.repeat(pa.scalar("", pa.string()), n)
+        if self._rows_keep_their_width:
+            return self._own_width_rows(batch, fields, n)
         return pc.binary_join_element_wise(*fields, _lit(self._field_delimiter, n))
+
+    def _own_width_rows(self, batch: pa.RecordBatch, fields: list[pa.Array], n: int) -> pa.Array:
+        """Rows without their trailing NULL fields: field k prints (after its delimiter) when
+        it or any field after it is present."""
+        pieces = [fields[0]]
+        present_after = pa.repeat(pa.scalar(False), n)
+        keep: list[pa.Array] = []
+        for column in reversed(batch.columns[1:]):
+            present_after = pc.or_(present_after, pc.is_valid(column))
+            keep.append(present_after)
+        for field_text, kept in zip(fields[1:], reversed(keep), strict=True):
+            with_delimiter = _join([self._field_delimiter, field_text], n)
+            pieces.append(pc.if_else(kept, with_delimiter, _lit("", n)))
+        return _join(pieces, n)
 
     def _csv_field(self, values: pa.Array, n: int) -> pa.Array:
         if self._always_quote:

@@ -42,7 +42,6 @@ from flight_storage.errors import (
 )
 from flight_storage.execution.engine import InputSpec, PlannedPartition, SelectEngine, SelectPlan
 from flight_storage.execution.select_local import select_stats, serialized_records
-from flight_storage.formats.output import RecordWriter
 from flight_storage.protocol import Partition, PartitionTicket, PreparedHandle, pb
 from flight_storage.request.parameters import bind, has_parameters
 from flight_storage.request.s3_request import (
@@ -375,7 +374,7 @@ class StorageServer(flight.FlightServerBase):
             request.expression, object_source(obj), spec, flavor=flavor,
             scan_range=request.scan_range(obj.size)))
         if request.output_serialization is not None:
-            _record_writer(plan, request.output_serialization)  # refuse bad settings now
+            plan.record_writer(request.output_serialization)  # refuse bad settings now
         issued = time.time()
         tickets = [
             PartitionTicket(
@@ -733,13 +732,6 @@ def _changed(objects: Sequence[ObjectInfo], version: str) -> StaleTicketError | 
         "incomplete: run the query again",
         code="PreconditionFailed",
     )
-
-
-def _record_writer(plan: SelectPlan, output: Mapping[str, Any]) -> RecordWriter:
-    t = plan.translation
-    return RecordWriter(output, flavor=plan.rules, output_names=t.output_names,
-                        output_is_json=t.output_is_json, is_aggregate=t.is_aggregate,
-                        row_as_record=t.row_as_record)
 
 
 def _chunks(chunks: Iterator[bytes]) -> Iterator[pa.RecordBatch]:
