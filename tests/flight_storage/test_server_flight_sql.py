@@ -140,6 +140,20 @@ def test_prefix_table_reads_every_object(server: ServerProcess) -> None:
     assert sorted(ids) == expected and ids
 
 
+def test_parameters_on_a_prefix_table(server: ServerProcess) -> None:
+    # CreatePreparedStatement checks a parameterised statement's table: a prefix such as
+    # "orders/" is a table name, not an object key (it was refused as an invalid key)
+    with flightsql.connect(server.location) as conn, conn.cursor() as cursor:
+        cursor.execute('SELECT count(*) FROM "sales"."orders/" WHERE region = ?',
+                       parameters=("north",))
+        (count,) = cursor.fetchone()
+    expected = sum(1 for month in ("01", "02", "03")
+                   for r in csv.reader(io.StringIO(
+                       (SAMPLES / f"sales/orders/2024-{month}.csv").read_text()))
+                   if r[2] == "north")
+    assert int(count) == expected > 0
+
+
 def test_with_options_in_the_statement(server: ServerProcess) -> None:
     with flightsql.connect(server.location) as conn, conn.cursor() as cursor:
         cursor.execute("SELECT _1 FROM \"sales\".\"orders_noheader.csv\" "
