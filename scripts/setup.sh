@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Create .venv (once) and install the project with everything the tests and the demo need;
-# create .venv-clients (once) with the S3 clients we did not write that cannot share .venv
-# (awswrangler pins pyarrow<26): the tests run them in a subprocess against the server.
+# create .venv-clients (once) with the clients we did not write that cannot share .venv
+# (awswrangler pins pyarrow<26; sqlalchemy-adbc needs SQLAlchemy>=2, flightsql-dbapi <2): the
+# tests run them in a subprocess against the server.
 # Safe to re-run: an up-to-date environment is left as it is.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -21,7 +21,7 @@ from flight_storage.execution.engine import SelectPlan
 from flight_storage.protocol import PreparedHandle, Secret, pb
 from flight_storage.request.parameters import has_parameters
 from flight_storage.request.statement import split_table_reference
-from flight_storage.request.tables import ResolvedTable
+from flight_storage.request.tables import ResolvedTable, resolve_table
 from flight_storage.rpc.auth import Users
 from flight_storage.rpc.config import ServerConfig
 from flight_storage.rpc.metadata import SERVER_NAME, SERVER_VERSION
@@ -73,7 +73,9 @@ def _create_prepared(host: ActionHost, call: CallContext, body: bytes) -> list[f
         reference, _ = split_table_reference(query)
         if reference is not None:
             host.check_access(call, reference.bucket)
-            host.catalog.object(reference.bucket, reference.key)
+            # the table rule (a prefix or an object), not the object rule: "orders/" is a key
+            # no object can have, but a configured prefix's name
+            resolve_table(host.catalog, reference.bucket, reference.key)
     else:
         _, plan = host.plan_statement(call, query, call.statement_flavor, None)
         result.dataset_schema = plan.arrow_schema.serialize().to_pybytes()

@@ -1,9 +1,10 @@
 """The Flight SQL metadata commands: one record per command (result schema and builder).
 
 ``GetFlightInfo`` answers a metadata command with the record's schema and a ticket that
-carries the command itself; ``DoGet`` builds the result. Buckets are schemas, objects and
-configured prefixes are tables. Hand-written because pyarrow.flight has no Flight SQL server
-layer (Arrow's C++ ``FlightSqlServerBase`` is not exposed to Python).
+carries the command itself; ``DoGet`` builds the result. Buckets are schemas; an object is a
+``table`` and a configured prefix a ``view`` (see ``OBJECT_TABLE_TYPE``). Hand-written because
+pyarrow.flight has no Flight SQL server layer (Arrow's C++ ``FlightSqlServerBase`` is not
+exposed to Python).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from flight_storage.errors import StorageError
 from flight_storage.execution.engine import SelectEngine
 from flight_storage.protocol import SqlInfo
 from flight_storage.request.tables import resolve_table
+from flight_storage.rpc.column_metadata import describe_columns
 from flight_storage.rpc.config import ServerConfig
 from flight_storage.rpc.middleware import CallContext
 from flight_storage.rpc.streams import object_sources
@@ -30,7 +32,16 @@ log = logging.getLogger(__name__)
 
 SERVER_NAME: Final = "flight-select"
 SERVER_VERSION: Final = "0.1.0"
-TABLE_TYPES: Final = ("OBJECT", "PREFIX")
+OBJECT_TABLE_TYPE: Final = "table"
+"""An object holds the bytes it is read from: a base table."""
+PREFIX_TABLE_TYPE: Final = "view"
+"""A configured prefix stores nothing of its own: it is the union of the objects under it, as a
+view is a stored query over base tables. Flight SQL leaves the vocabulary to the server
+(``CommandGetTableTypes``); lower case is what Arrow's reference SQLite Flight SQL servers and
+ADBC's own drivers answer, and what sqlalchemy-adbc lists (it compares with ``"table"`` and
+``"view"`` exactly). GetTables' ``table_types`` filter ignores case, so JDBC-style filters
+(``TABLE``, ``VIEW``, the spec's own examples) select them too."""
+TABLE_TYPES: Final = (OBJECT_TABLE_TYPE, PREFIX_TABLE_TYPE)
 
 
 class MetadataHost(Protocol):
@@ -81,7 +92,8 @@ def _db_schemas(host: MetadataHost, call: CallContext, message: Any) -> pa.Table
 def _tables(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
     schema_pattern = _optional(message, "db_schema_filter_pattern")
     table_pattern = _optional(message, "table_name_filter_pattern")
-    types = set(message.table_types)
+    # case-blind: JDBC tools ask for "TABLE", ADBC's vocabulary (ours) is "table"
+    types = {t.casefold() for t in message.table_types}
     buckets: list[str] = []
     if not types or types & set(TABLE_TYPES):
         buckets = [b for b in host.readable_buckets(call) if _like(b, schema_pattern)]
@@ -92,8 +104,8 @@ def _tables(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
         except StorageError as exc:  # one bucket's broken file must not hide the others
             log.warning("bucket %s: %s", bucket, exc)
             configured = ()
-        names = [(t.prefix, "PREFIX") for t in configured]
-        names += [(o.key, "OBJECT") for o in host.catalog.objects(bucket)
+        names = [(t.prefix, PREFIX_TABLE_TYPE) for t in configured]
+        names += [(o.key, OBJECT_TABLE_TYPE) for o in host.catalog.objects(bucket)
                   if o.format is not None]
         for name, kind in names:
             if not _like(name, table_pattern) or (types and kind not in types):
@@ -120,7 +132,7 @@ def _table_schema(host: MetadataHost, bucket: str, name: str) -> pa.Schema:
     except StorageError as exc:
         log.warning("no schema for %s/%s: %s", bucket, name, exc)
         return pa.schema([])
-    return plan.arrow_schema
+    return describe_columns(plan.arrow_schema)
 
 def _table_types(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
     return pa.Table.from_pylist(

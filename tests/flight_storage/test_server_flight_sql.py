@@ -77,12 +77,53 @@ def test_get_objects_lists_buckets_tables_and_columns(server: ServerProcess) -> 
     # the configured prefix is a table of its own, beside each object under it
     assert sorted(tables) == ["orders/", "orders/2024-01.csv", "orders/2024-02.csv",
                               "orders/2024-03.csv"]
-    assert tables["orders/"]["table_type"] == "PREFIX"
-    assert tables["orders/2024-01.csv"]["table_type"] == "OBJECT"
+    # an object is a base table; a configured prefix, the union of its objects, a view
+    assert tables["orders/"]["table_type"] == "view"
+    assert tables["orders/2024-01.csv"]["table_type"] == "table"
     header = (SAMPLES / "sales/orders/2024-01.csv").read_text().splitlines()[0].split(",")
     for name in ("orders/2024-01.csv", "orders/"):
         assert [c["column_name"] for c in tables[name]["table_columns"]] == header
-    assert types == ["OBJECT", "PREFIX"]
+    assert types == ["table", "view"]
+
+
+@pytest.mark.parametrize(("wanted", "expected"), [
+    (["table"], ["orders/2024-01.csv", "orders/2024-02.csv", "orders/2024-03.csv"]),
+    (["TABLE"], ["orders/2024-01.csv", "orders/2024-02.csv", "orders/2024-03.csv"]),
+    (["VIEW"], ["orders/"]),
+    (["SYSTEM TABLE"], []),
+])
+def test_get_objects_table_type_filter_ignores_case(server: ServerProcess, wanted: list[str],
+                                                    expected: list[str]) -> None:
+    # JDBC tools ask for the spec's upper-case examples; ADBC's vocabulary is lower case
+    with flightsql.connect(server.location) as conn:
+        objects = conn.adbc_get_objects(depth="tables", db_schema_filter="sales",
+                                        table_name_filter="orders/%",
+                                        table_types_filter=wanted).read_all().to_pylist()
+    names = [t["table_name"] for c in objects for s in c["catalog_db_schemas"]
+             for t in s["db_schema_tables"] or []]
+    assert sorted(names) == expected
+
+
+def test_get_objects_columns_carry_sql_type_names(server: ServerProcess) -> None:
+    # The driver fills xdbc_type_name from the ARROW:FLIGHT:SQL:TYPE_NAME field metadata only.
+    with flightsql.connect(server.location) as conn, conn.cursor() as cursor:
+        objects = conn.adbc_get_objects(depth="all", db_schema_filter="sales",
+                                        table_name_filter="parquet/orders.parquet"
+                                        ).read_all().to_pylist()
+        cursor.execute('SELECT * FROM "sales"."parquet/orders.parquet" LIMIT 1')
+        result_types = cursor.fetch_arrow_table().schema.types
+    (table,) = [t for c in objects for s in c["catalog_db_schemas"]
+                for t in s["db_schema_tables"]]
+    names = [c["xdbc_type_name"] for c in table["table_columns"]]
+    expected = {pa.int64(): "BIGINT", pa.float64(): "DOUBLE", pa.bool_(): "BOOLEAN"}
+    for name, arrow_type in zip(names, result_types, strict=True):
+        if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+            assert name == "VARCHAR"
+        elif pa.types.is_timestamp(arrow_type):
+            assert name == ("TIMESTAMP" if arrow_type.tz is None else "TIMESTAMP WITH TIME ZONE")
+        else:
+            assert name == expected[arrow_type], (name, arrow_type)
+    assert [c["xdbc_is_autoincrement"] for c in table["table_columns"]] == [False] * len(names)
 
 
 def test_prefix_table_reads_every_object(server: ServerProcess) -> None:
@@ -97,6 +138,20 @@ def test_prefix_table_reads_every_object(server: ServerProcess) -> None:
                 if r[2] == "north"]
     assert int(count) == 6000
     assert sorted(ids) == expected and ids
+
+
+def test_parameters_on_a_prefix_table(server: ServerProcess) -> None:
+    # CreatePreparedStatement checks a parameterised statement's table: a prefix such as
+    # "orders/" is a table name, not an object key (it was refused as an invalid key)
+    with flightsql.connect(server.location) as conn, conn.cursor() as cursor:
+        cursor.execute('SELECT count(*) FROM "sales"."orders/" WHERE region = ?',
+                       parameters=("north",))
+        (count,) = cursor.fetchone()
+    expected = sum(1 for month in ("01", "02", "03")
+                   for r in csv.reader(io.StringIO(
+                       (SAMPLES / f"sales/orders/2024-{month}.csv").read_text()))
+                   if r[2] == "north")
+    assert int(count) == expected > 0
 
 
 def test_with_options_in_the_statement(server: ServerProcess) -> None:

@@ -3,8 +3,8 @@
 The dialect runs in its own process, as in ``test_foreign_clients.py``: flightsql-dbapi's
 generated Flight SQL messages and ours cannot share one protobuf descriptor pool.
 
-``sqlalchemy-adbc`` (0.3.0 on PyPI) is not tested here: it needs SQLAlchemy >= 2.0 while
-flightsql-dbapi 0.2.2 pins SQLAlchemy < 2.0, so the two cannot be installed side by side.
+``sqlalchemy-adbc`` (0.3.0 on PyPI) needs SQLAlchemy >= 2.0 while flightsql-dbapi 0.2.2 pins
+SQLAlchemy < 2.0, so it runs in the clients' venv: ``test_sqlalchemy_adbc_client.py``.
 """
 
 from __future__ import annotations
