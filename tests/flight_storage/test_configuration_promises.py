@@ -62,12 +62,6 @@ def test_typed_columns_are_typed(server: ServerProcess) -> None:
     assert table.to_pylist() == [{"id": 2, "region": "west"}, {"id": 3, "region": "east"}]
 
 
-@pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="the dialect reads a decimal column as DOUBLE (select_dialect/transforms.py, "
-           "_parquet_column casts it), so projections and aggregates answer float64; the "
-           "translator belongs to the standard-flavour work of issue #12",
-)
 @pytest.mark.parametrize("sql, expected", [
     ("SELECT price FROM \"shop\".\"typed/orders.csv\"",
      [Decimal("1.50"), Decimal("2.25"), Decimal("10.05")]),
