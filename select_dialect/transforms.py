@@ -12,12 +12,19 @@ rewrites it into nodes whose DataFusion meaning is exact:
   projection); aliases the WHERE clause reads are instead computed once per row in subqueries
   below the filter and read as columns (``Lowering.materialize``); cyclic references are
   rejected;
-* operators get the flavour's coercions (CSV text vs numbers, JSON text, timestamps);
+* operators get the flavour's coercions (CSV text vs numbers, JSON text, timestamps); two
+  numbers meet by one table, :data:`NUMBER_COERCION` (a decimal column stays decimal next to
+  an integer and becomes a double next to a float), and a number literal next to a decimal is
+  an exact decimal;
 * functions map onto DataFusion builtins when their semantics are exact, else onto the UDFs of
   :mod:`select_dialect.udf_names`.
 
 Anything not in the dispatch tables is rejected with :class:`UnsupportedFeatureError`; the
 output tree is built only from nodes created here, never from user text.
+
+Hand-written because the kinds are s3-select's, not SQL types (CSV field text that is a number
+next to a number, JSON values, the S3_TIMESTAMP struct), and each coercion must name the
+DataFusion expression that gives s3-select's answer; sqlglot's type annotation knows neither.
 """
 
 from __future__ import annotations
@@ -378,8 +385,7 @@ def exact_decimal_literal(node: exp.Expression) -> exp.Expression | None:
     with 10.049999999999998. A decimal literal of the text's own digits is compared exactly.
 
     Example:
-        >>> to_sql = lambda n: n.sql()
-        >>> to_sql(exact_decimal_literal(exp.Literal.number("1.50")))
+        >>> exact_decimal_literal(exp.Literal.number("1.50")).sql()
         "CAST('1.50' AS DECIMAL(3, 2))"
     """
     negative = False
