@@ -791,31 +791,25 @@ class Lowering:
 
     def _cast(self, typed: Typed, target: str) -> Typed:
         node, kind = typed
-        if target == "int":
-            if kind == INT:
-                return node, INT
-            if kind in (FLOAT, DECIMAL, BOOL):  # toward zero, as s3-select's int()
-                return cast(paren(node), "BIGINT"), INT
+        number = _NUMBER_CAST_TARGETS.get(target)
+        if number is not None:
+            result, sql_type, from_text = number
+            if kind == result:
+                return node, result
             if kind == NULL:
-                return typed_null(INT), INT
+                return typed_null(result), result
+            if kind in NUMERIC or kind == BOOL:  # a number to int: toward zero, as s3-select
+                return cast(paren(node), sql_type), result
             if kind in TEXTUAL or kind == JSON:
-                return guarded_cast_int(self.as_string(typed)), INT
-        elif target == "float":
-            if kind == FLOAT:
-                return node, FLOAT
-            if kind in (INT, DECIMAL, BOOL):
-                return cast(paren(node), "DOUBLE"), FLOAT
-            if kind == NULL:
-                return typed_null(FLOAT), FLOAT
-            if kind in TEXTUAL or kind == JSON:
-                return guarded_cast_float(self.as_string(typed)), FLOAT
-        elif target == "string":
-            return self.as_string(typed), STRING
-        elif target == "bool":
-            return self.as_bool(typed), BOOL
-        elif target == "timestamp":
-            return self.as_ts(typed), TS
-        raise QuerySemanticError(f"cannot cast a {kind} value to {target}")
+                return from_text(self.as_string(typed)), result
+            raise QuerySemanticError(f"cannot cast a {kind} value to {target}")
+        converters: dict[str, tuple[Callable[[Typed], exp.Expression], Kind]] = {
+            "string": (self.as_string, STRING),
+            "bool": (self.as_bool, BOOL),
+            "timestamp": (self.as_ts, TS),
+        }
+        convert, result = converters[target]
+        return convert(typed), result
 
     # ------------------------------------------------------------------ leaves
 
@@ -1579,6 +1573,13 @@ def _static_json(node: exp.Expression, kind: str) -> str | None:
     if isinstance(node, exp.Null):
         return "null"
     return None
+
+# Cast targets that are numbers: (kind, DataFusion type for a number or boolean, the guarded
+# cast for text, which answers what s3-select answers or raises its error).
+_NUMBER_CAST_TARGETS: dict[str, tuple[Kind, str, Callable[[exp.Expression], exp.Expression]]] = {
+    "int": (INT, "BIGINT", guarded_cast_int),
+    "float": (FLOAT, "DOUBLE", guarded_cast_float),
+}
 
 _CAST_TARGETS: dict[Any, str] = {
     exp.DataType.Type.INT: "int",
