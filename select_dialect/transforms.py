@@ -12,20 +12,29 @@ rewrites it into nodes whose DataFusion meaning is exact:
   projection); aliases the WHERE clause reads are instead computed once per row in subqueries
   below the filter and read as columns (``Lowering.materialize``); cyclic references are
   rejected;
-* operators get the flavour's coercions (CSV text vs numbers, JSON text, timestamps);
+* operators get the flavour's coercions (CSV text vs numbers, JSON text, timestamps); two
+  numbers meet by one table, :data:`NUMBER_COERCION` (a decimal column stays decimal next to
+  an integer and becomes a double next to a float), and a number literal next to a decimal is
+  an exact decimal;
 * functions map onto DataFusion builtins when their semantics are exact, else onto the UDFs of
   :mod:`select_dialect.udf_names`.
 
 Anything not in the dispatch tables is rejected with :class:`UnsupportedFeatureError`; the
 output tree is built only from nodes created here, never from user text.
+
+Hand-written because the kinds are s3-select's, not SQL types (CSV field text that is a number
+next to a number, JSON values, the S3_TIMESTAMP struct), and each coercion must name the
+DataFusion expression that gives s3-select's answer; sqlglot's type annotation knows neither.
 """
 
 from __future__ import annotations
 
+import decimal
 import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from sqlglot import exp
@@ -35,22 +44,32 @@ from select_dialect.errors import QuerySemanticError, UnsupportedFeatureError
 from select_dialect.s3select import Missing
 from select_dialect.timestamp_format import strftime_for
 
-# Static kinds of lowered expressions.
-INT = "int"
-FLOAT = "float"
-STRING = "string"  # text that is a string (literal, string function result, Parquet string)
-FIELD = "field"  # CSV field text: compares with numbers as a number
-BOOL = "bool"
-TS = "ts"  # the S3_TIMESTAMP struct
-NATIVE_TS = "native_ts"  # an Arrow timestamp/date column (Parquet)
-NULL = "null"
-JSON = "json"  # compact JSON text of a JSON value
 
-NUMERIC = frozenset({INT, FLOAT})
+class Kind(StrEnum):
+    """The static kind of a lowered expression (what DataFusion type it has, and how s3-select
+    coerces it next to other kinds)."""
+
+    INT = "int"
+    FLOAT = "float"
+    DECIMAL = "decimal"  # an Arrow decimal128(p, s): exact, DataFusion carries p and s
+    STRING = "string"  # text that is a string (literal, string function result, Parquet string)
+    FIELD = "field"  # CSV field text: compares with numbers as a number
+    BOOL = "bool"
+    TS = "ts"  # the S3_TIMESTAMP struct
+    NATIVE_TS = "native_ts"  # an Arrow timestamp/date column (Parquet)
+    NULL = "null"
+    JSON = "json"  # compact JSON text of a JSON value
+
+
+INT, FLOAT, DECIMAL = Kind.INT, Kind.FLOAT, Kind.DECIMAL
+STRING, FIELD, BOOL, JSON = Kind.STRING, Kind.FIELD, Kind.BOOL, Kind.JSON
+TS, NATIVE_TS, NULL = Kind.TS, Kind.NATIVE_TS, Kind.NULL
+
+NUMERIC = frozenset({INT, FLOAT, DECIMAL})
 TEXTUAL = frozenset({STRING, FIELD})
 
-# Parquet/Arrow column type names (Column.type) -> kind.
-COLUMN_KINDS: dict[str, str] = {
+# Parquet/Arrow column type names (Column.type) -> kind; ``decimal(p,s)`` is DECIMAL.
+COLUMN_KINDS: dict[str, Kind] = {
     "string": STRING,
     "int64": INT,
     "float64": FLOAT,
@@ -59,10 +78,44 @@ COLUMN_KINDS: dict[str, str] = {
     "date": NATIVE_TS,
 }
 
+# The coercion of two numbers, one table for arithmetic (+ - * / %), comparisons, CASE and
+# COALESCE: the kind both sides are brought to. A decimal next to an integer stays exact
+# (DataFusion widens the precision: decimal(10,2) + int64 is decimal(23,2)); a decimal next
+# to a float is a float, the usual SQL rule (the decimal side is cast to DOUBLE, see
+# _NUMBER_CASTS; left to itself DataFusion would cast both to decimal(30,15), which overflows
+# past 10**15). An operand that is not a number is read as FLOAT first (as_number).
+NUMBER_COERCION: dict[frozenset[Kind], Kind] = {
+    frozenset({INT}): INT,
+    frozenset({FLOAT}): FLOAT,
+    frozenset({DECIMAL}): DECIMAL,
+    frozenset({INT, FLOAT}): FLOAT,
+    frozenset({INT, DECIMAL}): DECIMAL,
+    frozenset({FLOAT, DECIMAL}): FLOAT,
+}
+
+# The explicit cast a number of one kind needs to reach another; pairs not listed are left to
+# DataFusion's own coercion, which is exact for them (int64 -> double, int64 -> decimal).
+_NUMBER_CASTS: dict[tuple[Kind, Kind], str] = {
+    (DECIMAL, FLOAT): "DOUBLE",
+}
+
+# The kind SUM and AVG give per argument kind (DataFusion 55: sum(decimal(p,s)) is
+# decimal(min(p+10, 38), s), avg(decimal(p,s)) is decimal(min(p+4, 38), min(s+4, 38)),
+# avg(int64) is double). Other arguments are read as numbers (FLOAT) first.
+AGGREGATE_KINDS: dict[tuple[str, Kind], Kind] = {
+    ("sum", INT): INT,
+    ("sum", FLOAT): FLOAT,
+    ("sum", DECIMAL): DECIMAL,
+    ("avg", INT): FLOAT,
+    ("avg", FLOAT): FLOAT,
+    ("avg", DECIMAL): DECIMAL,
+}
+
 _INT_RE = re.compile(r"^\d+$")
 _NUMBER_TEXT_RE = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 _POSITIONAL_RE = re.compile(r"^_(\d+)$")
 _INT64_MAX = 2**63 - 1
+_MAX_DECIMAL_PRECISION = 38  # Arrow's decimal128
 _FLOAT64_MAX = "1.7976931348623157e308"
 
 # Characters escaped when a LIKE pattern becomes a regular expression (valid in Rust regex,
@@ -108,7 +161,7 @@ CEPH_S3SELECT_VERSION = "41.a"
 _CYCLE_MESSAGE = "number of calls exceed maximum size, probably a cyclic reference to alias"
 
 
-Typed = tuple[exp.Expression, str]
+Typed = tuple[exp.Expression, Kind]
 
 
 @dataclass(frozen=True)
@@ -251,11 +304,13 @@ def _without_json_null(node: exp.Expression) -> exp.Expression:
     return exp.Case(ifs=[exp.If(this=is_null, true=typed_null(JSON))], default=node)
 
 
-def typed_null(kind: str) -> exp.Expression:
-    """A NULL of the DataFusion type of ``kind``."""
+def typed_null(kind: Kind) -> exp.Expression:
+    """A NULL of the DataFusion type of ``kind`` (a DECIMAL NULL is decimal(1,0), which widens
+    no decimal it meets: DataFusion's common type keeps the larger integer part and scale)."""
     table = {
         INT: "BIGINT",
         FLOAT: "DOUBLE",
+        DECIMAL: "DECIMAL(1, 0)",
         STRING: "VARCHAR",
         FIELD: "VARCHAR",
         JSON: "VARCHAR",
@@ -341,6 +396,40 @@ def _listing(names: Sequence[str], most: int = 40) -> str:
     """``names`` for an error message, cut after ``most`` (a header may have thousands)."""
     shown = ", ".join(names[:most])
     return shown + (f", ... ({len(names) - most} more)" if len(names) > most else "")
+
+
+def exact_decimal_literal(node: exp.Expression) -> exp.Expression | None:
+    """A number literal (``1.505``, ``-2``, ``1e3``) as a DataFusion decimal of exactly its
+    digits, else None (not a literal, or more than 38 digits).
+
+    DataFusion reads ``1.505`` as a double and, next to a decimal column, casts that double to
+    decimal(30, 15): the literal is rounded twice and ``price = 10.049999999999999`` compares
+    with 10.049999999999998. A decimal literal of the text's own digits is compared exactly.
+
+    Example:
+        >>> exact_decimal_literal(exp.Literal.number("1.50")).sql()
+        "CAST('1.50' AS DECIMAL(3, 2))"
+    """
+    negative = False
+    while isinstance(node, (exp.Paren, exp.Neg)):
+        negative ^= isinstance(node, exp.Neg)
+        node = node.this
+    if not isinstance(node, exp.Literal) or node.is_string:
+        return None
+    try:
+        value = decimal.Decimal(node.this)
+    except decimal.InvalidOperation:
+        return None
+    if not value.is_finite():
+        return None
+    _, digits, exponent = value.as_tuple()
+    assert isinstance(exponent, int)  # finite
+    scale = max(0, -exponent)
+    precision = max(1, max(0, len(digits) + exponent) + scale)
+    if precision > _MAX_DECIMAL_PRECISION:
+        return None
+    text = format(-value if negative else value, "f")
+    return cast(lit_str(text), f"DECIMAL({precision}, {scale})")
 
 
 def guarded_cast_int(text: exp.Expression) -> exp.Expression:
@@ -658,6 +747,13 @@ class Lowering:
             return exp.TryCast(this=fn("btrim", node), to=exp.DataType.build("DOUBLE"))
         raise QuerySemanticError(f"a {kind} value cannot be used as a number")
 
+    def as_kind(self, typed: Typed, target: Kind) -> exp.Expression:
+        """A number brought to ``target`` (a kind of :data:`NUMBER_COERCION`)."""
+        node = self.as_number(typed)
+        source = typed[1] if typed[1] in NUMERIC else FLOAT
+        to = _NUMBER_CASTS.get((source, target))
+        return cast(paren(node), to) if to is not None else node
+
     def as_string(self, typed: Typed) -> exp.Expression:
         node, kind = typed
         if kind in TEXTUAL:
@@ -717,31 +813,25 @@ class Lowering:
 
     def _cast(self, typed: Typed, target: str) -> Typed:
         node, kind = typed
-        if target == "int":
-            if kind == INT:
-                return node, INT
-            if kind in (FLOAT, BOOL):
-                return cast(paren(node), "BIGINT"), INT
+        number = _NUMBER_CAST_TARGETS.get(target)
+        if number is not None:
+            result, sql_type, from_text = number
+            if kind == result:
+                return node, result
             if kind == NULL:
-                return typed_null(INT), INT
+                return typed_null(result), result
+            if kind in NUMERIC or kind == BOOL:  # a number to int: toward zero, as s3-select
+                return cast(paren(node), sql_type), result
             if kind in TEXTUAL or kind == JSON:
-                return guarded_cast_int(self.as_string(typed)), INT
-        elif target == "float":
-            if kind == FLOAT:
-                return node, FLOAT
-            if kind in (INT, BOOL):
-                return cast(paren(node), "DOUBLE"), FLOAT
-            if kind == NULL:
-                return typed_null(FLOAT), FLOAT
-            if kind in TEXTUAL or kind == JSON:
-                return guarded_cast_float(self.as_string(typed)), FLOAT
-        elif target == "string":
-            return self.as_string(typed), STRING
-        elif target == "bool":
-            return self.as_bool(typed), BOOL
-        elif target == "timestamp":
-            return self.as_ts(typed), TS
-        raise QuerySemanticError(f"cannot cast a {kind} value to {target}")
+                return from_text(self.as_string(typed)), result
+            raise QuerySemanticError(f"cannot cast a {kind} value to {target}")
+        converters: dict[str, tuple[Callable[[Typed], exp.Expression], Kind]] = {
+            "string": (self.as_string, STRING),
+            "bool": (self.as_bool, BOOL),
+            "timestamp": (self.as_ts, TS),
+        }
+        convert, result = converters[target]
+        return convert(typed), result
 
     # ------------------------------------------------------------------ leaves
 
@@ -773,7 +863,7 @@ class Lowering:
         if typed[1] == NULL:
             return typed
         number = self.as_number(typed)
-        return exp.Neg(this=paren(number)), (FLOAT if typed[1] not in (INT,) else INT)
+        return exp.Neg(this=paren(number)), (typed[1] if typed[1] in NUMERIC else FLOAT)
 
     # ------------------------------------------------------------------ references
 
@@ -889,11 +979,8 @@ class Lowering:
                 match = self.columns[index - 1]
         if match is None:
             raise self._unknown_column(name)
-        kind = COLUMN_KINDS.get(match.type, FLOAT if match.type.startswith("decimal") else STRING)
-        node: exp.Expression = col(match.name)
-        if match.type.startswith("decimal"):
-            node = cast(node, "DOUBLE")
-        return node, kind
+        kind = DECIMAL if match.type.startswith("decimal") else COLUMN_KINDS.get(match.type, STRING)
+        return col(match.name), kind
 
     def _json_reference(self, steps: list[Any]) -> Typed:
         first = steps[0]
@@ -955,11 +1042,12 @@ class Lowering:
                 raise QuerySemanticError("illegal binary operation with string")
         if NULL in (left[1], right[1]):
             return exp.Null(), NULL
-        a = paren(self.as_number(left))
-        b = paren(self.as_number(right))
-        kind = FLOAT if FLOAT in (left[1], right[1]) or left[1] not in NUMERIC or right[1] not in NUMERIC else INT
         if isinstance(node, exp.Pow):
+            a, b = paren(self.as_number(left)), paren(self.as_number(right))
             return fn("power", a, b), FLOAT
+        kind = NUMBER_COERCION[frozenset({_number_kind(left[1]), _number_kind(right[1])})]
+        a = paren(self.as_kind(left, kind))
+        b = paren(self.as_kind(right, kind))
         klass: type[exp.Expression] = type(node)
         return klass(this=a, expression=b), kind
 
@@ -974,7 +1062,9 @@ class Lowering:
         if NULL in (lk, rk):
             return typed_null(BOOL)
         pair = {lk, rk}
-        if pair <= NUMERIC or pair <= TEXTUAL or pair == {BOOL}:
+        if DECIMAL in pair and pair <= NUMERIC:
+            a, b = self._decimal_operands(left, right)
+        elif pair <= NUMERIC or pair <= TEXTUAL or pair == {BOOL}:
             a, b = left[0], right[0]
         elif TS in pair or NATIVE_TS in pair:
             a = utc_instant(self.as_ts(left))
@@ -985,7 +1075,7 @@ class Lowering:
             else:
                 return self._json_ordering(klass, left, right)
         elif JSON in pair and pair & NUMERIC:
-            a, b = self.as_number(left), self.as_number(right)
+            a, b = self.as_kind(left, FLOAT), self.as_kind(right, FLOAT)
         elif JSON in pair and pair & TEXTUAL:
             a, b = self.as_string(left), self.as_string(right)
         elif pair == {JSON, BOOL} and self.flavor == "aws" and klass in (exp.EQ, exp.NEQ):
@@ -999,15 +1089,34 @@ class Lowering:
         elif BOOL in pair:
             a, b = self.as_bool(left), self.as_bool(right)
         elif FIELD in pair and pair & NUMERIC:
-            a, b = self.as_number(left), self.as_number(right)
+            a, b = self.as_kind(left, FLOAT), self.as_kind(right, FLOAT)
         elif STRING in pair and pair & NUMERIC:
             string_side = left if lk == STRING else right
             if isinstance(string_side[0], exp.Literal):
                 return self._mismatch(klass, left[0], right[0])
-            a, b = self.as_number(left), self.as_number(right)
+            a, b = self.as_kind(left, FLOAT), self.as_kind(right, FLOAT)
         else:
             raise QuerySemanticError(f"cannot compare a {lk} value with a {rk} value")
         return klass(this=paren(a), expression=paren(b))
+
+    def _decimal_operands(self, left: Typed, right: Typed) -> tuple[exp.Expression, exp.Expression]:
+        """The two sides of a comparison of a decimal with a number. A number literal becomes
+        a decimal of its own digits (exact: ``price = 2.25`` is true for 2.25, ``price >
+        1.505`` false for 1.50); other sides follow :data:`NUMBER_COERCION`."""
+        literal = self._exact_beside_decimal(left, right)
+        if literal is not None:
+            return literal, right[0]
+        literal = self._exact_beside_decimal(right, left)
+        if literal is not None:
+            return left[0], literal
+        kind = NUMBER_COERCION[frozenset({left[1], right[1]})]
+        return self.as_kind(left, kind), self.as_kind(right, kind)
+
+    @staticmethod
+    def _exact_beside_decimal(this: Typed, other: Typed) -> exp.Expression | None:
+        if other[1] != DECIMAL or this[1] not in (INT, FLOAT):
+            return None
+        return exact_decimal_literal(this[0])
 
     def _json_ordering(
         self, klass: type[exp.Expression], left: Typed, right: Typed
@@ -1094,7 +1203,9 @@ class Lowering:
         subject = self.lower(node.this)
         items = [self.lower(item) for item in node.expressions]
         kinds = {kind for _, kind in items}
-        if (subject[1] in NUMERIC and kinds <= NUMERIC) or (subject[1] in TEXTUAL and kinds <= TEXTUAL):
+        # A decimal side takes the comparisons below, whose literals are exact decimals.
+        numbers = kinds | {subject[1]} <= NUMERIC and DECIMAL not in kinds | {subject[1]}
+        if numbers or (subject[1] in TEXTUAL and kinds <= TEXTUAL):
             return exp.In(this=paren(subject[0]), expressions=[i[0] for i in items]), BOOL
         comparisons = [paren(self.compare(exp.EQ, subject, item)) for item in items]
         return exp.Paren(this=balanced(comparisons, exp.Or)), BOOL
@@ -1214,7 +1325,7 @@ class Lowering:
         out = exp.Case(ifs=ifs, default=unified[len(conditions)] if default is not None else None)
         return out, kind
 
-    def unify(self, values: Sequence[Typed]) -> tuple[list[exp.Expression], str]:
+    def unify(self, values: Sequence[Typed]) -> tuple[list[exp.Expression], Kind]:
         """Bring values to one kind (for CASE, COALESCE)."""
         kinds = {kind for _, kind in values if kind != NULL}
         if not kinds:
@@ -1223,12 +1334,22 @@ class Lowering:
             kind = kinds.pop()
             return [node if k != NULL else typed_null(kind) for node, k in values], kind
         if kinds <= NUMERIC | {JSON, FIELD}:
-            target = FLOAT if kinds - {INT} else INT
-            return [self.as_number((n, k)) if k != INT or target == INT else cast(paren(n), "DOUBLE") for n, k in values], target
+            target = NUMBER_COERCION[frozenset(_number_kind(k) for k in kinds)]
+            return [self._unified_number((n, k), target) for n, k in values], target
         if kinds <= {TS, NATIVE_TS} | TEXTUAL:
             if kinds & {TS, NATIVE_TS}:
                 return [self.as_ts(v) for v in values], TS
         return [self.as_string(v) for v in values], STRING
+
+    def _unified_number(self, typed: Typed, target: Kind) -> exp.Expression:
+        """One value of a CASE or COALESCE brought to the numeric ``target`` kind: an integer
+        among floats is cast explicitly, as are decimals (DataFusion's own common type of a
+        decimal and a double is decimal(30, 15))."""
+        if typed[1] == NULL:
+            return typed_null(target)
+        if typed[1] == INT and target == FLOAT:
+            return cast(paren(typed[0]), "DOUBLE")
+        return self.as_kind(typed, target)
 
     # ------------------------------------------------------------------ functions
 
@@ -1249,7 +1370,28 @@ class Lowering:
         target = _CAST_TARGETS.get(to.this)
         if target is None:
             raise UnsupportedFeatureError(f"unsupported cast target: {to.sql()}")
-        return self._cast(self.lower(node.this), target)
+        typed = self.lower(node.this)
+        if target == "decimal":
+            return self._cast_to_decimal(typed, to)
+        return self._cast(typed, target)
+
+    def _cast_to_decimal(self, typed: Typed, to: exp.DataType) -> Typed:
+        """``CAST(x AS DECIMAL(p,s))``: s3-select's cast to a float (``cast(1.123456789 as
+        decimal(9,1))`` is 1.123456789 in Ceph), except that a decimal stays a decimal, of the
+        written precision and scale when they are given (DataFusion rounds half away from
+        zero, and a value too wide for ``p`` is an error)."""
+        if typed[1] != DECIMAL:
+            return self._cast(typed, "float")
+        params = [p.this for p in to.expressions if isinstance(p, exp.DataTypeParam)]
+        if not params:
+            return typed
+        if len(params) > 2 or not all(
+                isinstance(p, exp.Literal) and _INT_RE.match(p.this) for p in params):
+            raise QuerySemanticError(f"invalid decimal type: {to.sql()}")
+        precision, scale = int(params[0].this), int(params[1].this) if len(params) == 2 else 0
+        if not 1 <= precision <= _MAX_DECIMAL_PRECISION or scale > precision:
+            raise QuerySemanticError(f"invalid decimal type: {to.sql()}")
+        return cast(paren(typed[0]), f"DECIMAL({precision}, {scale})"), DECIMAL
 
     def _substring(self, node: exp.Substring) -> Typed:
         subject = self.as_string(self.lower(node.this))
@@ -1309,9 +1451,8 @@ class Lowering:
     def _sum_avg(self, node: exp.Expression) -> Typed:
         self._no_nested_aggregate(node.this)
         typed = self.lower(node.this)
-        number = self.as_number(typed)
-        kind = INT if typed[1] == INT and isinstance(node, exp.Sum) else FLOAT
-        return fn("sum" if isinstance(node, exp.Sum) else "avg", number), kind
+        name = "sum" if isinstance(node, exp.Sum) else "avg"
+        return fn(name, self.as_number(typed)), AGGREGATE_KINDS.get((name, typed[1]), FLOAT)
 
     def _min_max(self, node: exp.Expression) -> Typed:
         if node.expressions:
@@ -1455,6 +1596,13 @@ def _static_json(node: exp.Expression, kind: str) -> str | None:
         return "null"
     return None
 
+# Cast targets that are numbers: (kind, DataFusion type for a number or boolean, the guarded
+# cast for text, which answers what s3-select answers or raises its error).
+_NUMBER_CAST_TARGETS: dict[str, tuple[Kind, str, Callable[[exp.Expression], exp.Expression]]] = {
+    "int": (INT, "BIGINT", guarded_cast_int),
+    "float": (FLOAT, "DOUBLE", guarded_cast_float),
+}
+
 _CAST_TARGETS: dict[Any, str] = {
     exp.DataType.Type.INT: "int",
     exp.DataType.Type.BIGINT: "int",
@@ -1462,7 +1610,7 @@ _CAST_TARGETS: dict[Any, str] = {
     exp.DataType.Type.TINYINT: "int",
     exp.DataType.Type.FLOAT: "float",
     exp.DataType.Type.DOUBLE: "float",
-    exp.DataType.Type.DECIMAL: "float",
+    exp.DataType.Type.DECIMAL: "decimal",
     exp.DataType.Type.TEXT: "string",
     exp.DataType.Type.VARCHAR: "string",
     exp.DataType.Type.CHAR: "string",
@@ -1480,6 +1628,11 @@ def _part_name(node: exp.Expression) -> str:
     if isinstance(node, exp.Literal) and node.is_string:
         return node.this.lower()
     raise QuerySemanticError(f"expected a date part, got {_describe(node)}")
+
+
+def _number_kind(kind: Kind) -> Kind:
+    """The kind an operand has as a number (what :meth:`Lowering.as_number` gives)."""
+    return kind if kind in NUMERIC else FLOAT
 
 
 def _flatten(node: exp.Expression, klass: type[exp.Expression]) -> list[exp.Expression]:

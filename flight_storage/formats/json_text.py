@@ -12,6 +12,7 @@ control characters go through :func:`json.dumps` with the same settings.
 
 from __future__ import annotations
 
+import decimal
 import json
 from typing import Any
 
@@ -22,7 +23,27 @@ _CONTROL_CHARACTERS = "[\\x00-\\x1f]"
 
 
 def dumps(value: Any) -> str:
-    """Compact JSON text of a Python value, non-ASCII characters kept (``{"a":"é"}``)."""
+    """Compact JSON text of a Python value, non-ASCII characters kept (``{"a":"é"}``); a
+    :class:`~decimal.Decimal` (a Parquet decimal inside a list or struct) prints its exact
+    digits at its scale, which :func:`json.dumps` cannot do (it refuses decimals).
+
+    Example:
+        >>> dumps({"p": [decimal.Decimal("1.50"), None], "é": True})
+        '{"p":[1.50,null],"é":true}'
+    """
+    if isinstance(value, decimal.Decimal):
+        return format(value, "f")
+    if isinstance(value, dict):
+        # json.dumps' own key text: strings as they are, other keys as their JSON text
+        return "{" + ",".join(
+            _dumps_leaf(key if isinstance(key, str) else _dumps_leaf(key)) + ":" + dumps(item)
+            for key, item in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(dumps(item) for item in value) + "]"
+    return _dumps_leaf(value)
+
+
+def _dumps_leaf(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 

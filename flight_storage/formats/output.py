@@ -26,7 +26,8 @@ timestamps                ``YYYY-MM-DDTHH:MM:SS[.ffffff]``  the precision as wri
 
 Floats print as the shortest round-trip decimal with integral values lacking ``.0`` in both
 flavours, as Python's ``repr`` writes it; Arrow's float -> string cast does that except for
-magnitudes >= 1e10 or < 1e-4, which go through Python.
+magnitudes >= 1e10 or < 1e-4, which go through Python. Decimals (a configured ``decimal(p,s)``
+column, a Parquet decimal) print their exact digits at their scale, never in exponent form.
 """
 
 from __future__ import annotations
@@ -307,6 +308,21 @@ def _float_text(array: pa.Array, style: _Style) -> _Text:
     return _Text(text, False)
 
 
+def _decimal_text(array: pa.Array, style: _Style) -> _Text:
+    """A decimal's exact digits at its scale (``1.50``, ``-0.000000001``), in both flavours.
+
+    Arrow's decimal -> string cast writes scientific notation when the value is below
+    10**-6 (``-1E-9``, and ``0E-9`` for zero at scale 9); those rows are printed by Python's
+    ``format(value, "f")``, which keeps every digit of the scale."""
+    text = array.cast(pa.string())
+    scientific = pc.fill_null(pc.match_substring(text, "E"), False)
+    if pc.any(scientific).as_py():
+        rows = pc.take(array, pc.indices_nonzero(scientific)).to_pylist()
+        printed = [format(value, "f") for value in rows]
+        text = pc.replace_with_mask(text, scientific, pa.array(printed, pa.string()))
+    return _Text(text, False)
+
+
 def _string_text(array: pa.Array, style: _Style) -> _Text:
     return _Text(array.cast(pa.string()), True)
 
@@ -356,7 +372,7 @@ _FORMATTERS: list[tuple[Callable[[pa.DataType], bool], Callable[[pa.Array, _Styl
     (pa.types.is_boolean, _cast_text(False)),
     (pa.types.is_integer, _cast_text(False)),
     (pa.types.is_floating, _float_text),
-    (pa.types.is_decimal, _cast_text(False)),
+    (pa.types.is_decimal, _decimal_text),
     (pa.types.is_null, _null_text),
     (_is_binary, _binary_text),
     (_is_nested, _nested_text),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from decimal import Decimal
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -62,12 +63,6 @@ def test_typed_columns_are_typed(server: ServerProcess) -> None:
     assert table.to_pylist() == [{"id": 2, "region": "west"}, {"id": 3, "region": "east"}]
 
 
-@pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="the dialect reads a decimal column as DOUBLE (select_dialect/transforms.py, "
-           "_parquet_column casts it), so projections and aggregates answer float64; the "
-           "translator belongs to the standard-flavour work of issue #12",
-)
 @pytest.mark.parametrize("sql, expected", [
     ("SELECT price FROM \"shop\".\"typed/orders.csv\"",
      [Decimal("1.50"), Decimal("2.25"), Decimal("10.05")]),
@@ -79,6 +74,26 @@ def test_a_configured_decimal_stays_decimal(server: ServerProcess, sql: str,
     table = _query(server, sql)
     column = table.column(0)
     assert pa.types.is_decimal(column.type), column.type
+    assert column.to_pylist() == expected
+
+
+@pytest.mark.parametrize("sql, data_type, expected", [
+    ("SELECT avg(price) FROM \"shop\".\"typed/orders.csv\"", pa.decimal128(14, 6),
+     [Decimal("4.600000")]),
+    ("SELECT price * id FROM \"shop\".\"typed/orders.csv\" WHERE price >= 2.249",
+     pa.decimal128(31, 2), [Decimal("4.50"), Decimal("30.15")]),
+    ("SELECT id FROM \"shop\".\"typed/orders.csv\" WHERE price = 10.0500000000000001",
+     pa.int64(), []),
+    ("SELECT price * 2.0 FROM \"shop\".\"typed/orders.csv\" WHERE id = 1", pa.float64(),
+     [3.0]),
+])
+def test_a_configured_decimal_computes_exactly(server: ServerProcess, sql: str,
+                                               data_type: pa.DataType, expected: list[Any]
+                                               ) -> None:
+    """Decimal with an integer stays decimal, with a float is a double; a literal compares
+    exactly (as a double, 10.0500000000000001 would equal 10.05)."""
+    column = _query(server, sql).column(0)
+    assert column.type == data_type
     assert column.to_pylist() == expected
 
 

@@ -183,6 +183,10 @@ def _typed_table() -> pa.Table:
     "select d, ts, dt from s3object where i is not null",
     "select cast(d as float), f from s3object where b",
     "select count(*), sum(d), max(i), min(f) from s3object",
+    "select avg(d), min(d), max(d) from s3object",
+    "select d * i, d + 1, d + f, cast(d as decimal(4,1)) from s3object",
+    "select s from s3object where d > 1.199 or d = -3.05",
+    "select s from s3object where d between -3.051 and 1.2",
 ])
 def test_typed_columns_read_the_same(tmp_path: Path, query: str) -> None:
     source = _write(tmp_path / "object.parquet", _typed_table())

@@ -273,6 +273,32 @@ def test_decimal_and_nested_values() -> None:
     assert out == b'{"_1":1.10,"_2":[1,2]}\n'
 
 
+_DECIMALS = pa.array([decimal.Decimal("12345678901234567890123456789.123456789"),
+                      decimal.Decimal("-0.000000001"), decimal.Decimal("0E-9"), None],
+                     pa.decimal128(38, 9))
+
+
+@pytest.mark.parametrize(("flavor", "serialization", "expected"), [
+    ("ceph", None, b"12345678901234567890123456789.123456789\n-0.000000001\n0.000000000\nnull\n"),
+    ("aws", None, b"12345678901234567890123456789.123456789\n-0.000000001\n0.000000000\n\n"),
+    ("aws", {"JSON": {}}, b'{"_1":12345678901234567890123456789.123456789}\n'
+                          b'{"_1":-0.000000001}\n{"_1":0.000000000}\n{"_1":null}\n'),
+])  # fmt: skip
+def test_decimals_print_every_digit_of_their_scale(flavor: str, serialization: Any,
+                                                   expected: bytes) -> None:
+    """Arrow's decimal -> string cast writes -1E-9 and 0E-9 below 10**-6; the writers do not."""
+    assert _write([_DECIMALS], flavor=flavor, serialization=serialization) == expected
+
+
+def test_decimals_inside_nested_values_print_exactly() -> None:
+    """json.dumps refuses Decimal: a Parquet list or struct of decimals failed the query."""
+    values = pa.array([[decimal.Decimal("1.50"), decimal.Decimal("-0.000000001")], None],
+                      pa.list_(pa.decimal128(20, 9)))
+    record = pa.array([{"x": decimal.Decimal("2.5")}], pa.struct([("x", pa.decimal128(5, 1))]))
+    assert _write([values]) == b"[1.500000000,-0.000000001]\nnull\n"
+    assert _write([record], flavor="aws", serialization={"JSON": {}}) == b'{"_1":{"x":2.5}}\n'
+
+
 # ----------------------------------------------------------------- batches and options
 
 
