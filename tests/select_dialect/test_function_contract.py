@@ -1,9 +1,9 @@
 """The parser's function list and the lowering's agree: a function the parser reads as a call by
 name has a lowering, and the lowering has no entry the parser never produces.
 
-Adding a function touches both tables (docs/architecture.md, STYLE.md "Adding a dialect
-feature"); a name in one only is either a parsed call that fails as "unsupported" at
-translation or a lowering nobody reaches.
+Adding a function touches both tables (docs/architecture.md, "Adding a function"); a name in
+one only is either a parsed call that fails as "unsupported" at translation or a lowering
+nobody reaches.
 """
 
 from __future__ import annotations
