@@ -223,6 +223,28 @@ def translate(
         ) from None
 
 
+@dataclass(frozen=True)
+class _FromClause:
+    """What the FROM clause binds: the table reference, the JSON path below each document,
+    the row's alias and every name that refers to the table."""
+
+    source: S3Table | None
+    path: tuple[tuple[Any, ...], ...]
+    alias: exp.Identifier | None
+    table_names: set[str]
+
+
+@dataclass
+class _Projections:
+    """The lowered SELECT list and what the output writer needs of each column."""
+
+    outputs: list[exp.Expr] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    is_json: list[bool] = field(default_factory=list)
+    select_star: bool = False
+    row_as_record: bool = False
+
+
 def _translate(
     sql: str,
     input_format: str,
@@ -236,19 +258,7 @@ def _translate(
     rules = FLAVORS[flavor].engine
     statement = parse(sql, flavor)
     _check_shape(statement, flavor)
-    from_clause = statement.args.get("from_")
-    source: S3Table | None = from_clause.this if from_clause is not None else None
-    from_path = tuple(source.args.get("path") or ()) if source is not None else ()
-    if from_path[:1] == (("any_index",),):
-        from_path = from_path[1:]  # s3object[*]: each document; the reader's rows start here
-    table_alias = source.args.get("alias") if source is not None else None
-    if table_alias is None and rules == "aws" and from_path and from_path[-1][0] == "key":
-        # PartiQL: FROM S3Object[*].Rules[*].id binds the row to the name "id".
-        table_alias = exp.to_identifier(from_path[-1][1])
-    table_names = {str(source.this.this), "s3object"} if source is not None else set()
-    if table_alias is not None:
-        table_names.add(str(table_alias.this))
-
+    from_clause = _read_from(statement, rules)
     projections = list(statement.expressions)
     aliases = _collect_aliases(projections, rules, input_format, header)
     lowering = Lowering(
@@ -256,7 +266,7 @@ def _translate(
         flavor=rules,
         columns=columns,
         header=header,
-        table_names=table_names,
+        table_names=from_clause.table_names,
         aliases=aliases,
     )
 
@@ -267,80 +277,20 @@ def _translate(
         # An alias the WHERE clause uses is computed once per row, in a subquery below the
         # filter, and read as a column by the filter and by the projections.
         lowering.materialize = _aliases_used(where.this, aliases)
+    lowered = _lower_projections(projections, lowering, from_clause, aliases,
+                                 rules=rules, input_format=input_format,
+                                 star_names=_star_names(input_format, columns, header),
+                                 check_grouped=aggregate and not grouped)
 
-    select_star = len(projections) == 1 and _is_star(projections[0], table_names)
-    row_as_record = select_star and input_format == "json"
-    outputs: list[exp.Expr] = []
-    output_names: list[str] = []
-    output_is_json: list[bool] = []
-    unnamed = 0
-    if select_star and input_format == "json":
-        outputs.append(exp.alias_(lowering._json_path(()), "c0", quoted=True))
-        output_names.append("_1")
-        output_is_json.append(True)
-    elif select_star:
-        outputs.append(exp.Star())
-        output_names.extend(_star_names(input_format, columns, header))
-        output_is_json.extend(False for _ in output_names)
-    else:
-        for position, projection in enumerate(projections, start=1):
-            if _is_star(projection, table_names):
-                raise UnsupportedFeatureError("* must be the only projection")
-            body = projection.this if isinstance(projection, exp.Alias) else projection
-            if isinstance(projection, exp.Alias):
-                # Through the alias: inside its own definition the name is the column
-                # (``date_add(day, 2, shipdate) as shipdate``), and WHERE / other
-                # projections reuse the same lowered tree.
-                node, kind = lowering.lower_alias(projection.alias)
-            else:
-                node, kind = lowering.lower(body)
-            if aggregate and not grouped:  # with GROUP BY, DataFusion checks the columns
-                _check_grouped(node)
-            outputs.append(exp.alias_(node, f"c{len(outputs)}", quoted=True))
-            if isinstance(projection, exp.Alias):
-                name: str | None = projection.alias
-            else:
-                name = lowering.output_name(body)
-            row_alias = _is_row_alias(body, table_alias, rules, input_format, aliases)
-            if row_alias and table_alias is not None and len(projections) == 1:
-                row_as_record = True
-                name = str(table_alias.this) if name is None else name
-            if name is None:
-                unnamed += 1
-                name = f"_{unnamed if rules == CEPH else position}"
-            output_names.append(name)
-            output_is_json.append(kind == JSON)
-
-    condition = None
-    if where is not None:
-        if is_aggregate(where.this):
-            raise QuerySemanticError("aggregate functions are not allowed in WHERE")
-        condition = lowering.lower_condition(where.this)
-
+    condition = _lower_where(where, lowering) if where is not None else None
     limit = _limit_value(statement)
     counts_input = FLAVORS[flavor].limit_counts_input and limit is not None
-    source_sql: exp.Expression = exp.Table(this=exp.Identifier(this=table, quoted=True))
-    if counts_input:
-        source_sql = (
-            exp.select(exp.Star())
-            .from_(source_sql.copy())
-            .limit(exp.Literal.number(limit))
-            .subquery(exp.Identifier(this=table, quoted=True))
-        )
-    levels = sorted({level for _, _, level in lowering.materialized.values()})
-    for level in levels:  # an alias reading other aliases is computed one subquery above them
-        computed = [exp.alias_(node, name, quoted=True)
-                    for name, node, at in lowering.materialized.values() if at == level]
-        source_sql = (
-            exp.select(exp.Star(), *computed, copy=False)
-            .from_(source_sql, copy=False)
-            .subquery(exp.Identifier(this=table, quoted=True))
-        )
     # copy=False: the trees were built here for this statement (a copy of a 256 KB WHERE
     # clause costs seconds).
-    query = exp.select(*outputs, copy=False)
-    if source is not None:
-        query = query.from_(source_sql, copy=False)
+    query = exp.select(*lowered.outputs, copy=False)
+    if from_clause.source is not None:
+        query = query.from_(_source_sql(table, limit if counts_input else None, lowering),
+                            copy=False)
     if condition is not None:
         query = query.where(condition, copy=False)
     whole_input = _add_standard_clauses(query, statement, lowering)
@@ -349,20 +299,124 @@ def _translate(
 
     return Translation(
         sql=to_sql(query),
-        output_names=output_names,
-        output_is_json=output_is_json,
+        output_names=lowered.names,
+        output_is_json=lowered.is_json,
         is_aggregate=aggregate,
-        select_star=select_star,
+        select_star=lowered.select_star,
         max_positional=lowering.state.max_positional,
-        json_from_path=from_path,
+        json_from_path=from_clause.path,
         json_paths=dict(lowering.state.json_paths),
         limit=limit,
         limit_counts_input=counts_input,
-        row_as_record=row_as_record,
+        row_as_record=lowered.row_as_record,
         filter_over_aliases=bool(lowering.materialized),
         whole_input=whole_input,
-        reads_table=source is not None,
+        reads_table=from_clause.source is not None,
     )
+
+
+def _read_from(statement: exp.Select, rules: str) -> _FromClause:
+    """The FROM clause of ``statement`` (nothing bound for ``SELECT 1``)."""
+    from_ = statement.args.get("from_")
+    source: S3Table | None = from_.this if from_ is not None else None
+    if source is None:
+        return _FromClause(None, (), None, set())
+    path = tuple(source.args.get("path") or ())
+    if path[:1] == (("any_index",),):
+        path = path[1:]  # s3object[*]: each document; the reader's rows start here
+    alias = source.args.get("alias")
+    if alias is None and rules == "aws" and path and path[-1][0] == "key":
+        # PartiQL: FROM S3Object[*].Rules[*].id binds the row to the name "id".
+        alias = exp.to_identifier(path[-1][1])
+    names = {str(source.this.this), "s3object"}
+    if alias is not None:
+        names.add(str(alias.this))
+    return _FromClause(source, path, alias, names)
+
+
+def _lower_projections(projections: list[exp.Expression], lowering: Lowering,
+                       from_clause: _FromClause, aliases: dict[str, exp.Expression], *,
+                       rules: str, input_format: str, star_names: list[str],
+                       check_grouped: bool) -> _Projections:
+    """The SELECT list lowered, with each output column's display name and JSON-ness.
+
+    ``star_names``: the output names of ``SELECT *`` on CSV or Parquet input.
+    ``check_grouped``: an aggregate without GROUP BY, whose projections may not mix
+    aggregates and bare columns (with GROUP BY, DataFusion checks the columns).
+    """
+    table_names = from_clause.table_names
+    out = _Projections()
+    out.select_star = len(projections) == 1 and _is_star(projections[0], table_names)
+    if out.select_star and input_format == "json":
+        out.row_as_record = True
+        out.outputs.append(exp.alias_(lowering._json_path(()), "c0", quoted=True))
+        out.names.append("_1")
+        out.is_json.append(True)
+        return out
+    if out.select_star:
+        out.outputs.append(exp.Star())
+        out.names.extend(star_names)
+        out.is_json.extend(False for _ in out.names)
+        return out
+    unnamed = 0
+    for position, projection in enumerate(projections, start=1):
+        if _is_star(projection, table_names):
+            raise UnsupportedFeatureError("* must be the only projection")
+        body = projection.this if isinstance(projection, exp.Alias) else projection
+        if isinstance(projection, exp.Alias):
+            # Through the alias: inside its own definition the name is the column
+            # (``date_add(day, 2, shipdate) as shipdate``), and WHERE / other
+            # projections reuse the same lowered tree.
+            node, kind = lowering.lower_alias(projection.alias)
+        else:
+            node, kind = lowering.lower(body)
+        if check_grouped:
+            _check_grouped(node)
+        out.outputs.append(exp.alias_(node, f"c{len(out.outputs)}", quoted=True))
+        if isinstance(projection, exp.Alias):
+            name: str | None = projection.alias
+        else:
+            name = lowering.output_name(body)
+        table_alias = from_clause.alias
+        row_alias = _is_row_alias(body, table_alias, rules, input_format, aliases)
+        if row_alias and table_alias is not None and len(projections) == 1:
+            out.row_as_record = True
+            name = str(table_alias.this) if name is None else name
+        if name is None:
+            unnamed += 1
+            name = f"_{unnamed if rules == CEPH else position}"
+        out.names.append(name)
+        out.is_json.append(kind == JSON)
+    return out
+
+
+def _lower_where(where: exp.Where, lowering: Lowering) -> exp.Expression:
+    if is_aggregate(where.this):
+        raise QuerySemanticError("aggregate functions are not allowed in WHERE")
+    return lowering.lower_condition(where.this)
+
+
+def _source_sql(table: str, input_limit: int | None, lowering: Lowering) -> exp.Expression:
+    """What the statement reads: ``table``, cut to ``input_limit`` rows first when LIMIT
+    counts scanned rows (Ceph), under one subquery per level of materialised aliases."""
+    source: exp.Expression = exp.Table(this=exp.Identifier(this=table, quoted=True))
+    if input_limit is not None:
+        source = (
+            exp.select(exp.Star())
+            .from_(source.copy())
+            .limit(exp.Literal.number(input_limit))
+            .subquery(exp.Identifier(this=table, quoted=True))
+        )
+    levels = sorted({level for _, _, level in lowering.materialized.values()})
+    for level in levels:  # an alias reading other aliases is computed one subquery above them
+        computed = [exp.alias_(node, name, quoted=True)
+                    for name, node, at in lowering.materialized.values() if at == level]
+        source = (
+            exp.select(exp.Star(), *computed, copy=False)
+            .from_(source, copy=False)
+            .subquery(exp.Identifier(this=table, quoted=True))
+        )
+    return source
 
 
 def _add_standard_clauses(query: exp.Select, statement: exp.Select, lowering: Lowering) -> bool:

@@ -1,12 +1,20 @@
-"""Shared fixtures: a real storage server in a subprocess on a free loopback port."""
+"""Shared fixtures and helpers: a real storage server in a subprocess on a free loopback port,
+and the bucket configuration most test data uses.
+
+Helpers every test package uses live here; the server tests' own helpers (test data, TLS
+certificates, log lines, Flight descriptors, client scripts) are in
+``tests/flight_storage/test_server_support.py``.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,6 +71,12 @@ class ServerProcess:
     process: subprocess.Popen[str]
     log_lines: list[str]
 
+    @property
+    def address(self) -> tuple[str, int]:
+        """Host and port of :attr:`location` (for clients that take them apart)."""
+        host, port = self.location.split("://", 1)[1].rsplit(":", 1)
+        return host, int(port)
+
     def stop(self) -> int:
         self.process.terminate()
         try:
@@ -94,9 +108,27 @@ def start_server(data_dir: Path, *extra: str, env: dict[str, str] | None = None)
     return ServerProcess(location, process, log_lines)
 
 
+@contextmanager
+def running_server(data_dir: Path, *extra: str, env: dict[str, str] | None = None
+                   ) -> Iterator[ServerProcess]:
+    """:func:`start_server` for the length of a ``with`` block (a fixture's ``yield``)."""
+    server = start_server(data_dir, *extra, env=env)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def read_csv_headers(bucket: Path, prefix: str = "") -> None:
+    """Configure ``bucket`` so that its CSV objects under ``prefix`` are read with
+    ``FileHeaderInfo: USE`` (columns named by the header) when a query names no options."""
+    config = {"tables": [{"prefix": prefix,
+                          "InputSerialization": {"CSV": {"FileHeaderInfo": "USE"}}}]}
+    (bucket / ".flight-select.json").write_text(json.dumps(config))
+
+
 @pytest.fixture(scope="session")
 def sample_server() -> Iterator[ServerProcess]:
     """One server over data/samples for the whole session."""
-    server = start_server(SAMPLES)
-    yield server
-    server.stop()
+    with running_server(SAMPLES) as server:
+        yield server

@@ -116,6 +116,25 @@ def test_rpc_modules_import_only_downward() -> None:
     assert upward == []
 
 
+# The DataFusion client's modules, top to bottom: registration and LIMIT pushdown use the
+# dataset, which plans scans with the exactness rules, which read the filter back.
+DATAFUSION_TABLE_LAYERS = ("limit", "catalog", "dataset", "exactness", "expressions")
+
+
+def test_datafusion_table_modules_import_only_downward() -> None:
+    package = ROOT / "compute_client" / "datafusion_table"
+    modules = {p.stem for p in package.glob("*.py")} - {"__init__"}
+    assert modules == set(DATAFUSION_TABLE_LAYERS), "place every module in the layers"
+    upward = []
+    for name in DATAFUSION_TABLE_LAYERS:
+        for target in _first_party_imports(package / f"{name}.py"):
+            parts = target.split(".")
+            if parts[:2] == ["compute_client", "datafusion_table"] and len(parts) > 2:
+                if DATAFUSION_TABLE_LAYERS.index(parts[2]) <= DATAFUSION_TABLE_LAYERS.index(name):
+                    upward.append(f"datafusion_table.{name} imports {parts[2]}")
+    assert upward == []
+
+
 _PACKAGES = ("flight_storage", "compute_client", "select_dialect")
 
 

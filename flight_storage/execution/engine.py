@@ -68,6 +68,7 @@ from flight_storage.execution.streaming_dataset import (
 )
 from flight_storage.formats import compression, csv_input, json_input
 from flight_storage.formats.output import RecordWriter
+from flight_storage.formats.scan_range import scan_bounds
 from flight_storage.formats.typed_columns import TypedColumns
 from flight_storage.protocol import Partition
 from flight_storage.storage.sources import ObjectSource, local_path, random_access
@@ -610,7 +611,7 @@ class SelectEngine:
     ) -> tuple[PlannedPartition, ...]:
         size = source.size
         if scan_range is not None:
-            start, stop = _scan_bounds(scan_range, size)
+            start, stop = scan_bounds(scan_range, size)
             return (
                 PlannedPartition(Partition("byte_range", start=start, end=stop), bytes=stop - start),
             )
@@ -634,7 +635,7 @@ class SelectEngine:
     ) -> tuple[PlannedPartition, ...]:
         """The one partition of a Parquet ScanRange request: the byte range itself, which the
         Parquet scan reads as the row groups starting inside it (AWS's rule)."""
-        start, stop = _scan_bounds(scan_range, source.size)
+        start, stop = scan_bounds(scan_range, source.size)
         metadata = self._parquet_file(source).metadata
         groups = row_groups_starting_in(row_group_starts(metadata), start, stop)
         return (
@@ -1005,30 +1006,12 @@ def _parquet_errors(batches: Iterable[pa.RecordBatch], name: str) -> Iterator[pa
                                code="InvalidParquet") from None
 
 
-def _scan_bounds(scan_range: tuple[int, int], size: int) -> tuple[int, int]:
-    """``[start, stop)`` of an S3 ``ScanRange`` (End inclusive) on a ``size``-byte object.
-
-    Raises:
-        InvalidRequestError: ``InvalidScanRange`` for a reversed range or one starting past
-            the end of a non-empty object.
-    """
-    start, end = scan_range
-    if not 0 <= start <= end:
-        raise InvalidRequestError(f"invalid ScanRange {start}..{end}", code="InvalidScanRange")
-    if start >= size > 0:
-        raise InvalidRequestError(
-            f"ScanRange starts at byte {start}, past the end of the {size}-byte object",
-            code="InvalidScanRange",
-        )
-    return start, max(start, min(end + 1, size))
-
-
 def _byte_range(partition: Partition) -> tuple[int, int] | None:
-    """The readers' inclusive ``(start, end)`` for a byte-range partition."""
+    """The readers' ``(start, stop)`` for a byte-range partition (both end exclusive)."""
     if partition.kind != "byte_range":
         return None
     assert partition.start is not None and partition.end is not None
-    return (partition.start, partition.end - 1)
+    return (partition.start, partition.end)
 
 
 def _translate(expression: str, **kwargs: Any) -> Translation:

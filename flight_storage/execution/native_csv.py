@@ -21,10 +21,6 @@ i)``. ``tests/flight_storage/test_native_csv.py`` pins both facts against the re
 
 from __future__ import annotations
 
-import os
-import threading
-from collections import OrderedDict
-from collections.abc import Hashable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +28,7 @@ import pyarrow as pa
 from datafusion import SessionContext
 from datafusion.options import CsvReadOptions
 
+from flight_storage.execution.version_cache import VersionCache
 from flight_storage.formats.csv_guard import CsvSurvey, survey_file
 from flight_storage.formats.csv_input import RULES_CEPH, CsvInputOptions
 
@@ -55,37 +52,24 @@ def native_ranges(size: int, count: int) -> list[tuple[int, int]]:
 
 
 class SurveyCache:
-    """Surveys by object version (path, size, modification time, inode) and read options.
-
-    Thread-safe and bounded: the least recently used entries go first.
+    """Surveys by object version and read options (a :class:`VersionCache`).
 
     Args:
-        max_entries: surveys kept.
+        max_entries: surveys kept; the least recently used go first.
     """
 
     def __init__(self, max_entries: int = 4096) -> None:
-        self._entries: OrderedDict[Hashable, CsvSurvey] = OrderedDict()
-        self._lock = threading.Lock()
-        self._max = max_entries
-        self.surveys = 0
+        self._cache: VersionCache[CsvSurvey] = VersionCache(max_entries)
+
+    @property
+    def surveys(self) -> int:
         """Surveys computed (not served from the cache); tests and benchmarks read it."""
+        return self._cache.computed
 
     def survey(self, path: Path, options: CsvInputOptions, compression: str) -> CsvSurvey:
         """The survey of ``path`` as it is now, computed at most once per version."""
-        stat = os.stat(path)
-        key = (str(path), stat.st_size, stat.st_mtime_ns, stat.st_ino, options, compression)
-        with self._lock:
-            found = self._entries.get(key)
-            if found is not None:
-                self._entries.move_to_end(key)
-                return found
-        result = survey_file(path, options, compression)
-        with self._lock:
-            self.surveys += 1
-            self._entries[key] = result
-            while len(self._entries) > self._max:
-                self._entries.popitem(last=False)
-        return result
+        return self._cache.get(path, lambda: survey_file(path, options, compression),
+                               options, compression)
 
 
 @dataclass(frozen=True)

@@ -32,10 +32,6 @@ every record once and in order.
 from __future__ import annotations
 
 import itertools
-import os
-import threading
-from collections import OrderedDict
-from collections.abc import Hashable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +41,7 @@ import pyarrow.parquet as pq
 from datafusion import SessionConfig, SessionContext
 
 from flight_storage.execution.native_csv import native_ranges
+from flight_storage.execution.version_cache import VersionCache
 
 SESSION_SETTINGS: tuple[tuple[str, str], ...] = (
     # plain Utf8 as pyarrow reads it (views are DataFusion 55's default)
@@ -129,39 +126,26 @@ def _holds_float(data_type: pa.DataType) -> bool:
 
 
 class NanSurvey:
-    """Which objects hold a floating-point NaN, by object version (path, size, modification
-    time, inode); thread-safe and bounded like the CSV survey cache.
+    """Which objects hold a floating-point NaN, by object version (a :class:`VersionCache`).
 
     Args:
-        max_entries: verdicts kept.
+        max_entries: verdicts kept; the least recently used go first.
     """
 
     def __init__(self, max_entries: int = 4096) -> None:
-        self._entries: OrderedDict[Hashable, str] = OrderedDict()
-        self._lock = threading.Lock()
-        self._max = max_entries
-        self.surveys = 0
+        self._cache: VersionCache[str] = VersionCache(max_entries)
+
+    @property
+    def surveys(self) -> int:
         """Objects read (not served from the cache); tests read it."""
+        return self._cache.computed
 
     def reason(self, path: Path, schema: pa.Schema) -> str:
         """Why the native reader would differ (a column holding NaN), or ``""``."""
         floats = [f.name for f in schema if _holds_float(f.type)]
         if not floats:
             return ""
-        stat = os.stat(path)
-        key = (str(path), stat.st_size, stat.st_mtime_ns, stat.st_ino)
-        with self._lock:
-            found = self._entries.get(key)
-            if found is not None:
-                self._entries.move_to_end(key)
-                return found
-        result = _nan_reason(path, schema, floats)
-        with self._lock:
-            self.surveys += 1
-            self._entries[key] = result
-            while len(self._entries) > self._max:
-                self._entries.popitem(last=False)
-        return result
+        return self._cache.get(path, lambda: _nan_reason(path, schema, floats))
 
 
 def _nan_reason(path: Path, schema: pa.Schema, floats: list[str]) -> str:

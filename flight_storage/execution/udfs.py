@@ -27,6 +27,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from flight_storage.formats.json_text import quote_strings
+from flight_storage.formats.timestamp_text import (
+    nanos_of_second,
+    offset_text,
+    wall_clock,
+    zero_pad,
+)
 from flight_storage.formats.values import S3_TIMESTAMP, ZONE_NONE, ZONE_OFFSET, ZONE_Z
 from select_dialect import udf_names as U
 from select_dialect.timestamp_format import tokenize
@@ -386,7 +392,8 @@ def _as_time(ns: pa.Array) -> pa.Array:
 def local_time(ts: pa.Array) -> pa.Array:
     """``s3_local_time``: the wall-clock time at the timestamp's own offset (naive)."""
     f = _fields(ts)
-    return pc.if_else(f["valid"], _as_time(_local_ns(f)), pa.scalar(None, pa.timestamp("ns")))
+    return pc.if_else(f["valid"], wall_clock(f["utc"], f["offset"]),
+                      pa.scalar(None, pa.timestamp("ns")))
 
 
 def _month_index_and_rest(ns: pa.Array) -> tuple[pa.Array, pa.Array]:
@@ -402,7 +409,7 @@ def _add_months(local: pa.Array, months: pa.Array) -> pa.Array:
     moved = pc.add(index, months)
     year = pc.divide(moved, 12)
     month = pc.add(pc.subtract(moved, pc.multiply(year, 12)), 1)
-    text = pc.binary_join_element_wise(_pad(year, 4), "-", _pad(month, 2), "-01", "")
+    text = pc.binary_join_element_wise(zero_pad(year, 4), "-", zero_pad(month, 2), "-01", "")
     start = pc.cast(pc.strptime(text, format="%Y-%m-%d", unit="ns"), pa.int64())
     return pc.add(start, rest)
 
@@ -458,31 +465,14 @@ def date_diff(parts: pa.Array, first: pa.Array, second: pa.Array) -> pa.Array:
     return pc.if_else(valid, pc.cast(out, pa.int64()), pa.scalar(None, pa.int64()))
 
 
-def _pad(values: pa.Array, width: int) -> pa.Array:
-    return pc.utf8_lpad(pc.cast(values, pa.utf8()), width, "0")
-
-
-def _offset_text(offset: pa.Array, colon: bool, hours_only_when_whole: bool) -> pa.Array:
-    sign = pc.if_else(pc.less(offset, 0), "-", "+")
-    magnitude = pc.abs(offset)
-    hours = _pad(pc.divide(magnitude, 60), 2)
-    minutes = _pad(pc.subtract(magnitude, pc.multiply(pc.divide(magnitude, 60), 60)), 2)
-    full = pc.binary_join_element_wise(sign, hours, ":" if colon else "", minutes, "")
-    if hours_only_when_whole:
-        short = pc.binary_join_element_wise(sign, hours, "")
-        return pc.if_else(pc.equal(pc.subtract(magnitude, pc.multiply(pc.divide(magnitude, 60), 60)), 0), short, full)
-    return full
-
-
 class _Parts:
     """Components of a batch of timestamps at their own offsets, computed lazily."""
 
     def __init__(self, ts: pa.Array) -> None:
         f = _fields(ts)
-        self.local = _as_time(_local_ns(f))
+        self.local = wall_clock(f["utc"], f["offset"])
         self.offset = f["offset"]
-        second = pc.cast(pc.floor_temporal(self.local, unit="second"), pa.int64())
-        self.nanos = pc.subtract(pc.cast(self.local, pa.int64()), second)
+        self.nanos = nanos_of_second(self.local)
 
     def year(self) -> pa.Array:
         return pc.year(self.local)
@@ -493,16 +483,16 @@ class _Parts:
 
 def _format_token(parts: _Parts, letter: str, count: int) -> pa.Array | str:
     table: dict[str, Callable[[], pa.Array | str]] = {
-        "y": lambda: _pad(pc.subtract(parts.year(), pc.multiply(pc.divide(parts.year(), 100), 100)), 2)
+        "y": lambda: zero_pad(pc.subtract(parts.year(), pc.multiply(pc.divide(parts.year(), 100), 100)), 2)
         if count == 2
-        else _pad(parts.year(), count),
+        else zero_pad(parts.year(), count),
         "M": lambda: _month_text(parts, count),
-        "d": lambda: _pad(pc.day(parts.local), count),
-        "H": lambda: _pad(pc.hour(parts.local), count),
-        "h": lambda: _pad(_hour12(parts), count),
+        "d": lambda: zero_pad(pc.day(parts.local), count),
+        "H": lambda: zero_pad(pc.hour(parts.local), count),
+        "h": lambda: zero_pad(_hour12(parts), count),
         "a": lambda: pc.if_else(pc.less(pc.hour(parts.local), 12), "AM", "PM"),
-        "m": lambda: _pad(pc.minute(parts.local), count),
-        "s": lambda: _pad(pc.second(parts.local), count),
+        "m": lambda: zero_pad(pc.minute(parts.local), count),
+        "s": lambda: zero_pad(pc.second(parts.local), count),
         "S": lambda: _fraction(parts, count),
         "n": lambda: pc.cast(parts.nanos, pa.utf8()),
         "X": lambda: pc.if_else(pc.equal(parts.offset, 0), "Z", _zone_text(parts, count)),
@@ -517,7 +507,7 @@ def _format_token(parts: _Parts, letter: str, count: int) -> pa.Array | str:
 def _month_text(parts: _Parts, count: int) -> pa.Array:
     month = parts.month()
     if count <= 2:
-        return _pad(month, count)
+        return zero_pad(month, count)
     names = pc.take(pa.array(_MONTHS), pc.subtract(month, 1))
     if count == 3:
         return pc.utf8_slice_codeunits(names, 0, 3)
@@ -533,7 +523,7 @@ def _hour12(parts: _Parts) -> pa.Array:
 
 
 def _fraction(parts: _Parts, count: int) -> pa.Array:
-    digits = _pad(parts.nanos, 9)
+    digits = zero_pad(parts.nanos, 9)
     if count <= 9:
         return pc.utf8_slice_codeunits(digits, 0, count)
     return pc.utf8_rpad(digits, count, "0")
@@ -541,8 +531,8 @@ def _fraction(parts: _Parts, count: int) -> pa.Array:
 
 def _zone_text(parts: _Parts, count: int) -> pa.Array:
     if count == 1:
-        return _offset_text(parts.offset, colon=False, hours_only_when_whole=True)
-    return _offset_text(parts.offset, colon=count in (3, 5), hours_only_when_whole=False)
+        return offset_text(parts.offset, colon=False, hours_only_when_whole=True)
+    return offset_text(parts.offset, colon=count in (3, 5))
 
 
 def _format_with(parts: _Parts, pattern: str, length: int) -> pa.Array:
@@ -576,12 +566,12 @@ def timestamp_to_string(ts: pa.Array) -> pa.Array:
     base = pc.strftime(parts.local, format="%Y-%m-%dT%H:%M:%S")
     base = pc.utf8_slice_codeunits(base, 0, 19)
     digits = f["digits"]
-    six = pc.utf8_slice_codeunits(_pad(parts.nanos, 9), 0, 6)
-    nine = _pad(parts.nanos, 9)
+    six = pc.utf8_slice_codeunits(zero_pad(parts.nanos, 9), 0, 6)
+    nine = zero_pad(parts.nanos, 9)
     fraction = pc.if_else(
         pc.equal(digits, 0), "", pc.binary_join_element_wise(".", pc.if_else(pc.greater(digits, 6), nine, six), "")
     )
-    zone = pc.if_else(pc.equal(f["zone"], ZONE_Z), "Z", _offset_text(parts.offset, True, False))
+    zone = pc.if_else(pc.equal(f["zone"], ZONE_Z), "Z", offset_text(parts.offset))
     out = pc.binary_join_element_wise(base, fraction, zone, "")
     return pc.if_else(f["valid"], out, pa.scalar(None, pa.utf8()))
 

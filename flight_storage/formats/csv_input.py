@@ -818,8 +818,9 @@ def iter_csv_batches(
         options: parsing options (see :class:`CsvInputOptions`).
         num_columns: fixed width: short records are padded with NULL, extra fields dropped.
             None: each batch is as wide as its widest record.
-        byte_range: inclusive ``(start, end)``: read only the records whose first byte lies
-            in the range (AWS ``ScanRange``).
+        byte_range: ``(start, stop)``, end exclusive: read only the records whose first byte
+            lies in ``[start, stop)`` (AWS's ``ScanRange`` rule,
+            :mod:`flight_storage.formats.scan_range`).
         batch_rows: most rows per batch.
         skip_header: drop the first record; by default when ``FileHeaderInfo`` is
             ``IGNORE``/``USE`` and the range (if any) starts at byte 0.

@@ -140,7 +140,8 @@ def iter_json_batches(
             ``s3object[*]``); selects the rows (module docstring).
         paths: column name -> steps under the row; ``()`` is the whole row.
         flavor: ``"ceph"`` or ``"aws"`` (how ``from_path`` selects rows).
-        byte_range: inclusive ``(start, end)`` byte offsets; LINES only.
+        byte_range: ``(start, stop)``, end exclusive: the lines whose first byte lies in
+            ``[start, stop)``; LINES only.
         batch_rows: maximum rows per batch.
         max_record_size: longest record in bytes (AWS: 1 MiB), a LINES line or a DOCUMENT
             value (an element of a top-level array read element by element); None for no
@@ -649,7 +650,8 @@ def _line_blocks(
     source: BinaryIO, byte_range: tuple[int, int] | None
 ) -> Iterator[tuple[int, bytes]]:
     """Yield ``(offset, bytes)`` blocks of whole lines whose first byte lies in the range."""
-    start, last = byte_range if byte_range is not None else (0, None)
+    start, stop = byte_range if byte_range is not None else (0, None)
+    last = stop - 1 if stop is not None else None  # the range's last byte
     if start < 0 or (last is not None and last < start):
         return
     # Look at the byte before ``start``: a record starts at ``start`` only after a newline.

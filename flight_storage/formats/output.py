@@ -42,6 +42,12 @@ import pyarrow.compute as pc
 
 from flight_storage.errors import InvalidRequestError
 from flight_storage.formats.json_text import dumps, quote_strings
+from flight_storage.formats.timestamp_text import (
+    nanos_of_second,
+    offset_text,
+    wall_clock,
+    zero_pad,
+)
 from flight_storage.formats.values import (
     PRECISION_FRACTION,
     PRECISION_SECOND,
@@ -92,22 +98,13 @@ def _join(parts: Sequence[pa.Array | str], length: int) -> pa.Array:
     return pc.binary_join_element_wise(*arrays, "")
 
 
-def _pad(values: pa.Array, width: int) -> pa.Array:
-    return pc.utf8_lpad(values.cast(pa.string()), width=width, padding="0")
-
-
 # --------------------------------------------------------------------------- timestamps
 
 
 def _zone_text(offset_minutes: pa.Array, zone: pa.Array, none_text: str) -> pa.Array:
     """``Z`` / ``±HH:MM`` / ``none_text`` per the zone code and offset."""
     n = len(offset_minutes)
-    minutes = offset_minutes.cast(pa.int32())
-    magnitude = pc.abs(minutes)
-    sign = pc.if_else(pc.less(minutes, 0), _lit("-", n), _lit("+", n))
-    hours = _pad(pc.divide(magnitude, 60), 2)
-    mins = _pad(pc.subtract(magnitude, pc.multiply(pc.divide(magnitude, 60), 60)), 2)
-    offset = _join([sign, hours, ":", mins], n)
+    offset = offset_text(offset_minutes)
     zone8 = zone.cast(pa.int8())
     return pc.case_when(
         pc.make_struct(pc.equal(zone8, ZONE_Z), pc.equal(zone8, ZONE_NONE)),
@@ -133,21 +130,15 @@ class _Parts:
 
 
 def _parts(utc: pa.Array, offset_minutes: pa.Array | None) -> _Parts:
-    naive = utc.cast(pa.timestamp("ns", tz="UTC")).cast(pa.timestamp("ns"))
-    as_int = naive.cast(pa.int64())
-    if offset_minutes is not None:
-        shift = pc.multiply(offset_minutes.cast(pa.int64()), 60_000_000_000)
-        as_int = pc.add(as_int, shift)
-    local = as_int.cast(pa.timestamp("ns"))
-    floored = pc.floor_temporal(local, 1, "second")
-    nanos = pc.subtract(as_int, floored.cast(pa.int64()))
+    local = wall_clock(utc.cast(pa.timestamp("ns", tz="UTC")).cast(pa.int64()), offset_minutes)
+    nanos = nanos_of_second(local)
     return _Parts(
-        year=_pad(pc.year(local), 4),
-        month=_pad(pc.month(local), 2),
-        day=_pad(pc.day(local), 2),
-        hour=_pad(pc.hour(local), 2),
-        minute=_pad(pc.minute(local), 2),
-        second=_pad(pc.second(local), 2),
+        year=zero_pad(pc.year(local), 4),
+        month=zero_pad(pc.month(local), 2),
+        day=zero_pad(pc.day(local), 2),
+        hour=zero_pad(pc.hour(local), 2),
+        minute=zero_pad(pc.minute(local), 2),
+        second=zero_pad(pc.second(local), 2),
         nanos=nanos,
         local=local,
     )
@@ -156,12 +147,12 @@ def _parts(utc: pa.Array, offset_minutes: pa.Array | None) -> _Parts:
 def _fraction(nanos: pa.Array, digits: int) -> pa.Array:
     """``.`` + the first ``digits`` digits of the nanoseconds."""
     scaled = pc.divide(nanos, 10 ** (9 - digits))
-    return _join([".", _pad(scaled, digits)], len(nanos))
+    return _join([".", zero_pad(scaled, digits)], len(nanos))
 
 
 def _trimmed_fraction(nanos: pa.Array) -> pa.Array:
     """``.`` + nanoseconds without trailing zeros (only used where nanos != 0)."""
-    digits = pc.utf8_rtrim(_pad(nanos, 9), characters="0")
+    digits = pc.utf8_rtrim(zero_pad(nanos, 9), characters="0")
     return _join([".", digits], len(nanos))
 
 

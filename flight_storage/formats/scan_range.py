@@ -1,10 +1,15 @@
-"""Byte ranges of line-oriented objects (CSV, JSON Lines) aligned to whole records.
+"""Byte ranges of line-oriented objects (CSV, JSON Lines) aligned to whole records, and the
+one owner of S3's ``ScanRange`` semantics.
 
 AWS's rule for ``ScanRange``: a record belongs to the range in which its **first byte** lies;
-``End`` is inclusive; ``Start``/``End`` may fall anywhere (inside a record, inside a quoted
-field, inside a multi-byte UTF-8 character). A record that starts in the range is read to
-its end even past ``End``. Splitting an object into adjacent ranges therefore reads every
-record exactly once.
+``Start``/``End`` may fall anywhere (inside a record, inside a quoted field, inside a
+multi-byte UTF-8 character). A record that starts in the range is read to its end even past
+``End``. Splitting an object into adjacent ranges therefore reads every record exactly once.
+
+One range convention inside the server: ``[start, stop)``, end exclusive, as in partition
+tickets and DataFusion's file ranges. S3's ``ScanRange`` has an inclusive ``End`` and
+shorthand forms; :func:`requested_scan_range` and :func:`scan_bounds` are the only places
+that read it, and everything after them sees ``[start, stop)``.
 
 Where records start:
 
@@ -23,7 +28,51 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import BinaryIO
 
+from flight_storage.errors import InvalidRequestError
+
 DEFAULT_BLOCK_SIZE = 4 * 1024 * 1024
+
+
+def requested_scan_range(start: int | None, end: int | None, size: int
+                         ) -> tuple[int, int] | None:
+    """S3's ``ScanRange`` as sent (``End`` inclusive; either may be absent) on an object of
+    ``size`` bytes, as an inclusive ``(start, end)``; None when neither was sent.
+
+    S3's rules: Start only reads from Start to the end; End only reads the **last** End
+    bytes; both read Start..End.
+
+    Example:
+        >>> requested_scan_range(None, 10, 100), requested_scan_range(90, None, 100)
+        ((90, 99), (90, 99))
+    """
+    if start is None and end is None:
+        return None
+    if start is None:
+        assert end is not None
+        return max(0, size - end), max(0, size - 1)
+    return start, end if end is not None else max(size - 1, start)
+
+
+def scan_bounds(scan_range: tuple[int, int], size: int) -> tuple[int, int]:
+    """``[start, stop)`` of an inclusive S3 ``ScanRange`` on a ``size``-byte object.
+
+    Raises:
+        InvalidRequestError: ``InvalidScanRange`` for a reversed range or one starting past
+            the end of a non-empty object.
+
+    Example:
+        >>> scan_bounds((10, 19), 15)
+        (10, 15)
+    """
+    start, end = scan_range
+    if not 0 <= start <= end:
+        raise InvalidRequestError(f"invalid ScanRange {start}..{end}", code="InvalidScanRange")
+    if start >= size > 0:
+        raise InvalidRequestError(
+            f"ScanRange starts at byte {start}, past the end of the {size}-byte object",
+            code="InvalidScanRange",
+        )
+    return start, max(start, min(end + 1, size))
 
 
 def _find_plain_start(source: BinaryIO, delimiter: bytes, start: int, block: int) -> int | None:
@@ -127,46 +176,47 @@ def iter_range_bytes(
     source: BinaryIO,
     record_delimiter: bytes,
     start: int,
-    end: int,
+    stop: int,
     *,
     quote: bytes | None = None,
     block_size: int = DEFAULT_BLOCK_SIZE,
 ) -> Iterator[bytes]:
-    """Yield the bytes of exactly the records whose first byte lies in ``[start, end]``.
+    """Yield the bytes of exactly the records whose first byte lies in ``[start, stop)``.
 
     The yielded blocks, concatenated, are the object's bytes from the first record start
-    ``>= start`` up to the first record start ``> end`` (or the end of the object). A block
+    ``>= start`` up to the first record start ``>= stop`` (or the end of the object). A block
     boundary may fall anywhere; the caller splits records itself.
 
     Args:
         source: a seekable binary stream of the whole object.
         record_delimiter: the record delimiter as bytes (may be several bytes).
-        start: first byte of the range (inclusive).
-        end: last byte of the range (inclusive).
+        start: first byte of the range.
+        stop: one past the last byte of the range.
         quote: when given, delimiters inside quotes do not end records (quote-aware mode,
             which scans the object from its first byte).
         block_size: bytes read per step.
 
     Example:
         >>> import io
-        >>> b"".join(iter_range_bytes(io.BytesIO(b"ab\\ncd\\nef\\n"), b"\\n", 1, 3))
+        >>> b"".join(iter_range_bytes(io.BytesIO(b"ab\\ncd\\nef\\n"), b"\\n", 1, 4))
         b'cd\\n'
     """
     if not record_delimiter:
         raise ValueError("record delimiter must not be empty")
-    if end < start:
+    if stop <= start:
         return
+    end = stop - 1  # the last byte of the range
     if quote:
-        first, stop = _quoted_span(source, record_delimiter, quote, start, end, block_size)
+        first, next_start = _quoted_span(source, record_delimiter, quote, start, end, block_size)
     else:
         found = _find_plain_start(source, record_delimiter, start, block_size)
         if found is None or found > end:
             return
         first = found
-        stop = _find_plain_stop(source, record_delimiter, end, block_size)
+        next_start = _find_plain_stop(source, record_delimiter, end, block_size)
     if first is None or first > end:
         return
-    yield from _read_span(source, first, stop, block_size)
+    yield from _read_span(source, first, next_start, block_size)
 
 
 def _find_plain_stop(source: BinaryIO, delimiter: bytes, end: int, block: int) -> int | None:

@@ -40,6 +40,7 @@ from typing import Any, Final
 import pyarrow as pa
 
 from flight_storage.errors import InvalidRequestError
+from flight_storage.formats.scan_range import requested_scan_range
 
 RECORDS_SCHEMA: Final = pa.schema([pa.field("records", pa.binary(), nullable=False)])
 """Stream schema of a request with an ``OutputSerialization``: one chunk of records per row."""
@@ -85,18 +86,9 @@ class SelectRequest:
     progress: bool = False
 
     def scan_range(self, size: int) -> tuple[int, int] | None:
-        """``(start, end)`` inclusive byte range for an object of ``size`` bytes, or None.
-
-        S3's rules: Start only reads from Start to the end; End only reads the **last** End
-        bytes; both read Start..End.
-        """
-        if self.scan_start is None and self.scan_end is None:
-            return None
-        if self.scan_start is None:
-            assert self.scan_end is not None
-            return max(0, size - self.scan_end), max(0, size - 1)
-        end = self.scan_end if self.scan_end is not None else max(size - 1, self.scan_start)
-        return self.scan_start, end
+        """``(start, end)`` inclusive byte range for an object of ``size`` bytes, or None
+        (S3's rules: :func:`~flight_storage.formats.scan_range.requested_scan_range`)."""
+        return requested_scan_range(self.scan_start, self.scan_end, size)
 
     def ticket_extras(self) -> dict[str, Any]:
         """What a partition ticket carries in its ``output_serialization`` slot.

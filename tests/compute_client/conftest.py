@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import ServerProcess, start_server
+from tests.conftest import ServerProcess, read_csv_headers, running_server
 
 UTC = dt.UTC
 
@@ -87,10 +86,7 @@ def write_typed_data(root: Path) -> None:
     text = table.select(["id", "s", "s2"]).filter(keep)
     pacsv.write_csv(text, bucket / "typed.csv",
                     pacsv.WriteOptions(quoting_style="all_valid"))
-    (bucket / ".flight-select.json").write_text(json.dumps(
-        {"tables": [{"prefix": "typed.csv", "InputSerialization": {
-            "CSV": {"FileHeaderInfo": "USE"}}}]}
-    ))
+    read_csv_headers(bucket, "typed.csv")
 
 
 @pytest.fixture(scope="session")
@@ -102,9 +98,8 @@ def typed_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def typed_server(typed_data: Path) -> Iterator[ServerProcess]:
-    server = start_server(typed_data)
-    yield server
-    server.stop()
+    with running_server(typed_data) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

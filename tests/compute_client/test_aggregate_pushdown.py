@@ -20,7 +20,7 @@ from datafusion import SessionContext
 
 from compute_client.aggregate_pushdown import collect_aggregate
 from compute_client.datafusion_source import FlightDataset, register_flight_table
-from tests.conftest import ServerProcess, start_server
+from tests.conftest import ServerProcess, read_csv_headers, running_server
 
 ROWS = 20_000
 TYPES = {"qty": pa.int64(), "price": pa.float64()}
@@ -46,14 +46,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         writer.writerows(rows)
     pq.write_table(pa.Table.from_pylist(_rows(nulls=True)), root / "shop" / "orders.parquet",
                    row_group_size=3000)
-    (root / "shop" / ".flight-select.json").write_text(
-        '{"tables": [{"prefix": "orders.csv", '
-        '"InputSerialization": {"CSV": {"FileHeaderInfo": "USE"}}}]}')
-    process = start_server(root)
-    try:
+    read_csv_headers(root / "shop", "orders.csv")
+    with running_server(root) as process:
         yield process
-    finally:
-        process.stop()
 
 
 Remote = tuple[SessionContext, FlightDataset, SessionContext]

@@ -10,7 +10,6 @@ Expected answers are computed with pyarrow from the same rows, never written out
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 
@@ -31,7 +30,7 @@ from compute_client.datafusion_source import (
 )
 from flight_storage.execution.select_local import run_select
 from select_dialect.s3select import ANONYMOUS_FUNCTIONS
-from tests.conftest import ServerProcess, start_server
+from tests.conftest import ServerProcess, read_csv_headers, running_server
 
 # Names chosen to break naive rendering: a space, two names equal but for case, a keyword, a
 # dot, and "_3" standing at position 7 (CSV reads _3 as the third field).
@@ -54,13 +53,9 @@ def names_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPro
     bucket.mkdir()
     pacsv.write_csv(ROWS, bucket / "orders.csv")
     pq.write_table(ROWS, bucket / "orders.parquet")
-    (bucket / ".flight-select.json").write_text(json.dumps(
-        {"tables": [{"prefix": "orders.csv", "InputSerialization": {
-            "CSV": {"FileHeaderInfo": "USE"}}}]}
-    ))
-    server = start_server(root)
-    yield server
-    server.stop()
+    read_csv_headers(bucket, "orders.csv")
+    with running_server(root) as server:
+        yield server
 
 
 def _table(server: ServerProcess, table: str, flavor: str) -> tuple[SessionContext, FlightDataset]:

@@ -17,13 +17,13 @@ import pyarrow.dataset as ds
 import pytest
 from datafusion import SessionContext
 
-from compute_client import datafusion_source
 from compute_client.datafusion_source import (
     FlightDataset,
     collect,
     plan_pushdown,
     register_flight_table,
 )
+from compute_client.datafusion_table import dataset as dataset_module
 from compute_client.flight import FlightSelectClient
 from tests.conftest import ServerProcess
 
@@ -75,7 +75,7 @@ def execute_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
             calls.append(query)
             return super().execute(query, *args, **kwargs)
 
-    monkeypatch.setattr(datafusion_source, "FlightSelectClient", Counting)
+    monkeypatch.setattr(dataset_module, "FlightSelectClient", Counting)
     return calls
 
 

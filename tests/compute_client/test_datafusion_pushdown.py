@@ -247,7 +247,7 @@ def test_scans_are_logged_at_info(typed_server: ServerProcess,
                                   caplog: pytest.LogCaptureFixture) -> None:
     ctx = SessionContext()
     register_flight_table(ctx, "t", typed_server.location, "t/typed.parquet")
-    with caplog.at_level(logging.INFO, logger="compute_client.datafusion_source"):
+    with caplog.at_level(logging.INFO, logger="compute_client.datafusion_table"):
         ctx.sql("SELECT id FROM t WHERE i > 9").to_arrow_table()
     text = caplog.text
     assert "pushed='i > 9'" in text and "endpoint done" in text and "bytes=" in text

@@ -269,11 +269,11 @@ def test_batch_rows() -> None:
 
 
 def test_byte_range_reads_records_starting_inside() -> None:
-    # MinIO TestCSVRanges/select-all: Start 76, End 109
-    rows = _rows(MINIO_CSV, "aws", {"FileHeaderInfo": "USE"}, byte_range=(76, 109))
+    # MinIO TestCSVRanges/select-all: Start 76, End 109 (inclusive), so [76, 110)
+    rows = _rows(MINIO_CSV, "aws", {"FileHeaderInfo": "USE"}, byte_range=(76, 110))
     assert rows == [["2", "2017-01-02T03:04Z", "-5", " 0.765111", ""]]
     # the header is skipped only when the range starts at 0
-    assert _rows(MINIO_CSV, "aws", {"FileHeaderInfo": "USE"}, byte_range=(0, 30)) == [
+    assert _rows(MINIO_CSV, "aws", {"FileHeaderInfo": "USE"}, byte_range=(0, 31)) == [
         ["1", "2010-01-01T", "7867786", "4565.908123", "a text, with comma"]
     ]
 
@@ -487,7 +487,7 @@ def test_quoted_record_delimiters_and_ranges(
     bounds = sorted({0, len(data), *[c for c in cuts if c < len(data)]})
     pieces: list[list[str]] = []
     for start, stop in itertools.pairwise(bounds):
-        got = _rows(data, "aws", csv, block_size=block, byte_range=(start, stop - 1))
+        got = _rows(data, "aws", csv, block_size=block, byte_range=(start, stop))
         pieces += [[v for v in row if v is not None] for row in got]
     assert pieces == records
 

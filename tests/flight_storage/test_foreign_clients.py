@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import csv
-import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.conftest import ServerProcess, start_server
+from tests.conftest import ServerProcess, running_server
+from tests.flight_storage.test_server_support import run_client_script, write_orders
 
 ROWS = 60_000
 
@@ -19,20 +16,9 @@ ROWS = 60_000
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     root = tmp_path_factory.mktemp("foreign")
-    path = root / "shop" / "orders.csv"
-    path.parent.mkdir()
-    with path.open("w", newline="") as out:
-        writer = csv.writer(out)
-        writer.writerow(["order_id", "region", "note"])
-        for i in range(ROWS):
-            writer.writerow([i, f"r{i % 5}", f"a note long enough to pad the row {i:07d}"])
-    (root / "shop" / ".flight-select.json").write_text(
-        '{"tables": [{"prefix": "", "InputSerialization": {"CSV": {"FileHeaderInfo": "USE"}}}]}')
-    process = start_server(root)
-    try:
+    write_orders(root, ROWS, lambda i: f"a note long enough to pad the row {i:07d}")
+    with running_server(root) as process:
         yield process
-    finally:
-        process.stop()
 
 
 _DBAPI_SCRIPT = """
@@ -52,13 +38,9 @@ else:
 
 def _dbapi(server: ServerProcess, query: str, params: list[str] | None = None,
            endpoints: str | None = "single") -> dict[str, Any]:
-    """Run flightsql-dbapi in its own process: its generated Flight SQL messages and ours
-    cannot share one protobuf descriptor pool (what a user's process has is theirs only)."""
-    host, port = server.location.removeprefix("grpc://").rsplit(":", 1)
-    argument = json.dumps([host, int(port), endpoints, query, params])
-    done = subprocess.run([sys.executable, "-c", _DBAPI_SCRIPT, argument], capture_output=True,
-                          text=True, timeout=120, check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    """Run flightsql-dbapi in its own process (see :func:`run_client_script`)."""
+    host, port = server.address
+    return run_client_script(_DBAPI_SCRIPT, [host, port, endpoints, query, params])
 
 
 def test_object_has_several_endpoints(server: ServerProcess) -> None:

@@ -591,7 +591,7 @@ def test_byte_ranges_read_every_line_exactly_once(
     numbers: list[str | None] = []
     for start, stop in pairwise(bounds):
         rows = read_rows(
-            data, json_type="LINES", paths={"n": (key("n"),)}, byte_range=(start, stop - 1),
+            data, json_type="LINES", paths={"n": (key("n"),)}, byte_range=(start, stop),
             step=step,
         )
         numbers.extend(column(rows, "n"))
@@ -601,18 +601,20 @@ def test_byte_ranges_read_every_line_exactly_once(
 def test_byte_range_takes_records_starting_in_range() -> None:
     data = b'{"n": 0}\n{"n": 1}\n{"n": 2}\n'  # records start at bytes 0, 9, 18
 
-    def numbers(start: int, end: int) -> list[str | None]:
-        rows = read_rows(data, json_type="LINES", paths={"n": (key("n"),)}, byte_range=(start, end))
+    def numbers(start: int, stop: int) -> list[str | None]:
+        rows = read_rows(data, json_type="LINES", paths={"n": (key("n"),)},
+                         byte_range=(start, stop))
         return column(rows, "n")
 
-    assert numbers(0, 0) == ["0"]
-    assert numbers(0, 9) == ["0", "1"]
-    assert numbers(1, 9) == ["1"]
-    assert numbers(9, 9) == ["1"]
-    assert numbers(10, 17) == []
-    assert numbers(10, 18) == ["2"]
-    assert numbers(26, 26) == []
-    assert numbers(40, 50) == []
+    assert numbers(0, 1) == ["0"]
+    assert numbers(0, 10) == ["0", "1"]
+    assert numbers(1, 10) == ["1"]
+    assert numbers(9, 10) == ["1"]
+    assert numbers(9, 9) == []  # an empty range
+    assert numbers(10, 18) == []
+    assert numbers(10, 19) == ["2"]
+    assert numbers(26, 27) == []
+    assert numbers(40, 51) == []
 
 
 def test_lines_errors_name_record_and_byte_offset() -> None:

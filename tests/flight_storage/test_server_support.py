@@ -5,10 +5,13 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import shutil
 import subprocess
+import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +19,7 @@ import pyarrow.flight as flight
 
 from flight_storage import protocol
 from flight_storage.protocol import pb
-from tests.conftest import SAMPLES, ServerProcess
+from tests.conftest import SAMPLES, ServerProcess, read_csv_headers
 
 BIG_ROWS = 1_000_000
 MEDIUM_ROWS = 150_000
@@ -36,6 +39,34 @@ def make_data(root: Path) -> Path:
     (root / "private").mkdir()
     (root / "private" / "secret.csv").write_text("s3cr3t,1\n")
     return root
+
+
+def write_orders(root: Path, rows: int, note: Callable[[int], str]) -> Path:
+    """``shop/orders.csv`` under ``root``: header ``order_id,region,note``, ``rows`` records
+    (region ``r{i % 5}``), read with its header as column names. Returns the object's path."""
+    path = root / "shop" / "orders.csv"
+    path.parent.mkdir(parents=True)
+    with path.open("w", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow(["order_id", "region", "note"])
+        for i in range(rows):
+            writer.writerow([i, f"r{i % 5}", note(i)])
+    read_csv_headers(path.parent)
+    return path
+
+
+def run_client_script(script: str, argument: Any) -> dict[str, Any]:
+    """Run a client ``script`` in its own Python process with ``argument`` as JSON in argv[1];
+    its answer is the JSON document on the last line it prints.
+
+    A client we did not write runs apart: its generated Flight SQL messages and ours cannot
+    share one protobuf descriptor pool (what a user's process has is theirs only).
+    """
+    done = subprocess.run([sys.executable, "-c", script, json.dumps(argument)],
+                          capture_output=True, text=True, timeout=120, check=True)
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    assert isinstance(answer, dict)
+    return answer
 
 
 def make_certificates(directory: Path) -> dict[str, Path]:

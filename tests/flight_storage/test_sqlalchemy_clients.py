@@ -9,16 +9,13 @@ SQLAlchemy < 2.0, so it runs in the clients' venv: ``test_sqlalchemy_adbc_client
 
 from __future__ import annotations
 
-import csv
-import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.conftest import ServerProcess, start_server
+from tests.conftest import ServerProcess, running_server
+from tests.flight_storage.test_server_support import run_client_script, write_orders
 
 ROWS = 6000
 
@@ -57,27 +54,14 @@ print(json.dumps(answer))
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     root = tmp_path_factory.mktemp("sqlalchemy")
-    path = root / "shop" / "orders.csv"
-    path.parent.mkdir()
-    with path.open("w", newline="") as out:
-        writer = csv.writer(out)
-        writer.writerow(["order_id", "region", "note"])
-        for i in range(ROWS):
-            writer.writerow([i, f"r{i % 5}", f"note {i}"])
-    (root / "shop" / ".flight-select.json").write_text(
-        '{"tables": [{"prefix": "", "InputSerialization": {"CSV": {"FileHeaderInfo": "USE"}}}]}')
-    process = start_server(root)
-    try:
+    write_orders(root, ROWS, lambda i: f"note {i}")
+    with running_server(root) as process:
         yield process
-    finally:
-        process.stop()
 
 
 def _run(server: ServerProcess, step: str) -> dict[str, Any]:
-    host, port = server.location.removeprefix("grpc://").rsplit(":", 1)
-    done = subprocess.run([sys.executable, "-c", _SCRIPT, json.dumps([host, int(port), step])],
-                          capture_output=True, text=True, timeout=120, check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    host, port = server.address
+    return run_client_script(_SCRIPT, [host, port, step])
 
 
 def _expected_r1() -> list[list[str]]:

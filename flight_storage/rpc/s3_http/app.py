@@ -34,7 +34,7 @@ from flight_storage.rpc.s3_http.select_xml import select_request
 from flight_storage.rpc.server import StorageServer, log_event
 
 XML: Final = "application/xml"
-log = logging.getLogger("flight_storage.s3_http")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from pyarrow import flight
 from flight_storage.rpc.s3_http import eventstream
 from flight_storage.rpc.s3_http.s3_errors import S3HttpError, from_flight
 
-log = logging.getLogger("flight_storage.s3_http")
+log = logging.getLogger(__name__)
 
 _COUNTS = ("BytesScanned", "BytesProcessed", "BytesReturned")
 

@@ -7,7 +7,6 @@ the same files locally for the expected answers.
 
 from __future__ import annotations
 
-import json
 import math
 import subprocess
 import sys
@@ -22,7 +21,7 @@ from datafusion import SessionContext
 
 from compute_client.datafusion_source import FlightDataset, register_flight_table
 from tests.compute_client.tpch.queries import QUERIES, TABLES
-from tests.conftest import ServerProcess, start_server
+from tests.conftest import ServerProcess, read_csv_headers, running_server
 
 SCALE = "0.01"
 
@@ -37,9 +36,7 @@ def _generate(root: Path) -> None:
     for path in (root / "pq").glob("*.parquet"):
         table = pq.read_table(path)
         pq.write_table(table.cast(_plain_strings(table.schema)), path)
-    (root / "csv" / ".flight-select.json").write_text(json.dumps(
-        {"tables": [{"prefix": "", "InputSerialization": {"CSV": {"FileHeaderInfo": "USE"}}}]}
-    ))
+    read_csv_headers(root / "csv")
 
 
 def _plain_strings(schema: pa.Schema) -> pa.Schema:
@@ -51,9 +48,8 @@ def _plain_strings(schema: pa.Schema) -> pa.Schema:
 def tpch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, ServerProcess]]:
     root = tmp_path_factory.mktemp("tpch")
     _generate(root)
-    server = start_server(root)
-    yield root, server
-    server.stop()
+    with running_server(root) as server:
+        yield root, server
 
 
 def _contexts(root: Path, server: ServerProcess, fmt: str

@@ -1,0 +1,2 @@
+"""DataFusion tables on flight-select servers; the public entry is
+:mod:`compute_client.datafusion_source`."""
