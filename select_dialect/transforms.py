@@ -280,10 +280,6 @@ def lit_str(value: str) -> exp.Literal:
     return exp.Literal.string(value)
 
 
-def lit_int(value: int) -> exp.Expression:
-    return exp.Literal.number(value) if value >= 0 else exp.Neg(this=exp.Literal.number(-value))
-
-
 def cast(node: exp.Expression, to: str) -> exp.Cast:
     return exp.Cast(this=node, to=exp.DataType.build(to))
 
