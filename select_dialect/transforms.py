@@ -226,7 +226,7 @@ def like_to_regex(pattern: str, escape: str | None) -> str:
 
 
 def like_to_builtin_pattern(pattern: str, escape: str | None) -> str | None:
-    """The same LIKE pattern for DataFusion's LIKE, or None when it has no equivalent.
+    r"""The same LIKE pattern for DataFusion's LIKE, or None when it has no equivalent.
 
     DataFusion's LIKE (arrow-rs) has ``%`` (newlines included) and ``_`` (one character) and
     always reads a backslash as its escape; s3-select's escape is any character and its

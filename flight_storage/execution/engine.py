@@ -342,6 +342,7 @@ class SelectEngine:
         config: execution limits and partitioning.
 
     Example:
+        >>> from flight_storage.storage.sources import BytesSource
         >>> engine = SelectEngine(EngineConfig())
         >>> plan = engine.plan("select _1 from s3object", BytesSource(b"a\\nb\\n"),
         ...                    InputSpec("csv"), flavor="ceph")

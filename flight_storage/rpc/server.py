@@ -111,9 +111,11 @@ class StorageServer(flight.FlightServerBase):
         config: where the data is, where to listen, limits and security.
 
     Example:
-        >>> server = StorageServer(ServerConfig(Path("data/samples")))
-        >>> server.location  # doctest: +SKIP
-        'grpc://127.0.0.1:40123'
+        >>> from pathlib import Path
+        >>> server = StorageServer(ServerConfig(Path("data/samples"), port=0))
+        >>> server.location.startswith("grpc://127.0.0.1:")
+        True
+        >>> server.shutdown()
     """
 
     def __init__(self, config: ServerConfig) -> None:
