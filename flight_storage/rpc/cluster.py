@@ -77,7 +77,8 @@ class ClusterRole:
         mine = [h for h in self.holdings(bucket, key) if self.me in h.nodes]
         if not mine:
             return []
-        nodes = self.peers.live_first(mine[0].nodes)
+        # a replica planning confirms the nodes listed before it are still up
+        nodes = self.peers.live_first(mine[0].nodes, confirm=mine[0].owner != self.me)
         return [flight.Location(self.cluster.node(n).location) for n in nodes]
 
     def check_holds(self, bucket: str, key: str) -> None:
@@ -107,9 +108,25 @@ class ClusterRole:
         if len(holdings) <= 1:
             if not holdings or self.me in holdings[0].nodes:
                 return local()  # not in the cluster file: the local catalog says NoSuchKey
-            return self._forward(holdings[0], f"{bucket}/{key}", lambda node: (
-                self.peers.get_flight_info(node, descriptor, self.peers.options(call, headers))))
+            return self._relabelled(self._forward(holdings[0], f"{bucket}/{key}", lambda node: (
+                self.peers.get_flight_info(node, descriptor,
+                                           self.peers.options(call, headers)))))
         return self._spread(call, headers, descriptor, bucket, key, holdings, local)
+
+    def _relabelled(self, info: flight.FlightInfo) -> flight.FlightInfo:
+        """``info`` with each endpoint's locations reordered by this node's view: a node
+        that just failed to answer this node goes last (the planner may not know yet)."""
+        by_location = {n.location: n.name for n in self.cluster.nodes.values()}
+
+        def order(endpoint: flight.FlightEndpoint) -> list[flight.Location]:
+            locations = list(endpoint.locations)
+            return sorted(locations, key=lambda loc: not self.peers.is_up(
+                by_location.get(loc.uri.decode(), "")))
+
+        endpoints = [flight.FlightEndpoint(e.ticket, order(e), e.expiration_time,
+                                           e.app_metadata) for e in info.endpoints]
+        return flight.FlightInfo(info.schema, info.descriptor, endpoints, info.total_records,
+                                 info.total_bytes, app_metadata=info.app_metadata)
 
     def forward_action(self, call: CallContext, headers: Mapping[str, list[str]],
                        action: flight.Action, bucket: str, key: str) -> list[bytes] | None:
@@ -147,9 +164,10 @@ class ClusterRole:
             if self.me in holding.nodes:
                 infos.append(local())
             else:
-                infos.append(self._forward(holding, f"{bucket}/{holding.prefix}", lambda node: (
-                    self.peers.get_flight_info(node, descriptor,
-                                               self.peers.options(call, headers)))))
+                infos.append(self._relabelled(self._forward(
+                    holding, f"{bucket}/{holding.prefix}", lambda node: (
+                        self.peers.get_flight_info(node, descriptor,
+                                                   self.peers.options(call, headers))))))
         return _joined(infos, descriptor, f"{bucket}/{key}")
 
     # ------------------------------------------------------------------ catalog
@@ -159,7 +177,7 @@ class ClusterRole:
         and sorted (a peer that does not answer is left out and logged)."""
         tables = [local]
         for node in self.cluster.nodes:
-            if node == self.me or not self.peers.is_up(node):
+            if node == self.me or not self.peers.confirm_up(node):
                 continue
             try:
                 tables.append(self.peers.read(node, ticket, self.peers.options(call, headers))

@@ -30,6 +30,8 @@ from flight_storage.storage.cluster import ClusterDescription, ClusterNode
 FORWARDED_HEADER: Final = "x-flight-select-forwarded"
 """Set on calls between nodes (the value names the calling node): answer locally."""
 T = TypeVar("T")
+_FRESH_S: Final = 1.0
+"""How long a peer found down is taken as down without asking again."""
 _PASSED_HEADERS: Final = ("x-flight-select-flavor", "x-flight-select-endpoints")
 
 
@@ -106,6 +108,7 @@ class Peers:
             if _is_answer(exc):
                 raise  # the peer answered (SlowDown, QueryTimeout...): pass its error on
             self._mark(node, up=False, reason=_first_line(exc))
+            self._drop_client(node)
             raise PeerUnreachable(node, _first_line(exc)) from None
         self._mark(node, up=True)
         return result
@@ -122,6 +125,14 @@ class Peers:
                 self._clients[node] = client
             return client
 
+    def _drop_client(self, node: str) -> None:
+        """Forget a failed peer's client: gRPC holds a channel that failed to connect in
+        back-off (up to minutes), so the next call must start a new channel."""
+        with self._lock:
+            client = self._clients.pop(node, None)
+        if client is not None:
+            client.close()
+
     # ------------------------------------------------------------------ health
     def is_up(self, node: str) -> bool:
         """This node's view of ``node``: itself is always up; a peer is as last seen (up
@@ -132,10 +143,24 @@ class Peers:
             health = self._health.get(node)
         return health is None or health.up
 
-    def live_first(self, nodes: Iterable[str]) -> list[str]:
+    def confirm_up(self, node: str) -> bool:
+        """Ask ``node`` now (bounded by the peer timeout) unless it was found down in the last
+        second: a replica that plans must not send clients to an owner that died since the
+        last periodic check (a connection refused answers at once; a hung node costs the
+        timeout once, then counts as down for a second)."""
+        if node == self.me.name:
+            return True
+        with self._lock:
+            health = self._health.get(node)
+        if health is not None and not health.up and time.time() - health.checked_at < _FRESH_S:
+            return False
+        return self.check(self.cluster.node(node))
+
+    def live_first(self, nodes: Iterable[str], *, confirm: bool = False) -> list[str]:
         """``nodes`` in their order, those known to be down moved last."""
         ordered = list(nodes)
-        return [n for n in ordered if self.is_up(n)] + [n for n in ordered if not self.is_up(n)]
+        up = {n: (self.confirm_up(n) if confirm else self.is_up(n)) for n in ordered}
+        return [n for n in ordered if up[n]] + [n for n in ordered if not up[n]]
 
     def check(self, node: ClusterNode) -> bool:
         """Ask ``node`` for its health (bounded); log one ``peer_check`` line."""

@@ -75,7 +75,7 @@ from flight_storage.rpc.middleware import (
     JsonLogFormatter,
     log_event,
 )
-from flight_storage.rpc.peers import Peers
+from flight_storage.rpc.peers import FORWARDED_HEADER, Peers
 from flight_storage.rpc.streams import (
     Item,
     QueryStream,
@@ -217,7 +217,11 @@ class StorageServer(flight.FlightServerBase):
     def _cluster_call(self, context: flight.ServerCallContext) -> ClusterRole | None:
         """The cluster role when this call may involve other nodes (not one forwarded by a
         peer, which is answered from local data)."""
-        if self.cluster is None or ClusterRole.forwarded(self._headers(context)):
+        if self.cluster is None:
+            return None
+        forwarded_by = self._headers(context).get(FORWARDED_HEADER)
+        if forwarded_by:
+            self._fields(context)["forwarded_by"] = forwarded_by[0]
             return None
         return self.cluster
 
@@ -485,9 +489,9 @@ class StorageServer(flight.FlightServerBase):
             raise AccessDeniedError("ticket was issued to another user")
         if not ticket.bucket and ticket.output_serialization is None:
             return self._serve_constant(ticket)
-        self.check_access(call, ticket.bucket)
-        if self.cluster is not None:
+        if self.cluster is not None:  # before the catalog, which would say NoSuchBucket
             self.cluster.check_holds(ticket.bucket, ticket.key)
+        self.check_access(call, ticket.bucket)
         key = ticket_key(handle)
         if self.is_cancelled(key):
             raise InvalidRequestError("the query was cancelled (CancelFlightInfo)",
@@ -658,7 +662,10 @@ class StorageServer(flight.FlightServerBase):
             request["bucket"]
         except (ValueError, KeyError, TypeError):
             return local(self, call, body)  # its error message
-        self.check_access(call, str(request["bucket"]))
+        bucket = str(request["bucket"])
+        if call.user is not None and not call.user.may_read(bucket):
+            raise AccessDeniedError(f"user {call.user.name} may not read bucket {bucket}")
+        # not check_access: the bucket may be held by other nodes only
         document = cluster.list_objects(call, self._headers(context), request,
                                         lambda: local(self, call, body)[0].body.to_pybytes())
         return [flight.Result(document)]

@@ -103,7 +103,7 @@ def test_a_bad_file_is_refused_naming_the_field(document: Any, message: str) -> 
 
 
 def test_not_json_and_unreadable_files() -> None:
-    with pytest.raises(ClusterFileError, match="cluster.json: not JSON"):
+    with pytest.raises(ClusterFileError, match=r"cluster\.json: not JSON"):
         ClusterDescription.parse("{nodes", "cluster.json")
     with pytest.raises(ClusterFileError, match="cannot read the cluster file"):
         ClusterDescription.load(Path("/nonexistent/cluster.json"))
