@@ -48,10 +48,16 @@ class ClusterRole:
 
     Args:
         peers: clients to the other nodes (holds the description and this node's name).
+        planning_timeout_s: bound on a forwarded planning or metadata call. Planning reads
+            the object (a CSV survey of a large object takes seconds), so the bound is the
+            owner's own query timeout plus the peer timeout: the owner then answers with its
+            own ``QueryTimeout`` first. Health checks, listings and cancels use the cluster
+            file's ``peer_timeout_s``.
     """
 
-    def __init__(self, peers: Peers) -> None:
+    def __init__(self, peers: Peers, planning_timeout_s: float) -> None:
         self.peers = peers
+        self.planning_timeout_s = planning_timeout_s
         self.cluster: ClusterDescription = peers.cluster
         self.me = peers.me.name
 
@@ -109,8 +115,7 @@ class ClusterRole:
             if not holdings or self.me in holdings[0].nodes:
                 return local()  # not in the cluster file: the local catalog says NoSuchKey
             return self._relabelled(self._forward(holdings[0], f"{bucket}/{key}", lambda node: (
-                self.peers.get_flight_info(node, descriptor,
-                                           self.peers.options(call, headers)))))
+                self.peers.get_flight_info(node, descriptor, self._planning(call, headers)))))
         return self._spread(call, headers, descriptor, bucket, key, holdings, local)
 
     def _relabelled(self, info: flight.FlightInfo) -> flight.FlightInfo:
@@ -136,7 +141,11 @@ class ClusterRole:
         if not holdings or any(self.me in h.nodes for h in holdings):
             return None
         return self._forward(holdings[0], f"{bucket}/{key}", lambda node: self.peers.do_action(
-            node, action, self.peers.options(call, headers)))
+            node, action, self._planning(call, headers)))
+
+    def _planning(self, call: CallContext,
+                  headers: Mapping[str, list[str]]) -> flight.FlightCallOptions:
+        return self.peers.options(call, headers, self.planning_timeout_s)
 
     def _forward(self, holding: Holding, what: str, call: Callable[[str], Any]) -> Any:
         failures: dict[str, str] = {}
@@ -167,7 +176,7 @@ class ClusterRole:
                 infos.append(self._relabelled(self._forward(
                     holding, f"{bucket}/{holding.prefix}", lambda node: (
                         self.peers.get_flight_info(node, descriptor,
-                                                   self.peers.options(call, headers))))))
+                                                   self._planning(call, headers))))))
         return _joined(infos, descriptor, f"{bucket}/{key}")
 
     # ------------------------------------------------------------------ catalog
@@ -177,10 +186,10 @@ class ClusterRole:
         and sorted (a peer that does not answer is left out and logged)."""
         tables = [local]
         for node in self.cluster.nodes:
-            if node == self.me or not self.peers.confirm_up(node):
+            if node == self.me or self.peers.recently_down(node):
                 continue
             try:
-                tables.append(self.peers.read(node, ticket, self.peers.options(call, headers))
+                tables.append(self.peers.read(node, ticket, self._planning(call, headers))
                               .cast(local.schema))
             except PeerUnreachable as exc:
                 log_event("catalog_partial", peer=node, reason=exc.reason)

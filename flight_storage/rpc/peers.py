@@ -73,9 +73,10 @@ class Peers:
         self._checker: threading.Thread | None = None
 
     # ------------------------------------------------------------------ calls
-    def options(self, call: CallContext, headers: Mapping[str, list[str]]) -> (
-            flight.FlightCallOptions):
-        """Call options carrying the caller's identity and headers, bounded in time."""
+    def options(self, call: CallContext, headers: Mapping[str, list[str]],
+                timeout_s: float | None = None) -> flight.FlightCallOptions:
+        """Call options carrying the caller's identity and headers, bounded by ``timeout_s``
+        (default: the cluster's ``peer_timeout_s``)."""
         sent: list[tuple[bytes, bytes]] = [(FORWARDED_HEADER.encode(), self.me.name.encode())]
         if call.user is not None and self._issue_token is not None:
             token = self._issue_token(call.user.name)
@@ -83,7 +84,8 @@ class Peers:
         for name in _PASSED_HEADERS:
             for value in headers.get(name, []):
                 sent.append((name.encode(), value.encode()))
-        return flight.FlightCallOptions(headers=sent, timeout=self.cluster.peer_timeout_s)
+        return flight.FlightCallOptions(headers=sent,
+                                        timeout=timeout_s or self.cluster.peer_timeout_s)
 
     def get_flight_info(self, node: str, descriptor: flight.FlightDescriptor,
                         options: flight.FlightCallOptions) -> flight.FlightInfo:
@@ -150,11 +152,15 @@ class Peers:
         timeout once, then counts as down for a second)."""
         if node == self.me.name:
             return True
-        with self._lock:
-            health = self._health.get(node)
-        if health is not None and not health.up and time.time() - health.checked_at < _FRESH_S:
+        if self.recently_down(node):
             return False
         return self.check(self.cluster.node(node))
+
+    def recently_down(self, node: str) -> bool:
+        """True when ``node`` failed to answer in the last second (skip it without waiting)."""
+        with self._lock:
+            health = self._health.get(node)
+        return health is not None and not health.up and time.time() - health.checked_at < _FRESH_S
 
     def live_first(self, nodes: Iterable[str], *, confirm: bool = False) -> list[str]:
         """``nodes`` in their order, those known to be down moved last."""
