@@ -29,7 +29,11 @@ from compute_client.errors import ClientError
 from compute_client.flight import ConnectionOptions, FlightSelectClient
 from flight_storage.protocol import pb
 from tests.conftest import SAMPLES, ServerProcess, start_server
-from tests.flight_storage.test_server_support import error_document, statement_descriptor
+from tests.flight_storage.test_server_support import (
+    error_document,
+    json_descriptor,
+    statement_descriptor,
+)
 
 ADDRESSES = {"a": "127.0.0.2", "b": "127.0.0.3", "c": "127.0.0.4"}
 HOLDINGS = [
@@ -157,6 +161,31 @@ def test_every_node_answers_like_one_server(cluster: Cluster, node: str, query: 
     assert _sorted(_adbc(location, sql)) == _sorted(expected)
 
 
+def _do_gets(process: ServerProcess, obj: str | None = None) -> int:
+    """Partition DoGets in the node's log: of ``obj``, or (None) of any object, refused
+    ones included (a DoGet refused with WrongNode names no object in its line)."""
+    lines = [json.loads(x) for x in process.log_lines if x.startswith("{")]
+    return sum(x.get("method") == "DO_GET" and (
+        x.get("object") == obj if obj is not None
+        else x.get("object") is not None or x.get("error") == "WrongNode") for x in lines)
+
+
+def test_adbc_reads_each_endpoint_at_its_location(cluster: Cluster) -> None:
+    """Measured: the driver sends every DoGet to the endpoint's location (node c), none to
+    the node it is connected to (b)."""
+    b, c = cluster.nodes["b"], cluster.nodes["c"]
+    before_b, before_c = _do_gets(b), _do_gets(c, "logs/app.csv")
+    with flightsql.connect(b.location) as conn, conn.cursor() as cursor:
+        cursor.execute(QUERIES["two endpoints"])
+        cursor.fetch_arrow_table()
+        endpoints = len(_info(b.location, QUERIES["two endpoints"]).endpoints)
+    deadline = time.monotonic() + 10  # log lines arrive through a pipe
+    while _do_gets(c, "logs/app.csv") - before_c < endpoints and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _do_gets(c, "logs/app.csv") - before_c == endpoints >= 2
+    assert _do_gets(b) == before_b
+
+
 def _info(location: str, sql: str) -> flight.FlightInfo:
     return flight.connect(location).get_flight_info(statement_descriptor(sql))
 
@@ -267,6 +296,26 @@ def test_peer_checks_are_logged(cluster: Cluster) -> None:
     assert set(latest) == {"b", "c"}
     assert all(line["up"] and line["location"] == cluster.nodes[peer].location
                for peer, line in latest.items()), json.dumps(latest)
+
+
+def _s3_records(location: str, request: dict[str, object]) -> bytes:
+    info = flight.connect(location).get_flight_info(json_descriptor(request))
+    out = b""
+    for endpoint in info.endpoints:
+        where = endpoint.locations[0].uri.decode() if endpoint.locations else location
+        table = flight.connect(where).do_get(endpoint.ticket).read_all()
+        out += b"".join(table.column("records").to_pylist())
+    return out
+
+
+def test_s3_requests_over_flight_are_planned_where_the_object_is(cluster: Cluster) -> None:
+    request = {"Bucket": "logs", "Key": "app.csv", "ExpressionType": "SQL",
+               "Expression": "SELECT s._1, s._3 FROM s3object s WHERE s._2 = 'WARN'",
+               "InputSerialization": {"CSV": {}}, "OutputSerialization": {"CSV": {}}}
+    expected = _s3_records(cluster.reference.location, request)
+    assert expected.count(b"\n") > 1000
+    for process in cluster.nodes.values():
+        assert _s3_records(process.location, request) == expected
 
 
 # ----------------------------------------------------------------------------- node a dies
