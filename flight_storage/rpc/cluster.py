@@ -25,7 +25,6 @@ Hand-written: no library has this project's cluster rules.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
@@ -36,8 +35,6 @@ from flight_storage.errors import InvalidRequestError, WrongNodeError
 from flight_storage.rpc.middleware import CallContext, log_event
 from flight_storage.rpc.peers import FORWARDED_HEADER, Peers, PeerUnreachable
 from flight_storage.storage.cluster import ClusterDescription, Holding
-
-log = logging.getLogger(__name__)
 
 MERGED_METADATA: Final = frozenset({"CommandGetDbSchemas", "CommandGetTables"})
 """Metadata commands whose rows are the union of every node's rows."""

@@ -129,11 +129,10 @@ class Peers:
 
     def _drop_client(self, node: str) -> None:
         """Forget a failed peer's client: gRPC holds a channel that failed to connect in
-        back-off (up to minutes), so the next call must start a new channel."""
+        back-off (up to minutes), so the next call must start a new channel. Not closed
+        here: another thread may be in a call on it; it closes when the last user drops it."""
         with self._lock:
-            client = self._clients.pop(node, None)
-        if client is not None:
-            client.close()
+            self._clients.pop(node, None)
 
     # ------------------------------------------------------------------ health
     def is_up(self, node: str) -> bool:
