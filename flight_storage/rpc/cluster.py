@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 
 import pyarrow as pa
@@ -83,6 +84,14 @@ class ClusterRole:
         # a replica planning confirms the nodes listed before it are still up
         nodes = self.peers.live_first(mine[0].nodes, confirm=mine[0].owner != self.me)
         return [flight.Location(self.cluster.node(n).location) for n in nodes]
+
+    def endpoint_metadata(self, bucket: str, key: str) -> bytes:
+        """An endpoint's ``app_metadata`` in a cluster: the nodes holding its data, with their
+        machine names (``host``) for compute-side locality, e.g. Spark's preferred hosts."""
+        mine = [h for h in self.holdings(bucket, key) if self.me in h.nodes]
+        nodes = [self.cluster.node(n) for n in (mine[0].nodes if mine else ())]
+        return json.dumps({"nodes": [{"name": n.name, "location": n.location, "host": n.host}
+                                     for n in nodes]}).encode()
 
     def check_holds(self, bucket: str, key: str) -> None:
         """Refuse to serve data this node does not hold (DoGet of a partition).
@@ -165,15 +174,17 @@ class ClusterRole:
             raise InvalidRequestError(
                 f"{bucket}/{key} spans holdings that node(s) {', '.join(sorted(shared))} hold "
                 "together; name a prefix inside one holding", code="NotImplemented")
-        infos = []
-        for holding in holdings:
+
+        def plan(holding: Holding) -> flight.FlightInfo:
             if self.me in holding.nodes:
-                infos.append(local())
-            else:
-                infos.append(self._relabelled(self._forward(
-                    holding, f"{bucket}/{holding.prefix}", lambda node: (
-                        self.peers.get_flight_info(node, descriptor,
-                                                   self._planning(call, headers))))))
+                return local()
+            return self._relabelled(self._forward(
+                holding, f"{bucket}/{holding.prefix}", lambda node: self.peers.get_flight_info(
+                    node, descriptor, self._planning(call, headers))))
+
+        # at once: the planning node's latency is then one round trip, not one per holding
+        with ThreadPoolExecutor(len(holdings), thread_name_prefix="plan-holding") as pool:
+            infos = list(pool.map(plan, holdings))
         return _joined(infos, descriptor, f"{bucket}/{key}")
 
     # ------------------------------------------------------------------ catalog

@@ -353,11 +353,13 @@ class StorageServer(flight.FlightServerBase):
     ) -> flight.FlightInfo:
         expires = expiry(tickets[0].issued_at + self.config.ticket_max_age_s)
         first = tickets[0]
-        locations = (self.cluster.locations(first.bucket, first.key)
-                     if self.cluster is not None and first.bucket else [])
+        locations, holders = [], b""
+        if self.cluster is not None and first.bucket:
+            locations = self.cluster.locations(first.bucket, first.key)
+            holders = self.cluster.endpoint_metadata(first.bucket, first.key)
         endpoints = [
             flight.FlightEndpoint(protocol.ticket_to_flight(t, self.secret), locations,
-                                  expiration_time=expires)
+                                  expiration_time=expires, app_metadata=holders)
             for t in tickets
         ]
         fields.update(query_id=query_id(first), object=f"{first.bucket}/{first.key}",

@@ -204,6 +204,12 @@ def test_endpoints_name_the_owner_then_its_replicas(cluster: Cluster) -> None:
         assert _locations(logs) == [[where["c"]]] * len(logs.endpoints)
         spread = _info(where[node], QUERIES["spread prefix"])
         assert sorted({loc for e in _locations(spread) for loc in e}) == [where["a"], where["c"]]
+        # each endpoint's app_metadata names its nodes' hosts (for compute-side locality)
+        holders = [json.loads(e.app_metadata) for e in spread.endpoints]
+        assert sorted(n["host"] for h in holders for n in h["nodes"]) == ["host-a", "host-c"]
+        assert json.loads(sales.endpoints[0].app_metadata)["nodes"] == [
+            {"name": "a", "location": where["a"], "host": "host-a"},
+            {"name": "b", "location": where["b"], "host": "host-b"}]
 
 
 def test_planning_is_forwarded_to_the_owner(cluster: Cluster) -> None:
