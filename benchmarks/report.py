@@ -18,7 +18,7 @@ from typing import Any
 from benchmarks import common
 
 DOC = common.ROOT / "docs" / "benchmarks.md"
-ORDER = ("server_efficiency", "pushdown", "peers", "scaling", "udf_cost")
+ORDER = ("server_efficiency", "pushdown", "peers", "scaling", "cluster", "udf_cost")
 PROFILES = "profile_server_"
 
 INTRO = """\
@@ -45,6 +45,7 @@ tables.
 .venv/bin/python -m benchmarks.pushdown --quick          # starts a local Spark (Java 17)
 .venv/bin/python -m benchmarks.peers --quick             # Ceph's column: see below
 .venv/bin/python -m benchmarks.scaling --quick           # full run: objects up to 2 GB
+.venv/bin/python -m benchmarks.cluster --quick           # 1, 2, 3 storage nodes on 127.0.0.2-4
 .venv/bin/python -m benchmarks.udf_cost --quick
 .venv/bin/python -m benchmarks.profile_server --quick --query like   # py-spy on the server
 .venv/bin/python -m benchmarks.report                    # rewrite this page
@@ -73,6 +74,7 @@ FLIGHT_SELECT_CEPH_S3SELECT=/path/to/s3select_example .venv/bin/python -m benchm
 | `pushdown` | what does pushdown save at 0.1–100% selectivity? | DataFusion remote table, whole-object fetch, Spark source with and without pushdown, Spark reading the CSV |
 | `peers` | how do others answer the same queries? | DuckDB on the CSV; moto's S3 Select emulation (py-partiql-parser) on a small file; Ceph's s3select engine on the six peer queries |
 | `scaling` | time and server memory as one object grows; one vs two server processes | objects 10 MB – 2 GB |
+| `cluster` | what do 1, 2, 3 storage nodes cost and give (same data split over them)? | one node vs a cluster on this machine; the model for N machines is in docs/cluster.md |
 | `udf_cost` | what do our UDFs cost? | each UDF vs the nearest DataFusion builtin, in memory |
 
 **Ceph's s3select engine** (github.com/ceph/s3select, the engine behind Ceph RGW's S3 Select)

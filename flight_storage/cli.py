@@ -2,6 +2,8 @@
 
     flight-select serve --data DIR [--host 127.0.0.1] [--port 0] [--auth USERS_FILE]
                         [--tls-cert PEM --tls-key PEM [--tls-client-ca PEM]] [limits...]
+                        [--cluster FILE --node NAME --ticket-secret-file FILE]
+    flight-select cluster status --cluster FILE [--user NAME]
     flight-select query FILE --expression SQL [--input-serialization JSON]
                         [--output-serialization JSON] [--scan-range START:END]
                         [--flavor aws|ceph|standard]
@@ -65,6 +67,15 @@ def _build_parser() -> argparse.ArgumentParser:
                                 formatter_class=shows_defaults)
     _add_serve_arguments(serve)
 
+    cluster = commands.add_parser("cluster", help="operate a storage cluster (docs/cluster.md)")
+    cluster_commands = cluster.add_subparsers(dest="cluster_command", required=True)
+    status = cluster_commands.add_parser(
+        "status", help="each node: up or down, objects and bytes it holds")
+    status.add_argument("--cluster", required=True, type=Path, help="the cluster file")
+    status.add_argument("--user", help="user name when the nodes use --auth (password from "
+                        "$FLIGHT_SELECT_PASSWORD)")
+    status.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
     add_user = commands.add_parser(
         "add-user", add_help=False,
         help="add a user to a users file: USERS_FILE NAME [--bucket B ...] [--password-stdin]")
@@ -87,14 +98,23 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--data", required=True, type=Path, help="data directory (buckets)")
-    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
-    serve.add_argument("--port", type=int, default=8815, help="port; 0 picks a free one")
+    serve.add_argument("--host", help="address to bind (default: loopback, 127.0.0.1, or "
+                       "the node's address in --cluster)")
+    serve.add_argument("--port", type=int, help="port; 0 picks a free one (default: 8815, or "
+                       "the node's port in --cluster)")
     serve.add_argument(
         "--ticket-secret-file",
         type=Path,
-        help="file holding the key that signs tickets and tokens (share it between replicas); "
-        "default: $FLIGHT_SELECT_TICKET_SECRET or a random key per process",
+        help="file holding the key that signs tickets and tokens (share it between replicas "
+        "and cluster nodes: required with --cluster); default: $FLIGHT_SELECT_TICKET_SECRET or "
+        "a random key per process",
     )
+    cluster = serve.add_argument_group(
+        "cluster (docs/cluster.md): every node gets the same cluster file, the same "
+        "--ticket-secret-file and the same --auth users file")
+    cluster.add_argument("--cluster", type=Path, metavar="FILE",
+                         help="cluster description (JSON): nodes, what each holds, replicas")
+    cluster.add_argument("--node", metavar="NAME", help="this node's name in --cluster")
     serve.add_argument("--ticket-max-age", type=int, default=24 * 3600,
                        help="seconds a ticket (endpoint) stays valid")
     security = serve.add_argument_group("security")
@@ -173,10 +193,23 @@ def _serve(args: argparse.Namespace) -> int:
     handler.setFormatter(JsonLogFormatter())
     logging.basicConfig(level=args.log_level.upper(), handlers=[handler])
     log = logging.getLogger("flight_storage")
+    from flight_storage.storage.cluster import ClusterDescription, ClusterFileError
+
+    try:
+        cluster = ClusterDescription.load(args.cluster) if args.cluster is not None else None
+        node = cluster.node(args.node or "") if cluster is not None else None
+    except ClusterFileError as exc:
+        print(f"flight-select: {exc}", file=sys.stderr)
+        return 2
+    if node is None and args.node is not None:
+        print("flight-select: --node needs --cluster FILE", file=sys.stderr)
+        return 2
     config = ServerConfig(
         data_dir=args.data,
-        host=args.host,
-        port=args.port,
+        host=args.host or (node.bind_host if node is not None else "127.0.0.1"),
+        port=args.port if args.port is not None else (node.port if node is not None else 8815),
+        cluster=cluster,
+        node_name=node.name if node is not None else None,
         ticket_secret=_ticket_secret(args.ticket_secret_file),
         ticket_max_age_s=args.ticket_max_age,
         tls_cert=args.tls_cert,
@@ -309,6 +342,21 @@ def _query(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cluster(args: argparse.Namespace) -> int:
+    from flight_storage.rpc.peers import cluster_status, format_status
+    from flight_storage.storage.cluster import ClusterDescription, ClusterFileError
+
+    try:
+        cluster = ClusterDescription.load(args.cluster)
+    except ClusterFileError as exc:
+        print(f"flight-select: {exc}", file=sys.stderr)
+        return 2
+    password = os.environ.get("FLIGHT_SELECT_PASSWORD", "") if args.user else None
+    nodes = cluster_status(cluster, args.user, password)
+    print(json.dumps(nodes, indent=2) if args.json else format_status(nodes))
+    return 0 if all(n["up"] for n in nodes) else 1
+
+
 def _add_user(args: argparse.Namespace) -> int:
     from flight_storage.rpc import auth
 
@@ -319,6 +367,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "serve": _serve,
     "query": _query,
     "add-user": _add_user,
+    "cluster": _cluster,
 }
 
 

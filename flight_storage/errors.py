@@ -8,7 +8,9 @@
     │                              OverMaxRecordSize, InvalidCompressionFormat, … -> invalid argument
     ├── QueryExecutionError        CastFailed, ProcessingTimeError, …  -> invalid argument
     ├── StaleTicketError           PreconditionFailed: the objects changed since planning
-    └── ResourceLimitError         query too long, too many queries, memory, timeout -> resource exhausted
+    ├── ResourceLimitError         query too long, too many queries, memory, timeout -> resource exhausted
+    ├── WrongNodeError             WrongNode: this cluster node does not hold the object
+    └── NodeUnavailableError       NodeUnavailable: no node holding the object answered -> unavailable
 
 The server converts these at one boundary into Flight errors whose ``extra_info`` is the
 JSON of :meth:`StorageError.to_dict`; anything else is an internal error with an incident id.
@@ -91,3 +93,31 @@ class StaleTicketError(StorageError):
 class ResourceLimitError(StorageError):
     code = "ResourceLimitExceeded"
     status = "resource_exhausted"
+
+
+class WrongNodeError(StorageError):
+    """A cluster node was asked for data it does not hold: a redirect to the nodes that do."""
+
+    code = "WrongNode"
+
+    def __init__(self, message: str, *, nodes: list[str], locations: list[str]) -> None:
+        super().__init__(message)
+        self.nodes = nodes
+        self.locations = locations
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "nodes": self.nodes, "locations": self.locations}
+
+
+class NodeUnavailableError(StorageError):
+    """No node holding the requested data answered in time (the message names them)."""
+
+    code = "NodeUnavailable"
+    status = "unavailable"
+
+    def __init__(self, message: str, *, nodes: list[str]) -> None:
+        super().__init__(message)
+        self.nodes = nodes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "nodes": self.nodes}

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from flight_storage.execution.engine import EngineConfig
 from flight_storage.rpc.streams import StreamLimits
+from flight_storage.storage.cluster import ClusterDescription
 
 
 class ConfigError(ValueError):
@@ -42,6 +43,8 @@ class ServerConfig:
         shutdown_grace_s: on shutdown, running streams may finish for this long before they
             are cancelled.
         engine: query execution limits.
+        cluster: the cluster description when this server is one node of a cluster.
+        node_name: this node's name in ``cluster``.
     """
 
     data_dir: Path
@@ -64,6 +67,8 @@ class ServerConfig:
     keepalive_s: float = 5.0
     shutdown_grace_s: float = 30.0
     engine: EngineConfig = field(default_factory=EngineConfig)
+    cluster: ClusterDescription | None = None
+    node_name: str | None = None
 
     @property
     def stream_limits(self) -> StreamLimits:
@@ -119,6 +124,18 @@ class ServerConfig:
             "token_ttl_s": self.token_ttl_s,
             "ticket_max_age_s": self.ticket_max_age_s,
         }
+        if self.cluster is not None:
+            self._check_cluster(self.cluster)
         bad = [name for name, value in positive.items() if value <= 0]
         if bad:
             raise ConfigError(f"must be positive: {', '.join(bad)}")
+
+    def _check_cluster(self, cluster: ClusterDescription) -> None:
+        if self.node_name is None:
+            raise ConfigError("a cluster node needs --node NAME (its name in the cluster file)")
+        cluster.node(self.node_name)
+        if not self.ticket_secret:
+            raise ConfigError(
+                "cluster nodes must share the ticket secret: pass --ticket-secret-file FILE "
+                "(the same file on every node); without it no node accepts another's tickets "
+                "or tokens")

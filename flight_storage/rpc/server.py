@@ -56,6 +56,7 @@ from flight_storage.request.tables import ResolvedTable, input_spec, object_vers
 from flight_storage.rpc.actions import ACTIONS
 from flight_storage.rpc.auth import TokenSigner, Users
 from flight_storage.rpc.boundary import guarded, rpc_boundary
+from flight_storage.rpc.cluster import MERGED_METADATA, ClusterRole
 from flight_storage.rpc.config import ServerConfig
 from flight_storage.rpc.endpoints import (
     endpoint_partitions,
@@ -73,6 +74,7 @@ from flight_storage.rpc.middleware import (
     JsonLogFormatter,
     log_event,
 )
+from flight_storage.rpc.peers import FORWARDED_HEADER, Peers
 from flight_storage.rpc.streams import (
     Item,
     QueryStream,
@@ -141,6 +143,14 @@ class StorageServer(flight.FlightServerBase):
         )
         public_scheme = "grpc" if config.scheme == "grpc+tcp" else config.scheme
         self.location = f"{public_scheme}://{config.host}:{self.port}"
+        self.cluster: ClusterRole | None = None
+        if config.cluster is not None and config.node_name is not None:
+            roots = config.tls_cert.read_bytes() if config.tls_cert is not None else None
+            peers = Peers(config.cluster, config.node_name, signer.issue, roots)
+            self.cluster = ClusterRole(
+                peers, planning_timeout_s=config.query_timeout_s + config.cluster.peer_timeout_s)
+            self.location = peers.me.location
+            peers.start_checks()
 
     # ------------------------------------------------------------------ lifecycle
     def stop_gracefully(self, grace_s: float | None = None) -> bool:
@@ -160,6 +170,8 @@ class StorageServer(flight.FlightServerBase):
             log_event("shutdown", cancelling=self.streams.abort_all())
             stopper.join(_SHUTDOWN_AFTER_ABORT_S)
         self.streams.close()
+        if self.cluster is not None:
+            self.cluster.peers.close()
         if stopper.is_alive():
             log_event("shutdown", stuck_calls=True)
             return False
@@ -199,6 +211,22 @@ class StorageServer(flight.FlightServerBase):
                            single_endpoint=endpoints == "single",
                            is_cancelled=context.is_cancelled)
 
+    @staticmethod
+    def _headers(context: flight.ServerCallContext) -> Mapping[str, list[str]]:
+        middleware = context.get_middleware("call")
+        return middleware.headers if middleware is not None else {}
+
+    def _cluster_call(self, context: flight.ServerCallContext) -> ClusterRole | None:
+        """The cluster role when this call may involve other nodes (not one forwarded by a
+        peer, which is answered from local data)."""
+        if self.cluster is None:
+            return None
+        forwarded_by = self._headers(context).get(FORWARDED_HEADER)
+        if forwarded_by:
+            self._fields(context)["forwarded_by"] = forwarded_by[0]
+            return None
+        return self.cluster
+
     def _fields(self, context: flight.ServerCallContext) -> dict[str, Any]:
         middleware = context.get_middleware("call")
         return middleware.fields if middleware is not None else {}
@@ -222,6 +250,35 @@ class StorageServer(flight.FlightServerBase):
     ) -> flight.FlightInfo:
         call = self._call_context(context)
         command = _descriptor_command(descriptor)
+        target = self._target(call, command) if self.cluster is not None else None
+        if self.cluster is not None and target is not None:
+            cluster = self._cluster_call(context)
+            if cluster is None:  # a peer forwarded it: plan only what this node holds
+                self.cluster.check_holds(*target)
+            else:
+                return cluster.flight_info(
+                    call, self._headers(context), descriptor, *target,
+                    local=lambda: self._local_flight_info(context, call, descriptor, command))
+        return self._local_flight_info(context, call, descriptor, command)
+
+    def _target(self, call: CallContext, command: bytes) -> tuple[str, str] | None:
+        """The bucket and key (or prefix) a planning command reads, None for other commands."""
+        if is_json_request(command):
+            request = parse_request(command)
+            return request.bucket, request.key
+        name, message = protocol.unpack_any(command)
+        if name == "CommandStatementQuery":
+            query = message.query
+        elif name == "CommandPreparedStatementQuery":
+            query = self.decode_handle(call, bytes(message.prepared_statement_handle)).query
+        else:
+            return None
+        return _statement_target(query)
+
+    def _local_flight_info(
+        self, context: flight.ServerCallContext, call: CallContext,
+        descriptor: flight.FlightDescriptor, command: bytes,
+    ) -> flight.FlightInfo:
         if is_json_request(command):
             return self._info_s3_request(call, descriptor, command, self._fields(context))
         name, message = protocol.unpack_any(command)
@@ -296,17 +353,25 @@ class StorageServer(flight.FlightServerBase):
         fields: dict[str, Any],
     ) -> flight.FlightInfo:
         expires = expiry(tickets[0].issued_at + self.config.ticket_max_age_s)
+        first = tickets[0]
+        locations, holders = [], b""
+        if self.cluster is not None and first.bucket:
+            locations = self.cluster.locations(first.bucket, first.key)
+            holders = self.cluster.endpoint_metadata(first.bucket, first.key)
         endpoints = [
-            flight.FlightEndpoint(protocol.ticket_to_flight(t, self.secret), [],
-                                  expiration_time=expires)
+            flight.FlightEndpoint(protocol.ticket_to_flight(t, self.secret), locations,
+                                  expiration_time=expires, app_metadata=holders)
             for t in tickets
         ]
-        first = tickets[0]
         fields.update(query_id=query_id(first), object=f"{first.bucket}/{first.key}",
                       endpoints=len(endpoints), flavor=first.flavor, reader=plan.reader)
         total_bytes = sum(partition_bytes(t.partition, plan) for t in tickets)
         # what served the plan, for operators and benchmarks (clients may ignore it)
-        about = {"reader": plan.reader, "endpoints": len(endpoints)}
+        about: dict[str, Any] = {"reader": plan.reader, "endpoints": len(endpoints)}
+        if self.cluster is not None:
+            # the rows are the union of the endpoints' rows: a cluster may join such plans
+            t = plan.translation
+            about["mergeable"] = not (t.is_aggregate or t.whole_input or t.limit is not None)
         if plan.native is None:
             about["reason"] = plan.native_reason
         return flight.FlightInfo(schema, descriptor, endpoints, total_records, total_bytes,
@@ -415,6 +480,9 @@ class StorageServer(flight.FlightServerBase):
             raise protocol.UnknownCommandError(name)
         # Metadata may plan (GetTables with schemas): the same slot and deadline as queries.
         table = self.bounded(call, name, lambda: command.build(self, call, message))
+        cluster = self._cluster_call(context)
+        if cluster is not None and name in MERGED_METADATA:
+            table = cluster.merged_metadata(call, self._headers(context), ticket, table)
         return flight.RecordBatchStream(table)
 
     def _serve_partition(
@@ -425,6 +493,8 @@ class StorageServer(flight.FlightServerBase):
             raise AccessDeniedError("ticket was issued to another user")
         if not ticket.bucket and ticket.output_serialization is None:
             return self._serve_constant(ticket)
+        if self.cluster is not None:  # before the catalog, which would say NoSuchBucket
+            self.cluster.check_holds(ticket.bucket, ticket.key)
         self.check_access(call, ticket.bucket)
         key = ticket_key(handle)
         if self.is_cancelled(key):
@@ -567,7 +637,51 @@ class StorageServer(flight.FlightServerBase):
             raise protocol.UnknownCommandError(action.type)
         self._fields(context)["action"] = action.type
         body = action.body.to_pybytes() if action.body is not None else b""
+        cluster = self._cluster_call(context)
+        if cluster is not None:
+            clustered = self._CLUSTER_ACTIONS.get(action.type)
+            if clustered is not None:
+                return iter(clustered(self, cluster, context, call, action, body))
         return iter(entry.handle(self, call, body))
+
+    def _prepare_in_cluster(self, cluster: ClusterRole, context: flight.ServerCallContext,
+                            call: CallContext, action: flight.Action,
+                            body: bytes) -> list[flight.Result]:
+        """Prepare on a node holding the table: the answer holds its schema."""
+        query = protocol.decode_action("CreatePreparedStatement", body).query
+        target = _statement_target(query)
+        forwarded = None if target is None else cluster.forward_action(
+            call, self._headers(context), action, *target)
+        if forwarded is None:
+            return ACTIONS[action.type].handle(self, call, body)
+        return [flight.Result(b) for b in forwarded]
+
+    def _list_in_cluster(self, cluster: ClusterRole, context: flight.ServerCallContext,
+                         call: CallContext, action: flight.Action,
+                         body: bytes) -> list[flight.Result]:
+        """ListObjects over every node holding keys under the prefix."""
+        local = ACTIONS[action.type].handle
+        try:
+            request = json.loads(body or b"{}")
+            request["bucket"]
+        except (ValueError, KeyError, TypeError):
+            return local(self, call, body)  # its error message
+        bucket = str(request["bucket"])
+        if call.user is not None and not call.user.may_read(bucket):
+            raise AccessDeniedError(f"user {call.user.name} may not read bucket {bucket}")
+        # not check_access: the bucket may be held by other nodes only
+        document = cluster.list_objects(call, self._headers(context), request,
+                                        lambda: local(self, call, body)[0].body.to_pybytes())
+        return [flight.Result(document)]
+
+    def _cancel_in_cluster(self, cluster: ClusterRole, context: flight.ServerCallContext,
+                           call: CallContext, action: flight.Action,
+                           body: bytes) -> list[flight.Result]:
+        """Cancel here, then on every other node the endpoints name."""
+        results = ACTIONS[action.type].handle(self, call, body)
+        info = protocol.decode_action(action.type, body).info
+        cluster.cancel_elsewhere(call, self._headers(context), action, info)
+        return results
 
     def list_actions(self, context: flight.ServerCallContext) -> list[tuple[str, str]]:
         return [(name, action.description) for name, action in ACTIONS.items()]
@@ -636,6 +750,14 @@ class StorageServer(flight.FlightServerBase):
             prepared_statement_handle=protocol.encode_handle(bound, self.secret)
         )
         writer.write(pa.py_buffer(result.SerializeToString()))
+
+    _CLUSTER_ACTIONS: Mapping[str, Callable[..., list[flight.Result]]] = {
+        "CreatePreparedStatement": _prepare_in_cluster,
+        "ListObjects": _list_in_cluster,
+        "CancelFlightInfo": _cancel_in_cluster,
+        "CancelQuery": _cancel_in_cluster,
+    }
+    """Actions that involve other nodes of a cluster (the others are answered here)."""
 
     _INFO_HANDLERS: Mapping[str, Callable[..., flight.FlightInfo]] = {
         "CommandStatementQuery": _info_statement,
@@ -749,6 +871,12 @@ def _bound(sql: str, parameters: bytes | None) -> str:
     if has_parameters(sql):
         raise InvalidRequestError("statement has ? parameters but none were bound")
     return sql
+
+
+def _statement_target(query: str) -> tuple[str, str] | None:
+    """The bucket and key a statement names in FROM (None for one without FROM)."""
+    reference, _ = split_table_reference(query)
+    return None if reference is None else (reference.bucket, reference.key)
 
 
 def _descriptor_command(descriptor: flight.FlightDescriptor) -> bytes:

@@ -1,0 +1,303 @@
+"""Calls from one cluster node to another: the caller's identity, a time bound, peer health.
+
+Every call a node makes to a peer carries the caller's identity as a bearer token this node
+issues for the caller's user (nodes share the ticket secret, so the peer accepts it, and no
+password travels between nodes), the caller's flavour and endpoint headers, and
+:data:`FORWARDED_HEADER` naming this node, so the peer answers from its own data only and
+never forwards again. Each call is bounded by the cluster file's ``peer_timeout_s``; a peer
+that does not answer is marked down and the error names it.
+
+Hand-written: pyarrow.flight gives the clients; which node to ask and what a failure means is
+this project's rule.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Final, TypeVar
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+from flight_storage.errors import NodeUnavailableError
+from flight_storage.rpc.middleware import CallContext, log_event
+from flight_storage.storage.cluster import ClusterDescription, ClusterNode
+
+FORWARDED_HEADER: Final = "x-flight-select-forwarded"
+"""Set on calls between nodes (the value names the calling node): answer locally."""
+T = TypeVar("T")
+_FRESH_S: Final = 1.0
+"""How long a peer found down is taken as down without asking again."""
+_PASSED_HEADERS: Final = ("x-flight-select-flavor", "x-flight-select-endpoints")
+
+
+class PeerUnreachable(Exception):
+    """A peer did not answer (connection refused, unavailable, or over the time bound)."""
+
+    def __init__(self, node: str, reason: str) -> None:
+        super().__init__(f"node {node} did not answer: {reason}")
+        self.node = node
+        self.reason = reason
+
+
+@dataclass
+class _Health:
+    up: bool
+    checked_at: float
+
+
+class Peers:
+    """Clients to the other nodes of a cluster and what this node knows of their health.
+
+    Args:
+        cluster: the cluster description.
+        me: this node's name.
+        issue_token: makes a bearer token for a user name (None when auth is off).
+        tls_root_certs: PEM to trust for ``grpc+tls`` peers.
+    """
+
+    def __init__(self, cluster: ClusterDescription, me: str,
+                 issue_token: Callable[[str], str] | None = None, tls_root_certs: bytes | None = None) -> None:
+        self.cluster = cluster
+        self.me = cluster.node(me)
+        self._issue_token = issue_token
+        self._tls_root_certs = tls_root_certs
+        self._clients: dict[str, flight.FlightClient] = {}
+        self._health: dict[str, _Health] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._checker: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ calls
+    def options(self, call: CallContext, headers: Mapping[str, list[str]],
+                timeout_s: float | None = None) -> flight.FlightCallOptions:
+        """Call options carrying the caller's identity and headers, bounded by ``timeout_s``
+        (default: the cluster's ``peer_timeout_s``)."""
+        sent: list[tuple[bytes, bytes]] = [(FORWARDED_HEADER.encode(), self.me.name.encode())]
+        if call.user is not None and self._issue_token is not None:
+            token = self._issue_token(call.user.name)
+            sent.append((b"authorization", f"Bearer {token}".encode()))
+        for name in _PASSED_HEADERS:
+            for value in headers.get(name, []):
+                sent.append((name.encode(), value.encode()))
+        return flight.FlightCallOptions(headers=sent,
+                                        timeout=timeout_s or self.cluster.peer_timeout_s)
+
+    def get_flight_info(self, node: str, descriptor: flight.FlightDescriptor,
+                        options: flight.FlightCallOptions) -> flight.FlightInfo:
+        """Plan on ``node``; raises :class:`PeerUnreachable` when it does not answer."""
+        return self._guard(node, lambda c: c.get_flight_info(descriptor, options))
+
+    def do_action(self, node: str, action: flight.Action,
+                  options: flight.FlightCallOptions) -> list[bytes]:
+        """The results' bodies of one DoAction on ``node``."""
+        return self._guard(node, lambda c: [r.body.to_pybytes()
+                                            for r in c.do_action(action, options)])
+
+    def read(self, node: str, ticket: flight.Ticket,
+             options: flight.FlightCallOptions) -> pa.Table:
+        """All of one DoGet on ``node`` (small results only: metadata)."""
+        return self._guard(node, lambda c: c.do_get(ticket, options).read_all())
+
+    def _guard(self, node: str, work: Callable[[flight.FlightClient], T]) -> T:
+        try:
+            result = work(self._client(node))
+        except (flight.FlightUnavailableError, flight.FlightTimedOutError) as exc:
+            if _is_answer(exc):
+                raise  # the peer answered (SlowDown, QueryTimeout...): pass its error on
+            self._mark(node, up=False, reason=_first_line(exc))
+            self._drop_client(node)
+            raise PeerUnreachable(node, _first_line(exc)) from None
+        self._mark(node, up=True)
+        return result
+
+    def _client(self, node: str) -> flight.FlightClient:
+        with self._lock:
+            client = self._clients.get(node)
+            if client is None:
+                location = self.cluster.node(node).location
+                kwargs: dict[str, bytes] = {}
+                if location.startswith("grpc+tls") and self._tls_root_certs is not None:
+                    kwargs["tls_root_certs"] = self._tls_root_certs
+                client = flight.FlightClient(location, **kwargs)
+                self._clients[node] = client
+            return client
+
+    def _drop_client(self, node: str) -> None:
+        """Forget a failed peer's client: gRPC holds a channel that failed to connect in
+        back-off (up to minutes), so the next call must start a new channel. Not closed
+        here: another thread may be in a call on it; it closes when the last user drops it."""
+        with self._lock:
+            self._clients.pop(node, None)
+
+    # ------------------------------------------------------------------ health
+    def is_up(self, node: str) -> bool:
+        """This node's view of ``node``: itself is always up; a peer is as last seen (up
+        until a call or a check says otherwise)."""
+        if node == self.me.name:
+            return True
+        with self._lock:
+            health = self._health.get(node)
+        return health is None or health.up
+
+    def confirm_up(self, node: str) -> bool:
+        """Ask ``node`` now (bounded by the peer timeout) unless it was found down in the last
+        second: a replica that plans must not send clients to an owner that died since the
+        last periodic check (a connection refused answers at once; a hung node costs the
+        timeout once, then counts as down for a second)."""
+        if node == self.me.name:
+            return True
+        if self.recently_down(node):
+            return False
+        return self.check(self.cluster.node(node))
+
+    def recently_down(self, node: str) -> bool:
+        """True when ``node`` failed to answer in the last second (skip it without waiting)."""
+        with self._lock:
+            health = self._health.get(node)
+        return health is not None and not health.up and time.time() - health.checked_at < _FRESH_S
+
+    def live_first(self, nodes: Iterable[str], *, confirm: bool = False) -> list[str]:
+        """``nodes`` in their order, those known to be down moved last."""
+        ordered = list(nodes)
+        up = {n: (self.confirm_up(n) if confirm else self.is_up(n)) for n in ordered}
+        return [n for n in ordered if up[n]] + [n for n in ordered if not up[n]]
+
+    def check(self, node: ClusterNode) -> bool:
+        """Ask ``node`` for its health (bounded); log one ``peer_check`` line."""
+        started = time.monotonic()
+        options = flight.FlightCallOptions(
+            headers=[(FORWARDED_HEADER.encode(), self.me.name.encode())],
+            timeout=self.cluster.peer_timeout_s)
+        try:
+            status = json.loads(b"".join(self._guard(
+                node.name, lambda c: [r.body.to_pybytes() for r in c.do_action(
+                    flight.Action("health", b""), options)])))
+            up, detail = True, str(status.get("status", "ok"))
+        except PeerUnreachable as exc:
+            up, detail = False, exc.reason
+        except flight.FlightError as exc:  # it answered, e.g. authentication required
+            up, detail = True, _first_line(exc)
+        log_event("peer_check", peer=node.name, location=node.location, up=up, detail=detail,
+                  ms=round((time.monotonic() - started) * 1000, 1))
+        return up
+
+    def start_checks(self) -> None:
+        """Check every peer now and then every ``peer_check_s`` seconds, in a daemon thread."""
+        def loop() -> None:
+            while True:
+                for node in self.cluster.nodes.values():
+                    if node.name != self.me.name:
+                        self.check(node)
+                if self._stop.wait(self.cluster.peer_check_s):
+                    return
+
+        self._checker = threading.Thread(target=loop, name="peer-checks", daemon=True)
+        self._checker.start()
+
+    def close(self) -> None:
+        """Stop the checks and close the clients."""
+        self._stop.set()
+        with self._lock:
+            clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            client.close()
+
+    def _mark(self, node: str, *, up: bool, reason: str = "") -> None:
+        with self._lock:
+            before = self._health.get(node)
+            self._health[node] = _Health(up, time.time())
+        if before is None or before.up != up:
+            log_event("peer_state", peer=node, up=up, reason=reason or None)
+
+    def unavailable(self, nodes: list[str], what: str,
+                    failures: Mapping[str, str]) -> NodeUnavailableError:
+        """The error for ``what`` when none of ``nodes`` answered."""
+        detail = "; ".join(f"{n} ({self.cluster.node(n).location}): {failures.get(n, 'down')}"
+                           for n in nodes)
+        return NodeUnavailableError(
+            f"no node holding {what} answered: {detail}", nodes=nodes)
+
+
+def _is_answer(exc: flight.FlightError) -> bool:
+    """True when the error is a document our server sent (it is up and said no)."""
+    try:
+        document = json.loads(exc.extra_info or b"")
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return isinstance(document, dict) and "code" in document
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+# ----------------------------------------------------------------------------- cluster status
+
+
+def cluster_status(cluster: ClusterDescription, user: str | None = None,
+                   password: str | None = None) -> list[dict[str, object]]:
+    """Each node's state: up or down, and the objects and bytes it holds (``cluster status``).
+
+    Asks every node's ``health`` action, then lists each bucket of its holdings with
+    ``ListObjects`` (marked as forwarded, so each node counts only its own data).
+    """
+    return [_node_status(cluster, node, user, password) for node in cluster.nodes.values()]
+
+
+def _node_status(cluster: ClusterDescription, node: ClusterNode, user: str | None,
+                 password: str | None) -> dict[str, object]:
+    state: dict[str, object] = {"node": node.name, "location": node.location, "up": False,
+                                "objects": 0, "bytes": 0}
+    headers = [(FORWARDED_HEADER.encode(), b"cluster-status")]
+    client = flight.FlightClient(node.location)
+    try:
+        if user is not None:
+            headers.append(client.authenticate_basic_token(
+                user, password or "", flight.FlightCallOptions(timeout=cluster.peer_timeout_s)))
+        options = flight.FlightCallOptions(headers=headers, timeout=cluster.peer_timeout_s)
+        health = json.loads(b"".join(r.body.to_pybytes() for r in client.do_action(
+            flight.Action("health", b""), options)))
+        state.update(up=True, status=health.get("status"),
+                     open_streams=health.get("open_streams"))
+        for holding in cluster.holdings_of(node.name):
+            objects, size = _holding_size(client, holding.bucket, holding.prefix, options)
+            state["objects"] = int(state["objects"]) + objects  # type: ignore[call-overload]
+            state["bytes"] = int(state["bytes"]) + size  # type: ignore[call-overload]
+    except flight.FlightError as exc:
+        state["error"] = _first_line(exc)
+    finally:
+        client.close()
+    log_event("peer_check", peer=node.name, location=node.location, up=state["up"],
+              detail=state.get("error") or state.get("status"))
+    return state
+
+
+def _holding_size(client: flight.FlightClient, bucket: str, prefix: str,
+                  options: flight.FlightCallOptions) -> tuple[int, int]:
+    objects = size = 0
+    start_after = ""
+    while True:
+        body = json.dumps({"bucket": bucket, "prefix": prefix, "start_after": start_after,
+                           "max_keys": 10000}).encode()
+        page = json.loads(b"".join(r.body.to_pybytes() for r in client.do_action(
+            flight.Action("ListObjects", body), options)))
+        objects += len(page["objects"])
+        size += sum(int(o["size"]) for o in page["objects"])
+        if not page.get("next_start_after"):
+            return objects, size
+        start_after = page["next_start_after"]
+
+
+def format_status(nodes: list[dict[str, object]]) -> str:
+    """A table of :func:`cluster_status` for people."""
+    lines = [f"{'node':<12} {'location':<28} {'state':<6} {'objects':>8} {'bytes':>14}"]
+    for n in nodes:
+        state = "up" if n["up"] else "DOWN"
+        lines.append(f"{n['node']!s:<12} {n['location']!s:<28} {state:<6} {n['objects']!s:>8} "
+                     f"{n['bytes']!s:>14}" + (f"  {n['error']}" if n.get("error") else ""))
+    return "\n".join(lines)
