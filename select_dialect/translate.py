@@ -32,7 +32,8 @@ from select_dialect.transforms import (
 )
 
 INPUT_FORMATS = ("csv", "json", "parquet")
-MAX_QUERY_BYTES = 256 * 1024
+MAX_QUERY_CHARS = 256 * 1024
+"""The longest statement accepted by default (AWS S3 Select allows 256 KB)."""
 
 _TABLE_NAMES = ("s3object", "stdin")
 _AGGREGATE_CALLS = frozenset({"count", "sum", "avg", "min", "max"})
@@ -103,7 +104,30 @@ _LARGEST_LIMIT = 2**63 - 1
 CEPH_SYNTAX_CODE = "UnsupportedSyntax"
 
 
-def parse(sql: str, flavor: str = CEPH) -> exp.Select:
+def check_query_length(sql: str, limit: int = MAX_QUERY_CHARS, *, what: str = "query text",
+                       setting: str | None = None) -> None:
+    """The one rule for a statement's length: refuse one over ``limit`` characters.
+
+    Every entry point (the server's RPCs before any work, the engine, the translator) calls
+    this with its configured limit; ``setting`` names the option that sets it.
+
+    Raises:
+        UnsupportedFeatureError: code ``ExpressionTooLong`` (AWS's).
+
+    Example:
+        >>> check_query_length("select 1", limit=4)
+        Traceback (most recent call last):
+        ...
+        select_dialect.errors.UnsupportedFeatureError: ExpressionTooLong: query text is 8 characters; the limit is 4
+    """
+    if len(sql) > limit:
+        named = f" ({setting})" if setting else ""
+        raise UnsupportedFeatureError(
+            f"{what} is {len(sql)} characters; the limit{named} is {limit}",
+            code="ExpressionTooLong")
+
+
+def parse(sql: str, flavor: str = CEPH, max_query_chars: int = MAX_QUERY_CHARS) -> exp.Select:
     """Parse one s3-select statement (syntax errors become :class:`QuerySyntaxError`).
 
     The error names the line, column and offending text; its code is AWS's
@@ -111,18 +135,15 @@ def parse(sql: str, flavor: str = CEPH) -> exp.Select:
     ``UnsupportedSyntax``, what RGW reports, in the ``ceph`` flavour.
     """
     try:
-        return _parse(sql, FLAVORS[flavor].engine)
+        return _parse(sql, FLAVORS[flavor].engine, max_query_chars)
     except QuerySyntaxError as error:
         if FLAVORS[flavor].engine == CEPH:
             error.code = CEPH_SYNTAX_CODE
         raise
 
 
-def _parse(sql: str, rules: str) -> exp.Select:
-    if len(sql.encode("utf-8", errors="replace")) > MAX_QUERY_BYTES:
-        raise UnsupportedFeatureError(
-            f"query is longer than {MAX_QUERY_BYTES} bytes", code="ExpressionTooLong"
-        )
+def _parse(sql: str, rules: str, max_query_chars: int) -> exp.Select:
+    check_query_length(sql, max_query_chars)
     refuse_writes(sql)
     try:
         statements = DIALECTS[rules]().parse(sql)
@@ -183,6 +204,7 @@ def translate(
     columns: Sequence[Column] | None = None,
     header: Sequence[str] | None = None,
     table: str = "s3object",
+    max_query_chars: int = MAX_QUERY_CHARS,
 ) -> Translation:
     """Translate an s3-select statement into DataFusion SQL over ``table``.
 
@@ -193,6 +215,7 @@ def translate(
         columns: Parquet columns (name, type) in file order.
         header: CSV header names when FileHeaderInfo is USE.
         table: the DataFusion table name to read.
+        max_query_chars: the longest statement accepted (:func:`check_query_length`).
 
     Returns:
         The :class:`Translation`.
@@ -212,7 +235,7 @@ def translate(
         raise UnsupportedFeatureError(
             f"unknown flavor {flavor!r}; use one of {', '.join(FLAVOR_NAMES)}")
     try:
-        return _translate(sql, input_format, flavor, columns, header, table)
+        return _translate(sql, input_format, flavor, columns, header, table, max_query_chars)
     except QuerySyntaxError as error:
         if FLAVORS[flavor].engine == CEPH:
             error.code = CEPH_SYNTAX_CODE
@@ -252,11 +275,12 @@ def _translate(
     columns: Sequence[Column] | None,
     header: Sequence[str] | None,
     table: str,
+    max_query_chars: int,
 ) -> Translation:
     # Reading, typing and printing follow the flavour's engine (``standard`` reads as AWS);
     # what the flavour adds on top (its LIMIT, standard SQL clauses) is looked up by name.
     rules = FLAVORS[flavor].engine
-    statement = parse(sql, flavor)
+    statement = parse(sql, flavor, max_query_chars)
     _check_shape(statement, flavor)
     from_clause = _read_from(statement, rules)
     projections = list(statement.expressions)

@@ -75,6 +75,7 @@ from flight_storage.storage.sources import ObjectSource, local_path, random_acce
 from select_dialect import Column, Translation, translate
 from select_dialect.errors import SelectDialectError
 from select_dialect.flavors import CEPH, FLAVOR_NAMES, FLAVORS, engine_rules
+from select_dialect.translate import check_query_length
 
 TABLE = "s3object"
 COMPRESSIONS = ("NONE", "GZIP", "BZIP2", "ZSTD")
@@ -358,6 +359,9 @@ class SelectEngine:
         self._plans_lock = threading.Lock()
 
     # ------------------------------------------------------------------ planning
+    def _translate(self, expression: str, **kwargs: Any) -> Translation:
+        return _translate(expression, max_query_chars=self.config.max_query_chars, **kwargs)
+
     def plan(
         self,
         expression: str,
@@ -397,7 +401,7 @@ class SelectEngine:
         if flavor not in FLAVORS:
             raise InvalidRequestError(
                 f"unknown flavor {flavor!r}; use one of {', '.join(FLAVOR_NAMES)}")
-        translation = _translate(expression, input_format="csv", flavor=flavor)
+        translation = self._translate(expression, input_format="csv", flavor=flavor)
         if translation.reads_table:
             raise InvalidRequestError("the statement reads an object; plan it with plan()")
         return self._finish_plan(expression, flavor, (), InputSpec("csv"), translation,
@@ -415,12 +419,7 @@ class SelectEngine:
         if flavor not in FLAVORS:
             raise InvalidRequestError(
                 f"unknown flavor {flavor!r}; use one of {', '.join(FLAVOR_NAMES)}")
-        if len(expression) > self.config.max_query_chars:
-            raise ResourceLimitError(
-                f"query text is {len(expression)} characters; the limit is "
-                f"{self.config.max_query_chars}",
-                code="ExpressionTooLong",
-            )
+        check_query_length(expression, self.config.max_query_chars)
         if scan_range is not None and (not input.range_readable or len(sources) > 1):
             raise InvalidRequestError(
                 "ScanRange applies only to one uncompressed CSV, JSON LINES or Parquet object",
@@ -540,7 +539,7 @@ class SelectEngine:
         if input.columns is not None:
             schema = input.columns.schema
             columns = [Column(f.name, _dialect_type(f.type)) for f in schema]
-            translation = _translate(expression, input_format="parquet", flavor=flavor,
+            translation = self._translate(expression, input_format="parquet", flavor=flavor,
                                      columns=columns)
             return translation, schema, None
         options = self._csv_options(input, flavor)
@@ -549,7 +548,7 @@ class SelectEngine:
         if header_info == "USE":
             with self._open(sources[0], input) as stream:
                 header = csv_input.read_csv_header(stream, options)
-        translation = _translate(expression, input_format="csv", flavor=flavor, header=header)
+        translation = self._translate(expression, input_format="csv", flavor=flavor, header=header)
         width = translation.max_positional
         if header is not None and translation.select_star:
             width = max(width, len(header))
@@ -567,7 +566,7 @@ class SelectEngine:
 
     def _plan_json(self, expression: str, sources: tuple[ObjectSource, ...], input: InputSpec,
                    flavor: str) -> tuple[Translation, pa.Schema, None]:
-        translation = _translate(expression, input_format="json", flavor=flavor)
+        translation = self._translate(expression, input_format="json", flavor=flavor)
         schema = pa.schema([pa.field(name, pa.string()) for name in translation.json_paths])
         return translation, schema, None
 
@@ -575,7 +574,7 @@ class SelectEngine:
                       input: InputSpec, flavor: str) -> tuple[Translation, pa.Schema, None]:
         file_schema = _without_views(self._parquet_file(sources[0]).schema_arrow)
         columns = [Column(f.name, _dialect_type(f.type)) for f in file_schema]
-        translation = _translate(expression, input_format="parquet", flavor=flavor, columns=columns)
+        translation = self._translate(expression, input_format="parquet", flavor=flavor, columns=columns)
         return translation, file_schema, None
 
     def _finish_plan(

@@ -87,7 +87,7 @@ from flight_storage.rpc.streams import (
 from flight_storage.storage.catalog import Catalog, ObjectInfo
 from select_dialect import translate
 from select_dialect.flavors import FLAVOR_NAMES, FLAVORS
-from select_dialect.translate import refuse_writes
+from select_dialect.translate import check_query_length, refuse_writes
 
 __all__ = ["JsonLogFormatter", "StorageServer"]
 """The command line's entry points (``JsonLogFormatter`` is re-exported for it)."""
@@ -379,12 +379,8 @@ class StorageServer(flight.FlightServerBase):
 
     def check_query_length(self, query: str, what: str = "query text") -> None:
         """Refuse statements over ``--max-query-chars`` before any work (every entry point)."""
-        if len(query) > self.config.engine.max_query_chars:
-            raise ResourceLimitError(
-                f"{what} is {len(query)} characters; the limit (--max-query-chars) is "
-                f"{self.config.engine.max_query_chars}",
-                code="ExpressionTooLong",
-            )
+        check_query_length(query, self.config.engine.max_query_chars, what=what,
+                           setting="--max-query-chars")
 
     def bounded(self, call: CallContext, what: str, work: Callable[[], T]) -> T:
         """Planning-like work under a compute slot and the query timeout."""
