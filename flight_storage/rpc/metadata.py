@@ -124,6 +124,7 @@ def _tables(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
     )
     return pa.Table.from_pylist(rows, schema=schema)
 
+
 def _table_schema(host: MetadataHost, bucket: str, name: str) -> pa.Schema:
     try:
         table = resolve_table(host.catalog, bucket, name)
@@ -134,16 +135,19 @@ def _table_schema(host: MetadataHost, bucket: str, name: str) -> pa.Schema:
         return pa.schema([])
     return describe_columns(plan.arrow_schema)
 
+
 def _table_types(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
     return pa.Table.from_pylist(
         [{"table_type": t} for t in TABLE_TYPES], schema=protocol.TABLE_TYPES_SCHEMA
     )
+
 
 def _xdbc_type_info(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
     rows = [dict(zip(_XDBC_COLUMNS, row, strict=True)) for row in _XDBC_TYPES]
     if message.HasField("data_type"):
         rows = [r for r in rows if r["data_type"] == message.data_type]
     return pa.Table.from_pylist(rows, schema=protocol.XDBC_TYPE_INFO_SCHEMA)
+
 
 def _no_keys(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
     name = message.DESCRIPTOR.name
@@ -204,7 +208,32 @@ _XDBC_TYPES: Final = (
      9, 1, None, None),
     ("TIMESTAMP", 93, 35, "TIMESTAMP '", "'", None, 1, False, 2, None, False, None,
      "timestamp", 0, 9, 9, 3, None, None),
+    # Parquet columns can have these too (column_metadata names every Arrow type it maps)
+    ("TINYINT", -6, 3, None, None, None, 1, False, 2, False, True, False, "int8", 0, 0, -6,
+     None, 10, None),
+    ("SMALLINT", 5, 5, None, None, None, 1, False, 2, False, True, False, "int16", 0, 0, 5,
+     None, 10, None),
+    ("INTEGER", 4, 10, None, None, None, 1, False, 2, False, True, False, "int32", 0, 0, 4,
+     None, 10, None),
+    ("TINYINT UNSIGNED", -6, 3, None, None, None, 1, False, 2, True, True, False, "uint8", 0, 0,
+     -6, None, 10, None),
+    ("SMALLINT UNSIGNED", 5, 5, None, None, None, 1, False, 2, True, True, False, "uint16", 0,
+     0, 5, None, 10, None),
+    ("INT UNSIGNED", 4, 10, None, None, None, 1, False, 2, True, True, False, "uint32", 0, 0, 4,
+     None, 10, None),
+    ("BIGINT UNSIGNED", -5, 20, None, None, None, 1, False, 2, True, True, False, "uint64", 0, 0,
+     -5, None, 10, None),
+    ("REAL", 7, 24, None, None, None, 1, False, 2, False, False, False, "float32", None, None,
+     7, None, 2, None),
+    ("TIME", 92, 18, "TIME '", "'", None, 1, False, 2, None, False, None, "time", 0, 9, 9, 2,
+     None, None),
+    ("TIMESTAMP WITH TIME ZONE", 2014, 41, "TIMESTAMP '", "'", None, 1, False, 2, None, False,
+     None, "timestamp with time zone", 0, 9, 9, 3, None, None),
+    ("BYTEA", -3, None, None, None, None, 1, False, 2, None, False, None, "binary", None, None,
+     -3, None, None, None),
 )
+XDBC_TYPE_NAMES: Final = frozenset(row[0] for row in _XDBC_TYPES)
+"""Every type name GetXdbcTypeInfo lists (GetTables' column type names are among them)."""
 
 
 def _optional(message: Any, name: str) -> str | None:

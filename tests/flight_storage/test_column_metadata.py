@@ -54,3 +54,12 @@ def test_describe_columns_keeps_names_types_and_existing_metadata() -> None:
     assert (a[cm.PRECISION.encode()], a[cm.SCALE.encode()]) == (b"9", b"3")
     assert a[cm.IS_READ_ONLY.encode()] == b"1" and a[cm.IS_CASE_SENSITIVE.encode()] == b"0"
     assert described.field("b").metadata[cm.IS_CASE_SENSITIVE.encode()] == b"1"
+
+
+@pytest.mark.parametrize(("arrow_type", "name"), _NAMED)
+def test_every_sql_type_name_is_listed_by_xdbc_type_info(arrow_type: pa.DataType,
+                                                         name: str) -> None:
+    # a client that looks a reflected column's type up in GetXdbcTypeInfo finds it
+    from flight_storage.rpc.metadata import XDBC_TYPE_NAMES
+
+    assert name.split("(")[0] in XDBC_TYPE_NAMES

@@ -104,7 +104,7 @@ def test_pandas_and_polars_through_adbc_read_every_row(server: ServerProcess) ->
 
 
 @pytest.mark.parametrize("command, rows", [
-    ("CommandGetXdbcTypeInfo", 7),
+    ("CommandGetXdbcTypeInfo", 18),
     ("CommandGetPrimaryKeys", 0),
     ("CommandGetExportedKeys", 0),
     ("CommandGetImportedKeys", 0),
