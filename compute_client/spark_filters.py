@@ -15,8 +15,10 @@ Why each rule holds (server = DataFusion behind the s3-select translator):
   those. Spark puts NaN above every number; the server evaluates some comparisons in pyarrow
   (IEEE: NaN compares false) and others in DataFusion, and rewrites ``NOT (a < b)`` as
   ``a >= b``. Only the forms listed agree on NaN and -0.0 whichever evaluates them.
-* decimal of precision <= 15: ``= < <= > >= IN``, ``<=>``. The server compares as double; up
-  to 15 digits the decimal -> double map is injective and monotone.
+* decimal of precision <= 15: ``= < <= > >= IN``, ``<=>``. The server compares decimals with
+  number literals exactly; wider ones stay in Spark for the reason
+  ``compute_client.pushdown.MAX_EXACT_DECIMAL_PRECISION`` gives (one rule, shared with
+  the DataFusion client).
 * boolean: ``= < <= > >= IN``, ``<=>`` (false < true on both sides).
 * any column: ``IS NULL``, ``IS NOT NULL`` (no conversion involved).
 
@@ -64,7 +66,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from compute_client.pushdown import RESERVED_WORDS, NotPushable
+from compute_client.pushdown import MAX_EXACT_DECIMAL_PRECISION, RESERVED_WORDS, NotPushable
 
 __all__ = ["ColumnRef", "NotPushable", "column_refs", "render", "render_all"]
 
@@ -79,7 +81,7 @@ _RESERVED = frozenset(
 ) | RESERVED_WORDS  # the parser's keywords, measured and pinned by pushdown.py's tests
 _LIKE_ESCAPE = "!"
 _LIKE_SPECIAL = frozenset("%_[]" + _LIKE_ESCAPE)
-_MAX_DECIMAL_DIGITS = 15
+_MAX_DECIMAL_DIGITS = MAX_EXACT_DECIMAL_PRECISION
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
 

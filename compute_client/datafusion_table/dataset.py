@@ -29,7 +29,6 @@ import pyarrow.dataset as ds
 from compute_client import pushdown
 from compute_client.datafusion_table.exactness import (
     CONSTANT_TEXT,
-    MAX_EXACT_DECIMAL_PRECISION,
     PushdownPlan,
     constant_filter,
     plan_pushdown,
@@ -305,17 +304,12 @@ def _needed_columns(schema: pa.Schema, columns: Sequence[str] | None,
 
 def _server_projection(dataset: FlightDataset, needed: Sequence[str] | None
                        ) -> Sequence[str] | None:
-    """The SELECT list; ``*`` when a named wide decimal would come back as a double, or when a
-    column has no reference of its own (:func:`unreferable_columns`)."""
+    """The SELECT list; ``*`` when a column has no reference of its own
+    (:func:`unreferable_columns`)."""
     if needed is None:
         return None
-    server = dataset.server_schema
-    unreferable = unreferable_columns(server)
-    for name in needed:
-        if name in unreferable:
-            return None
-        data_type = server.field(name).type
-        if pa.types.is_decimal(data_type) and data_type.precision > MAX_EXACT_DECIMAL_PRECISION:
-            return None
+    unreferable = unreferable_columns(dataset.server_schema)
+    if any(name in unreferable for name in needed):
+        return None
     return needed
 

@@ -37,11 +37,7 @@ from compute_client.datafusion_table.expressions import (
 
 log = logging.getLogger(__name__)
 
-# The server compares decimals as doubles. For precision <= 15 the unscaled value is below
-# 2**53 and two decimals of one scale are further apart than a double's spacing there, so
-# the (correctly rounded) conversion keeps order and equality; a wider decimal is not compared
-# there, nor named in a server projection (it would come back as a double).
-MAX_EXACT_DECIMAL_PRECISION = 15
+MAX_EXACT_DECIMAL_PRECISION = pushdown.MAX_EXACT_DECIMAL_PRECISION
 
 
 _COMPARISON_SQL: dict[str, str] = {
