@@ -1,10 +1,11 @@
-"""A planning proxy for failover tests: plans on one storage server, and lists other locations
-in every endpoint it returns.
+"""A planning proxy for failover and cluster tests: plans on one storage server, and lists other
+locations in the endpoints it returns.
 
 Until servers describe a cluster themselves, this is how a test makes a real client (DataFusion
 in this process, Spark in its Python workers) meet endpoints whose first location is dead: the
-proxy forwards each call to the upstream server and rewrites the endpoints' locations to
-``locations`` (the upstream server's own address among them). Tickets pass through untouched,
+proxy forwards each call to the upstream server and rewrites the endpoints' locations
+(endpoint ``i`` gets ``placements[i % len(placements)]``: one list puts the same nodes on every
+endpoint, several spread endpoints over nodes as a cluster would). Tickets pass through untouched,
 so any server sharing the upstream's ticket secret and data redeems them.
 """
 
@@ -17,17 +18,21 @@ import pyarrow.flight as flight
 
 
 class ReplicaProxy(flight.FlightServerBase):
-    """Forward planning, metadata and DoGet calls to ``upstream``; endpoints name ``locations``."""
+    """Forward planning, metadata and DoGet calls to ``upstream``; endpoint ``i`` names the
+    locations ``placements[i % len(placements)]``."""
 
-    def __init__(self, upstream: str, locations: Sequence[str]) -> None:
+    def __init__(self, upstream: str, placements: Sequence[Sequence[str]]) -> None:
         super().__init__("grpc://127.0.0.1:0")
         self._upstream = flight.connect(upstream)
-        self._locations = [flight.Location(loc) for loc in locations]
+        self._placements = [[flight.Location(loc) for loc in p] for p in placements]
 
     def get_flight_info(self, context: flight.ServerCallContext,
                         descriptor: flight.FlightDescriptor) -> flight.FlightInfo:
         info = self._upstream.get_flight_info(descriptor)
-        endpoints = [flight.FlightEndpoint(e.ticket, self._locations) for e in info.endpoints]
+        endpoints = [
+            flight.FlightEndpoint(e.ticket, self._placements[i % len(self._placements)])
+            for i, e in enumerate(info.endpoints)
+        ]
         return flight.FlightInfo(info.schema, info.descriptor, endpoints, info.total_records,
                                  info.total_bytes, app_metadata=info.app_metadata)
 
@@ -50,9 +55,9 @@ class ReplicaProxy(flight.FlightServerBase):
 
 
 @contextmanager
-def replica_proxy(upstream: str, locations: Sequence[str]) -> Iterator[str]:
+def replica_proxy(upstream: str, *placements: Sequence[str]) -> Iterator[str]:
     """Run a :class:`ReplicaProxy` on a free loopback port; yields its location."""
-    proxy = ReplicaProxy(upstream, locations)
+    proxy = ReplicaProxy(upstream, placements)
     try:
         yield f"grpc://127.0.0.1:{proxy.port}"
     finally:
