@@ -7,6 +7,8 @@ Starts Spark with master ``local-cluster[2,1,1024]`` (a standalone master and tw
 inside this driver, each executor its own JVM with its own Python workers), then prints one
 JSON line per step on stdout:
 
+Each line carries ``elapsed_s`` since the job started (the test's time budget, reported).
+
 - ``{"step": "cluster", ...}``: executors and the process ids of the Python workers;
 - ``{"step": "batch", "groups": ...}``: per-group count, distinct count and sum of ``b/rows.csv``
   read through the ``flight-select`` source from PLANNER;
@@ -21,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -31,6 +34,7 @@ from compute_client.spark_source import register
 
 ROOT = Path(__file__).resolve().parents[2]
 MASTER = "local-cluster[2,1,1024]"
+STARTED = time.monotonic()
 
 
 def cluster_session() -> SparkSession:
@@ -66,7 +70,8 @@ def batch_groups(spark: SparkSession, planner: str) -> dict[str, list[int]]:
 
 
 def _emit(step: str, **fields: object) -> None:
-    print(json.dumps({"step": step, **fields}), flush=True)
+    elapsed_s = round(time.monotonic() - STARTED, 1)
+    print(json.dumps({"step": step, "elapsed_s": elapsed_s, **fields}), flush=True)
 
 
 def main(planner: str, out: Path) -> None:

@@ -1,11 +1,12 @@
-"""The DataFusion table and the Spark batch source get failover through
-``FlightSelectClient.read``: planned through a proxy that lists a dead node first in every
-endpoint, they give the same answer as reading the server directly."""
+"""Planned through a proxy that lists a dead node first in every endpoint, each client gives
+the answer of reading the server directly: the DataFusion table and the Spark batch source
+through ``FlightSelectClient.read``, the ADBC driver by its own failover (pinned here)."""
 
 from __future__ import annotations
 
 import socket
 
+import adbc_driver_flightsql.dbapi as flightsql
 import pytest
 from datafusion import SessionContext
 
@@ -51,3 +52,27 @@ def test_spark_batch_read_passes_a_dead_first_location(spark, typed_server: Serv
                        [_refusing_location(), typed_server.location]) as proxy:
         assert rows(proxy) == expected
     assert expected
+
+
+def test_the_adbc_driver_reads_each_partition_past_a_dead_first_location(
+        sample_server: ServerProcess) -> None:
+    # Pins the driver's own behaviour (adbc-driver-flightsql 1.13): it tries an endpoint's
+    # locations in order, for execute and for adbc_read_partition alike.
+    sql = 'SELECT * FROM "sales"."orders/2024-01.csv"'
+
+    def read(location: str) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+        with flightsql.connect(location) as conn, conn.cursor() as cursor:
+            cursor.execute(sql)
+            whole = cursor.fetch_arrow_table().to_pylist()
+            partitions, _ = cursor.adbc_execute_partitions(sql)
+            parts = []
+            for partition in partitions:
+                cursor.adbc_read_partition(partition)
+                parts += cursor.fetch_arrow_table().to_pylist()
+            return whole, parts
+
+    expected = read(sample_server.location)
+    with replica_proxy(sample_server.location,
+                       [_refusing_location(), sample_server.location]) as proxy:
+        assert read(proxy) == expected
+    assert expected[0]
