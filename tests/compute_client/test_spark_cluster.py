@@ -89,6 +89,7 @@ class _Job:
             if line.startswith("{"):
                 document: dict[str, Any] = json.loads(line)
                 if document["step"] == name:
+                    print(f"cluster job: {name} done after {document['elapsed_s']} s")
                     return document
 
     def proceed(self) -> None:
