@@ -195,7 +195,8 @@ class FlightSelectClient:
                                                     options.flavor.encode())]
         self._headers: list[tuple[bytes, bytes]] = named + [
             (k.lower().encode(), v.encode()) for k, v in options.headers.items()]
-        self._client(options.location)
+        # No connection (nor login) until a call needs one: an executor reading endpoints
+        # from their own locations must not depend on the planning server still being up.
 
     def _client(self, location: str) -> flight.FlightClient:
         client = self._clients.get(location)
@@ -217,6 +218,10 @@ class FlightSelectClient:
                     )
                     self._headers = [h for h in self._headers if h[0] != b"authorization"]
                     self._headers.append(token)
+            except flight.FlightInternalError as exc:
+                # pyarrow reports a refused connection during the login handshake as an
+                # internal error ("Could not finish writing before closing"), not UNAVAILABLE.
+                raise ServerUnavailableError(f"login at {location} failed: {exc}") from None
             except flight.FlightError as exc:
                 raise _to_client_error(exc) from None
             self._clients[location] = client

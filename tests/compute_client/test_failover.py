@@ -20,6 +20,7 @@ import pytest
 
 from compute_client.errors import EndpointUnavailableError, RemoteQueryError
 from compute_client.flight import ConnectionOptions, Endpoint, FlightSelectClient
+from flight_storage.rpc.auth import add_user
 from tests.compute_client.replica_proxy import replica_proxy
 from tests.conftest import ServerProcess, start_server
 
@@ -252,3 +253,33 @@ def test_the_replica_proxy_lists_a_dead_node_first_and_reads_still_answer(
             assert {e.locations for e in client.execute(SMALL_SQL).endpoints} == {
                 (dead, replica_a.location)}
         assert _rows_of(proxy, SMALL_SQL) == _rows_of(replica_a.location, SMALL_SQL)
+
+
+def test_a_client_with_credentials_reads_past_a_dead_planning_node(
+        data: Path, secret: Path, tmp_path: Path) -> None:
+    # What a Spark executor does: a fresh client whose planning location is gone logs in to
+    # the replica it reads from (tokens are signed with the shared secret too).
+    users = tmp_path / "users.json"
+    add_user(users, "alice", "alice-pw", ["b"])
+    planner = start_server(data, "--ticket-secret-file", str(secret), "--auth", str(users))
+    replica = start_server(data, "--ticket-secret-file", str(secret), "--auth", str(users))
+    try:
+        options = ConnectionOptions(planner.location, username="alice", password="alice-pw")
+        with FlightSelectClient(options) as client:
+            plan = client.execute(SMALL_SQL)
+            expected = [_ids(client.read(e)) for e in plan.endpoints]
+        wrong = ConnectionOptions(planner.location, username="alice", password="wrong")
+        with FlightSelectClient(wrong) as client, pytest.raises(RemoteQueryError):
+            # a refused login is the same on every replica: not a reason to fail over
+            list(client.read(Endpoint(plan.endpoints[0].ticket,
+                                      (planner.location, replica.location))))
+        planner.process.kill()
+        planner.process.wait()
+        with FlightSelectClient(options) as executor:
+            got = [_ids(executor.read(Endpoint(e.ticket, (planner.location, replica.location))))
+                   for e in plan.endpoints]
+    finally:
+        planner.stop()
+        replica.stop()
+    assert got == expected
+    assert sum(map(len, got)) == 1000
