@@ -3,7 +3,8 @@
     ClientError
     ├── RemoteQueryError         the server refused or failed the query (code, message, line, column)
     └── ServerUnavailableError   the server could not be reached
-        └── EndpointUnavailableError   no location of an endpoint answered (names each one)
+        ├── EndpointUnavailableError   no location of an endpoint answered (names each one)
+        └── StreamStalledError         a stream sent nothing for longer than a live server would
 """
 
 from __future__ import annotations
@@ -50,6 +51,11 @@ class RemoteQueryError(ClientError):
 
 class ServerUnavailableError(ClientError):
     """The storage server could not be reached."""
+
+
+class StreamStalledError(ServerUnavailableError):
+    """An open stream sent nothing for longer than a live server would (it sends an empty
+    batch whenever it has had nothing to send for ``--keepalive`` seconds)."""
 
 
 class EndpointUnavailableError(ServerUnavailableError):

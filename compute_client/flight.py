@@ -31,6 +31,7 @@ from compute_client.errors import (
     RemoteQueryError,
     ServerUnavailableError,
 )
+from compute_client.stalls import batches_within
 from flight_storage import protocol
 
 FLAVOR_HEADER = protocol.FLAVOR_HEADER
@@ -61,6 +62,10 @@ class ConnectionOptions:
         connect_timeout_s: longest wait for one location to accept a connection before the
             next location is tried (gRPC's own default is 20 s).
         max_attempts: most locations one endpoint read tries, a mid-stream resume included.
+        stall_timeout_s: longest silence of an open stream before its node counts as gone
+            and the next location resumes it (None: wait for ever). The server sends an
+            empty batch after ``--keepalive`` seconds (5 by default) of nothing to send, so
+            keep this well above the servers' keepalive.
     """
 
     location: str
@@ -74,6 +79,7 @@ class ConnectionOptions:
     headers: Mapping[str, str] = field(default_factory=dict)
     connect_timeout_s: float = 5.0
     max_attempts: int = 4
+    stall_timeout_s: float | None = 60.0
 
 
 @dataclass(frozen=True)
@@ -259,8 +265,8 @@ class FlightSelectClient:
         """Stream one endpoint's batches, every row exactly once, from the first location
         that answers.
 
-        A location that is down, redirects (``WrongNode``) or dies mid-stream hands over to
-        the next one, which resumes after the rows already yielded: every replica gives an
+        A location that is down, redirects (``WrongNode``), dies mid-stream or stalls (see
+        ``ConnectionOptions.stall_timeout_s``) hands over to the next one, which resumes after the rows already yielded: every replica gives an
         endpoint's rows in the same order, and a replica whose schema differs is not used.
 
         Raises:
@@ -280,11 +286,9 @@ class FlightSelectClient:
                     continue
                 schema = reader.schema
                 to_skip = delivered
-                for chunk in reader:
-                    if chunk.data is None:
-                        continue
-                    batch = _skip_rows(chunk.data, to_skip)
-                    to_skip = max(0, to_skip - chunk.data.num_rows)
+                for data in batches_within(reader, self.options.stall_timeout_s):
+                    batch = _skip_rows(data, to_skip)
+                    to_skip = max(0, to_skip - data.num_rows)
                     if batch is not None:
                         delivered += batch.num_rows
                         yield batch

@@ -10,6 +10,7 @@ are stateless and signed, so either redeems the other's endpoints); nodes die by
 from __future__ import annotations
 
 import json
+import signal
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,7 @@ import pytest
 
 from compute_client.errors import EndpointUnavailableError, RemoteQueryError
 from compute_client.flight import ConnectionOptions, Endpoint, FlightSelectClient
+from compute_client.stalls import batches_within
 from flight_storage.rpc.auth import add_user
 from tests.compute_client.replica_proxy import replica_proxy
 from tests.conftest import ServerProcess, start_server
@@ -139,6 +141,36 @@ def test_a_node_killed_mid_stream_is_resumed_on_its_replica_with_every_row_once(
     expected = _rows_of(replica_b.location, BIG_SQL)[0]
     assert len(ids) > first.num_rows
     assert ids == expected
+
+
+def test_a_node_hung_mid_stream_is_given_up_after_the_stall_timeout(
+        data: Path, secret: Path, replica_b: ServerProcess) -> None:
+    # Stopped, not killed: its socket stays open and the kernel keeps acknowledging TCP, so
+    # only the client's own clock can tell.
+    hung = _replica(data, secret)
+    try:
+        options = ConnectionOptions(hung.location, stall_timeout_s=3.0)
+        with FlightSelectClient(options) as client:
+            plan = client.execute(BIG_SQL)
+            endpoint = Endpoint(plan.endpoints[0].ticket, (hung.location, replica_b.location))
+            batches = client.read(endpoint)
+            first = next(batches)
+            hung.process.send_signal(signal.SIGSTOP)
+            ids = _ids(iter([first, *batches]))
+    finally:
+        hung.process.send_signal(signal.SIGCONT)
+        hung.stop()
+    assert ids == _rows_of(replica_b.location, BIG_SQL)[0]
+
+
+def test_stall_watch_gives_every_message_and_ends(replica_a: ServerProcess) -> None:
+    with FlightSelectClient(ConnectionOptions(replica_a.location)) as client:
+        endpoint = client.execute(BIG_SQL).endpoints[0]
+        with flight.connect(replica_a.location) as plain:
+            direct = plain.do_get(flight.Ticket(endpoint.ticket)).read_all()
+            watched = pa.Table.from_batches(list(batches_within(
+                plain.do_get(flight.Ticket(endpoint.ticket)), stall_timeout_s=30.0)))
+    assert watched.equals(direct)
 
 
 def test_with_every_location_dead_the_error_names_the_endpoint_and_each_location(
