@@ -266,8 +266,9 @@ class FlightSelectClient:
         that answers.
 
         A location that is down, redirects (``WrongNode``), dies mid-stream or stalls (see
-        ``ConnectionOptions.stall_timeout_s``) hands over to the next one, which resumes after the rows already yielded: every replica gives an
-        endpoint's rows in the same order, and a replica whose schema differs is not used.
+        ``ConnectionOptions.stall_timeout_s``) hands over to the next one, which resumes
+        after the rows already yielded: every replica gives an endpoint's rows in the same
+        order, and a replica whose schema differs is not used.
 
         Raises:
             EndpointUnavailableError: no location delivered the endpoint; it names the
@@ -282,6 +283,7 @@ class FlightSelectClient:
                 reader = self._client(location).do_get(
                     flight.Ticket(endpoint.ticket), self._call_options())
                 if schema is not None and not reader.schema.equals(schema):
+                    reader.cancel()
                     attempts.append((location, "schema differs from the first location's"))
                     continue
                 schema = reader.schema
