@@ -197,6 +197,9 @@ class FlightSelectClient:
     def __init__(self, options: ConnectionOptions) -> None:
         self.options = options
         self._clients: dict[str, flight.FlightClient] = {}
+        # Locations that failed a read of this client are tried after the others: a node
+        # that hung mid-stream would also hang the next DoGet, before any stall watch starts.
+        self._failed: set[str] = set()
         named = [] if options.flavor is None else [(FLAVOR_HEADER.encode(),
                                                     options.flavor.encode())]
         self._headers: list[tuple[bytes, bytes]] = named + [
@@ -255,11 +258,14 @@ class FlightSelectClient:
 
     def locations(self, endpoint: Endpoint) -> tuple[str, ...]:
         """Where ``endpoint`` may be read, in order, each once; the planning server stands in
-        for an empty list and for :data:`REUSE_CONNECTION`."""
+        for an empty list and for :data:`REUSE_CONNECTION`, and locations that already failed
+        a read of this client come last."""
         named = endpoint.locations or (self.options.location,)
-        resolved = (self.options.location if loc.startswith(REUSE_CONNECTION.split("?")[0])
-                    else loc for loc in named)
-        return tuple(dict.fromkeys(resolved))[: self.options.max_attempts]
+        resolved = tuple(dict.fromkeys(
+            self.options.location if loc.startswith(REUSE_CONNECTION.split("?")[0]) else loc
+            for loc in named))
+        ordered = sorted(resolved, key=lambda location: location in self._failed)
+        return tuple(ordered[: self.options.max_attempts])
 
     def read(self, endpoint: Endpoint) -> Iterator[pa.RecordBatch]:
         """Stream one endpoint's batches, every row exactly once, from the first location
@@ -284,6 +290,7 @@ class FlightSelectClient:
                     flight.Ticket(endpoint.ticket), self._call_options())
                 if schema is not None and not reader.schema.equals(schema):
                     reader.cancel()
+                    self._failed.add(location)
                     attempts.append((location, "schema differs from the first location's"))
                     continue
                 schema = reader.schema
@@ -295,15 +302,18 @@ class FlightSelectClient:
                         delivered += batch.num_rows
                         yield batch
                 if to_skip:
+                    self._failed.add(location)
                     attempts.append((location, f"ended {to_skip} rows short of the rows "
                                                "already delivered"))
                     continue
+                self._failed.discard(location)
                 return
             except (flight.FlightError, pa.ArrowException, ClientError) as exc:
                 error = exc if isinstance(exc, ClientError) else _to_client_error(exc)
                 reason = _failover_reason(error)
                 if reason is None:
                     raise error from None
+                self._failed.add(location)
                 attempts.append((location, reason))
         raise EndpointUnavailableError(endpoint.name, tuple(attempts), delivered)
 
