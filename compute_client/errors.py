@@ -3,6 +3,8 @@
     ClientError
     ├── RemoteQueryError         the server refused or failed the query (code, message, line, column)
     └── ServerUnavailableError   the server could not be reached
+        ├── EndpointUnavailableError   no location of an endpoint answered (names each one)
+        └── StreamStalledError         a stream sent nothing for longer than a live server would
 """
 
 from __future__ import annotations
@@ -49,6 +51,33 @@ class RemoteQueryError(ClientError):
 
 class ServerUnavailableError(ClientError):
     """The storage server could not be reached."""
+
+
+class StreamStalledError(ServerUnavailableError):
+    """An open stream sent nothing for longer than a live server would (it sends an empty
+    batch whenever it has had nothing to send for ``--keepalive`` seconds)."""
+
+
+class EndpointUnavailableError(ServerUnavailableError):
+    """No location of an endpoint delivered it whole.
+
+    Attributes:
+        endpoint: the endpoint's name in messages (its index in the plan, or a digest of its
+            ticket when the index is not known).
+        attempts: ``(location, why it failed)`` for every location tried, in order.
+        rows_delivered: rows the caller had already received when the last location failed.
+    """
+
+    def __init__(self, endpoint: str, attempts: tuple[tuple[str, str], ...],
+                 rows_delivered: int) -> None:
+        tried = "; ".join(f"{location}: {why}" for location, why in attempts) or "none"
+        super().__init__(
+            f"endpoint {endpoint}: no location answered after {rows_delivered} rows "
+            f"(tried {tried})"
+        )
+        self.endpoint = endpoint
+        self.attempts = attempts
+        self.rows_delivered = rows_delivered
 
 
 def _find_document(text: str) -> dict[str, Any] | None:

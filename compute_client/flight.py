@@ -4,11 +4,19 @@ It speaks the same Flight SQL messages as any client (``CommandStatementQuery`` 
 ``DoGet`` per endpoint) through ``pyarrow.flight`` and maps server errors to
 :class:`~compute_client.errors.RemoteQueryError`. Endpoints are plain data
 (:class:`Endpoint`), so they can be shipped to other processes (Spark executors) and read there.
+
+:meth:`FlightSelectClient.read` is the one place every client (DataFusion, Spark, ADBC-style
+partition reads) redeems an endpoint, so failover lives there: each location of the endpoint
+in order, the next one when a location is down or redirects, and a resume that skips the rows
+already delivered when a location dies mid-stream. Hand-written because Flight leaves reading
+``locations`` to the client: pyarrow's ``FlightClient`` talks to one location and neither it
+nor gRPC knows that two servers are replicas giving the same rows in the same order.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -17,10 +25,26 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.flight as flight
 
-from compute_client.errors import ClientError, RemoteQueryError, ServerUnavailableError
+from compute_client.errors import (
+    ClientError,
+    EndpointUnavailableError,
+    RemoteQueryError,
+    ServerUnavailableError,
+)
+from compute_client.stalls import batches_within
 from flight_storage import protocol
 
 FLAVOR_HEADER = protocol.FLAVOR_HEADER
+
+REUSE_CONNECTION = "arrow-flight-reuse-connection://?"
+"""The Flight location that means "the server you planned on" (as an empty list does)."""
+
+FAILOVER_CODES: dict[str, str] = {
+    "WrongNode": "the node does not hold this partition and names who does",
+    "ServiceUnavailable": "the node is shutting down or has no room for the stream",
+}
+"""Server error codes after which another location of the endpoint is tried (any other
+server error is the query's own and would repeat on a replica)."""
 
 
 @dataclass(frozen=True)
@@ -34,7 +58,14 @@ class ConnectionOptions:
         username, password: Basic credentials exchanged for a bearer token at connect time.
         tls_root_certs: PEM bytes of the CA to trust for ``grpc+tls``.
         cert_chain, private_key: PEM client certificate and key (mutual TLS).
-        timeout_s: per-call timeout.
+        timeout_s: per-call timeout (a whole DoGet stream included).
+        connect_timeout_s: longest wait for one location to accept a connection before the
+            next location is tried (gRPC's own default is 20 s).
+        max_attempts: most locations one endpoint read tries, a mid-stream resume included.
+        stall_timeout_s: longest silence of an open stream before its node counts as gone
+            and the next location resumes it (None: wait for ever). The server sends an
+            empty batch after ``--keepalive`` seconds (5 by default) of nothing to send, so
+            keep this well above the servers' keepalive.
     """
 
     location: str
@@ -46,25 +77,43 @@ class ConnectionOptions:
     private_key: bytes | None = None
     timeout_s: float | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
+    connect_timeout_s: float = 5.0
+    max_attempts: int = 4
+    stall_timeout_s: float | None = 60.0
 
 
 @dataclass(frozen=True)
 class Endpoint:
-    """One partition of a result: a ticket and where to redeem it (picklable)."""
+    """One partition of a result: a ticket and where to redeem it (picklable).
+
+    ``locations`` come in the server's order of preference (the owning node, then its
+    replicas); empty, or :data:`REUSE_CONNECTION`, means the planning server. ``index`` is the
+    endpoint's position in its plan, used only to name it in errors.
+    """
 
     ticket: bytes
     locations: tuple[str, ...]
+    index: int | None = None
+
+    @property
+    def name(self) -> str:
+        """How errors name the endpoint: its index and a short digest of its ticket."""
+        digest = hashlib.sha256(self.ticket).hexdigest()[:12]
+        return f"#{self.index} (ticket {digest})" if self.index is not None else digest
 
     def to_json(self) -> dict[str, object]:
         """Plain data (for Spark partitions and logs)."""
-        return {"ticket": base64.b64encode(self.ticket).decode(), "locations": list(self.locations)}
+        return {"ticket": base64.b64encode(self.ticket).decode(),
+                "locations": list(self.locations), "index": self.index}
 
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> Endpoint:
         """Inverse of :meth:`to_json`."""
         locations = data.get("locations", [])
         assert isinstance(locations, list)
-        return cls(base64.b64decode(str(data["ticket"])), tuple(str(x) for x in locations))
+        index = data.get("index")
+        return cls(base64.b64decode(str(data["ticket"])), tuple(str(x) for x in locations),
+                   int(index) if isinstance(index, int) else None)
 
 
 @dataclass(frozen=True)
@@ -112,6 +161,22 @@ def _like_literal(text: str) -> str:
     return text.replace("%", "_")
 
 
+def _failover_reason(error: ClientError) -> str | None:
+    """Why another location may answer where this one failed (None: it would not)."""
+    if isinstance(error, RemoteQueryError):
+        return f"{error.code}: {error.message}" if error.code in FAILOVER_CODES else None
+    if isinstance(error, ServerUnavailableError):
+        return str(error).split(". gRPC client debug context")[0]
+    return None
+
+
+def _skip_rows(batch: pa.RecordBatch, rows: int) -> pa.RecordBatch | None:
+    """``batch`` without its first ``rows`` rows (None when nothing is left)."""
+    if rows >= batch.num_rows:
+        return None
+    return batch.slice(rows) if rows else batch
+
+
 def _to_client_error(exc: BaseException) -> ClientError:
     if isinstance(exc, flight.FlightUnavailableError) and "{" not in str(exc):
         return ServerUnavailableError(str(exc))
@@ -132,11 +197,15 @@ class FlightSelectClient:
     def __init__(self, options: ConnectionOptions) -> None:
         self.options = options
         self._clients: dict[str, flight.FlightClient] = {}
+        # Locations that failed a read of this client are tried after the others: a node
+        # that hung mid-stream would also hang the next DoGet, before any stall watch starts.
+        self._failed: set[str] = set()
         named = [] if options.flavor is None else [(FLAVOR_HEADER.encode(),
                                                     options.flavor.encode())]
         self._headers: list[tuple[bytes, bytes]] = named + [
             (k.lower().encode(), v.encode()) for k, v in options.headers.items()]
-        self._client(options.location)
+        # No connection (nor login) until a call needs one: an executor reading endpoints
+        # from their own locations must not depend on the planning server still being up.
 
     def _client(self, location: str) -> flight.FlightClient:
         client = self._clients.get(location)
@@ -147,6 +216,9 @@ class FlightSelectClient:
             if self.options.cert_chain is not None:
                 kwargs["cert_chain"] = self.options.cert_chain
                 kwargs["private_key"] = self.options.private_key
+            # gRPC waits 20 s for a silent host by default; a replica should take over sooner.
+            kwargs["generic_options"] = [
+                ("grpc.min_reconnect_backoff_ms", int(self.options.connect_timeout_s * 1000))]
             try:
                 client = flight.FlightClient(location, **kwargs)
                 if self.options.username is not None:
@@ -155,6 +227,10 @@ class FlightSelectClient:
                     )
                     self._headers = [h for h in self._headers if h[0] != b"authorization"]
                     self._headers.append(token)
+            except flight.FlightInternalError as exc:
+                # pyarrow reports a refused connection during the login handshake as an
+                # internal error ("Could not finish writing before closing"), not UNAVAILABLE.
+                raise ServerUnavailableError(f"login at {location} failed: {exc}") from None
             except flight.FlightError as exc:
                 raise _to_client_error(exc) from None
             self._clients[location] = client
@@ -174,26 +250,72 @@ class FlightSelectClient:
         except (flight.FlightError, pa.ArrowException) as exc:
             raise _to_client_error(exc) from None
         endpoints = tuple(
-            Endpoint(e.ticket.ticket, tuple(str(loc.uri.decode()) for loc in e.locations))
-            for e in info.endpoints
+            Endpoint(e.ticket.ticket, tuple(str(loc.uri.decode()) for loc in e.locations), i)
+            for i, e in enumerate(info.endpoints)
         )
         return QueryPlan(info.schema, endpoints, info.total_records, info.total_bytes,
                          _about(info))
 
+    def locations(self, endpoint: Endpoint) -> tuple[str, ...]:
+        """Where ``endpoint`` may be read, in order, each once; the planning server stands in
+        for an empty list and for :data:`REUSE_CONNECTION`, and locations that already failed
+        a read of this client come last."""
+        named = endpoint.locations or (self.options.location,)
+        resolved = tuple(dict.fromkeys(
+            self.options.location if loc.startswith(REUSE_CONNECTION.split("?")[0]) else loc
+            for loc in named))
+        ordered = sorted(resolved, key=lambda location: location in self._failed)
+        return tuple(ordered[: self.options.max_attempts])
+
     def read(self, endpoint: Endpoint) -> Iterator[pa.RecordBatch]:
-        """Stream one endpoint's batches, from the server it names (or the default one)."""
-        location = endpoint.locations[0] if endpoint.locations else self.options.location
-        if location.startswith("arrow-flight-reuse-connection"):
-            location = self.options.location
-        try:
-            reader = self._client(location).do_get(
-                flight.Ticket(endpoint.ticket), self._call_options()
-            )
-            for chunk in reader:
-                if chunk.data is not None:
-                    yield chunk.data
-        except (flight.FlightError, pa.ArrowException) as exc:
-            raise _to_client_error(exc) from None
+        """Stream one endpoint's batches, every row exactly once, from the first location
+        that answers.
+
+        A location that is down, redirects (``WrongNode``), dies mid-stream or stalls (see
+        ``ConnectionOptions.stall_timeout_s``) hands over to the next one, which resumes
+        after the rows already yielded: every replica gives an endpoint's rows in the same
+        order, and a replica whose schema differs is not used.
+
+        Raises:
+            EndpointUnavailableError: no location delivered the endpoint; it names the
+                endpoint and each location tried with its error.
+            RemoteQueryError: the server failed the query itself (a replica would too).
+        """
+        attempts: list[tuple[str, str]] = []
+        delivered = 0
+        schema: pa.Schema | None = None
+        for location in self.locations(endpoint):
+            try:
+                reader = self._client(location).do_get(
+                    flight.Ticket(endpoint.ticket), self._call_options())
+                if schema is not None and not reader.schema.equals(schema):
+                    reader.cancel()
+                    self._failed.add(location)
+                    attempts.append((location, "schema differs from the first location's"))
+                    continue
+                schema = reader.schema
+                to_skip = delivered
+                for data in batches_within(reader, self.options.stall_timeout_s):
+                    batch = _skip_rows(data, to_skip)
+                    to_skip = max(0, to_skip - data.num_rows)
+                    if batch is not None:
+                        delivered += batch.num_rows
+                        yield batch
+                if to_skip:
+                    self._failed.add(location)
+                    attempts.append((location, f"ended {to_skip} rows short of the rows "
+                                               "already delivered"))
+                    continue
+                self._failed.discard(location)
+                return
+            except (flight.FlightError, pa.ArrowException, ClientError) as exc:
+                error = exc if isinstance(exc, ClientError) else _to_client_error(exc)
+                reason = _failover_reason(error)
+                if reason is None:
+                    raise error from None
+                self._failed.add(location)
+                attempts.append((location, reason))
+        raise EndpointUnavailableError(endpoint.name, tuple(attempts), delivered)
 
     def _metadata(self, message: object) -> pa.Table:
         descriptor = flight.FlightDescriptor.for_command(protocol.pack_any(message))

@@ -53,6 +53,7 @@ SLOW_MODULES: dict[str, str] = {
     "tests/test_readme_walkthrough.py": "the README walkthrough end to end",
     "tests/flight_storage/test_foreign_clients.py": "third-party clients in subprocesses",
     "tests/flight_storage/test_sqlalchemy_clients.py": "SQLAlchemy in a subprocess",
+    "tests/compute_client/test_failover.py": "replica servers killed and stopped mid-stream",
 }
 
 
