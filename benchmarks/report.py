@@ -63,6 +63,7 @@ that start a server take `--partition-mb`. The fuller runs below were made with
 .venv/bin/python -m benchmarks.server_efficiency --out benchmarks/results/full   # lineitem SF 0.15, orders 50 MB, 2M-row peer CSV
 .venv/bin/python -m benchmarks.pushdown --scale 1.4 --selectivities 0.01 --out benchmarks/results/full   # 1 GB CSV
 .venv/bin/python -m benchmarks.udf_cost --out benchmarks/results/full
+.venv/bin/python -m benchmarks.cluster --out benchmarks/results/full   # 600 MB over 1, 2, 3 nodes
 .venv/bin/python -m benchmarks.scaling --sizes 100,500,1000,2000 --queries filter_1pct \
     --processes 1 --out benchmarks/results/full
 FLIGHT_SELECT_CEPH_S3SELECT=/path/to/s3select_example .venv/bin/python -m benchmarks.peers --queries 'peer_*' --out benchmarks/results/full   # 2M-row peer CSV, Ceph (see below)

@@ -460,7 +460,7 @@ class SelectEngine:
         if not self.config.native_readers:
             return dataclasses.replace(plan, native_reason="native readers are off")
         if len(plan.sources) != 1:
-            return dataclasses.replace(plan, native_reason="a prefix table")
+            return dataclasses.replace(plan, native_reason=_prefix_reason(plan))
         path = local_path(plan.source)
         if path is None:
             return dataclasses.replace(plan, native_reason="not a file")
@@ -512,7 +512,7 @@ class SelectEngine:
         if not self.config.native_readers:
             return None, "native readers are off"
         if len(plan.sources) != 1:
-            return None, "a prefix table"
+            return None, _prefix_reason(plan)
         if plan.input.columns is not None:
             return None, "typed columns"
         if scan_range is not None:
@@ -695,7 +695,38 @@ class SelectEngine:
             if native is not None:
                 yield from native
                 return
+        if self._objects_read_one_by_one(plan):
+            yield from self._each_object(plan, chosen)
+            return
         yield from self._reference_stream(plan, chosen)
+
+    def _objects_read_one_by_one(self, plan: SelectPlan) -> bool:
+        """A prefix table whose result is the union of its objects' results, in object order
+        (no aggregate, LIMIT or whole-input clause): each object can be its own query, and
+        then DataFusion's reader serves every object that qualifies on its own."""
+        return (self.config.native_readers and len(plan.sources) > 1 and plan.parallel_safe
+                and plan.input.format in ("csv", "parquet"))
+
+    def _each_object(self, plan: SelectPlan, chosen: Sequence[Partition]
+                     ) -> Iterator[pa.RecordBatch]:
+        """The chosen partitions object by object: the object's own plan when DataFusion reads
+        it and it reads as the table does (same input and result schema, same header), else
+        the reference readers over that object alone."""
+        by_name = {s.name: s for s in plan.sources}
+        for partition in self._expand(plan, chosen):
+            keys = partition.keys if partition.kind == "objects" else tuple(by_name)
+            missing = [k for k in keys if k not in by_name]
+            if missing:
+                raise InvalidRequestError(
+                    f"object {missing[0]} is no longer part of the table", code="NoSuchKey")
+            for key in keys:
+                own = self.plan(plan.expression, (by_name[key],), plan.input,
+                                flavor=plan.flavor, scan_range=None)
+                if (own.native is not None and own.result_schema == plan.result_schema
+                        and own.input_schema == plan.input_schema and own.header == plan.header):
+                    yield from self.execute(own)
+                else:
+                    yield from self._reference_stream(plan, [Partition("objects", keys=(key,))])
 
     def _reference_stream(
         self, plan: SelectPlan, chosen: Sequence[Partition]
@@ -990,6 +1021,13 @@ def _arrow_batches(open_stream: Callable[[], Any]) -> Iterator[pa.RecordBatch]:
         raise
     except Exception as exc:  # DataFusion raises plain exceptions with text only
         raise engine_error(exc) from None
+
+
+def _prefix_reason(plan: SelectPlan) -> str:
+    """Why a prefix table has no single native reader, and who reads it instead."""
+    if plan.parallel_safe:
+        return "a prefix table: read object by object, by DataFusion's reader where it qualifies"
+    return "a prefix table under an aggregate, LIMIT or whole-input clause: reference readers"
 
 
 def _order_free(translation: Translation) -> bool:
