@@ -55,7 +55,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,9 +81,17 @@ SOURCE_NAME = "flight-select"
 log = logging.getLogger(__name__)
 
 
-def local_session(app_name: str, cores: int = 2) -> SparkSession:
-    """A local Spark session bound to loopback whose Python workers run this interpreter, with
-    the source registered and filter pushdown enabled.
+def local_session(app_name: str, cores: int = 2, *, master: str | None = None,
+                  config: Mapping[str, str] | None = None) -> SparkSession:
+    """A Spark session on this machine bound to loopback whose Python workers run this
+    interpreter, with the source registered and filter pushdown enabled.
+
+    Args:
+        app_name: the application's name.
+        cores: local cores (``local[cores]``); also sizes the shuffle partitions.
+        master: another master on this machine, e.g. ``local-cluster[2,1,1024]`` (executors
+            in their own JVMs).
+        config: further Spark settings.
 
     Example:
         >>> spark = local_session("example")  # doctest: +SKIP
@@ -91,8 +99,11 @@ def local_session(app_name: str, cores: int = 2) -> SparkSession:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = SparkSession.builder
+    for key, value in (config or {}).items():
+        builder = builder.config(key, value)
     spark = (
-        SparkSession.builder.master(f"local[{cores}]")
+        builder.master(master or f"local[{cores}]")
         .appName(app_name)
         .config("spark.sql.shuffle.partitions", str(2 * cores))
         .config("spark.ui.enabled", "false")

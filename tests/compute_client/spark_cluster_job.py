@@ -30,7 +30,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from compute_client import pipeline
-from compute_client.spark_source import register
+from compute_client.spark_source import local_session
 
 ROOT = Path(__file__).resolve().parents[2]
 MASTER = "local-cluster[2,1,1024]"
@@ -39,23 +39,10 @@ STARTED = time.monotonic()
 
 def cluster_session() -> SparkSession:
     """A Spark session on ``local-cluster`` whose executors run this interpreter on our code."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    spark = (
-        SparkSession.builder.master(MASTER)
-        .appName("flight-select-cluster-test")
-        .config("spark.executorEnv.PYTHONPATH", str(ROOT))
-        .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
-    return spark
+    return local_session("flight-select-cluster-test", cores=2, master=MASTER, config={
+        "spark.executorEnv.PYTHONPATH": str(ROOT),
+        "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
+    })
 
 
 def batch_groups(spark: SparkSession, planner: str) -> dict[str, list[int]]:

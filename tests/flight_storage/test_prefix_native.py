@@ -4,7 +4,6 @@ over the whole table, in object order, for every partition the plan makes."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pyarrow as pa
@@ -14,6 +13,7 @@ import pytest
 from flight_storage.execution.engine import EngineConfig, SelectEngine
 from flight_storage.request.tables import resolve_table
 from flight_storage.storage.catalog import Catalog
+from tests.flight_storage.test_server_support import write_bucket
 
 # Plain objects (DataFusion reads them), and ones its reader does not qualify for: a quoted
 # field with a newline, a ragged record, an empty object.
@@ -41,17 +41,6 @@ _HEADED_QUERIES = [
 ]
 
 
-def _catalog(tmp_path: Path, files: dict[str, str], config: dict | None = None) -> Catalog:
-    bucket = tmp_path / "b"
-    for key, text in files.items():
-        path = bucket / key
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    if config is not None:
-        (bucket / ".flight-select.json").write_text(json.dumps(config))
-    return Catalog(tmp_path)
-
-
 def _answers(catalog: Catalog, key: str, sql: str, flavor: str, native: bool,
              partition_bytes: int) -> list[list[dict]]:
     table = resolve_table(catalog, "b", key)
@@ -68,7 +57,7 @@ def _answers(catalog: Catalog, key: str, sql: str, flavor: str, native: bool,
 @pytest.mark.parametrize("sql", _QUERIES)
 def test_headerless_prefix_tables(tmp_path: Path, sql: str, flavor: str,
                                   partition_bytes: int) -> None:
-    catalog = _catalog(tmp_path, _CSV)
+    catalog = write_bucket(tmp_path, _CSV)
     got = _answers(catalog, "t/", sql, flavor, True, partition_bytes)
     assert got == _answers(catalog, "t/", sql, flavor, False, partition_bytes)
     assert sum(map(len, got)) > 0
@@ -77,7 +66,7 @@ def test_headerless_prefix_tables(tmp_path: Path, sql: str, flavor: str,
 @pytest.mark.parametrize("sql", _HEADED_QUERIES)
 def test_prefix_tables_with_a_header(tmp_path: Path, sql: str) -> None:
     config = {"tables": [{"prefix": "", "InputSerialization": {"CSV": {"FileHeaderInfo": "USE"}}}]}
-    catalog = _catalog(tmp_path, _HEADED, config)
+    catalog = write_bucket(tmp_path, _HEADED, config)
     got = _answers(catalog, "h/", sql, "standard", True, 1 << 30)
     assert got == _answers(catalog, "h/", sql, "standard", False, 1 << 30)
 
@@ -99,7 +88,7 @@ def test_parquet_prefix_tables(tmp_path: Path) -> None:
                                  "select _1 from s3object limit 2500"])
 def test_aggregates_and_limits_over_prefix_tables_are_one_query(tmp_path: Path,
                                                                sql: str) -> None:
-    catalog = _catalog(tmp_path, _CSV)
+    catalog = write_bucket(tmp_path, _CSV)
     got = _answers(catalog, "t/", sql, "aws", True, 16_000)
     assert len(got) == 1  # one partition: the whole table
     assert got == _answers(catalog, "t/", sql, "aws", False, 16_000)

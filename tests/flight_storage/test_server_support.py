@@ -19,6 +19,7 @@ import pyarrow.flight as flight
 
 from flight_storage import protocol
 from flight_storage.protocol import pb
+from flight_storage.storage.catalog import Catalog
 from tests.conftest import SAMPLES, ServerProcess, read_csv_headers
 
 BIG_ROWS = 1_000_000
@@ -29,6 +30,21 @@ def write_rows(path: Path, rows: int) -> None:
     """A CSV object ``id,name,value`` with ``rows`` records (ids 0..rows-1)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(f"{i},name{i % 97},{i % 1000}\n" for i in range(rows)))
+
+
+def write_bucket(root: Path, files: dict[str, str], config: dict[str, Any] | None = None,
+                 bucket: str = "b") -> Catalog:
+    """Bucket ``bucket`` under ``root`` holding ``files`` (key -> text), with ``config`` as its
+    ``.flight-select.json``; the catalog of ``root``."""
+    folder = root / bucket
+    for key, text in files.items():
+        path = folder / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    folder.mkdir(parents=True, exist_ok=True)
+    if config is not None:
+        (folder / ".flight-select.json").write_text(json.dumps(config))
+    return Catalog(root)
 
 
 def make_data(root: Path) -> Path:

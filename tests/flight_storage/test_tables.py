@@ -13,17 +13,7 @@ from flight_storage.execution.engine import EngineConfig, SelectEngine
 from flight_storage.request.statement import split_table_reference
 from flight_storage.request.tables import resolve_table
 from flight_storage.storage.catalog import Catalog
-
-
-def _bucket(tmp_path: Path, files: dict[str, str], config: dict | None = None) -> Catalog:
-    bucket = tmp_path / "b"
-    for key, text in files.items():
-        path = bucket / key
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    if config is not None:
-        (bucket / ".flight-select.json").write_text(json.dumps(config))
-    return Catalog(tmp_path)
+from tests.flight_storage.test_server_support import write_bucket
 
 
 def _rows(catalog: Catalog, key: str, sql: str, **engine: int) -> list[dict]:
@@ -34,14 +24,14 @@ def _rows(catalog: Catalog, key: str, sql: str, **engine: int) -> list[dict]:
 
 
 def test_prefix_table_reads_every_object_in_key_order(tmp_path: Path) -> None:
-    catalog = _bucket(tmp_path, {"logs/a.csv": "1,x\n2,y\n", "logs/b.csv": "3,z\n",
+    catalog = write_bucket(tmp_path, {"logs/a.csv": "1,x\n2,y\n", "logs/b.csv": "3,z\n",
                                  "logs/sub/c.csv": "4,w\n", "other.csv": "9,q\n"})
     rows = _rows(catalog, "logs/", "select _1 from s3object")
     assert [r["_1"] for r in rows] == ["1", "2", "3", "4"]
 
 
 def test_prefix_table_partitions_group_small_objects(tmp_path: Path) -> None:
-    catalog = _bucket(tmp_path, {f"p/{i}.csv": f"{i},v\n" * 10 for i in range(5)})
+    catalog = write_bucket(tmp_path, {f"p/{i}.csv": f"{i},v\n" * 10 for i in range(5)})
     table = resolve_table(catalog, "b", "p/")
     plan = SelectEngine(EngineConfig(partition_bytes=45)).plan(
         "select _1 from s3object", table.sources, table.input)
@@ -54,13 +44,13 @@ def test_prefix_table_partitions_group_small_objects(tmp_path: Path) -> None:
 
 
 def test_prefix_mixing_formats_is_refused(tmp_path: Path) -> None:
-    catalog = _bucket(tmp_path, {"m/a.csv": "1\n", "m/b.ndjson": '{"a": 1}\n'})
+    catalog = write_bucket(tmp_path, {"m/a.csv": "1\n", "m/b.ndjson": '{"a": 1}\n'})
     with pytest.raises(InvalidRequestError, match="mixes formats"):
         resolve_table(catalog, "b", "m/")
 
 
 def test_empty_prefix_is_not_found(tmp_path: Path) -> None:
-    catalog = _bucket(tmp_path, {"m/a.csv": "1\n"})
+    catalog = write_bucket(tmp_path, {"m/a.csv": "1\n"})
     with pytest.raises(ObjectNotFoundError):
         resolve_table(catalog, "b", "nothing/")
 
@@ -70,7 +60,7 @@ def test_configured_columns_give_a_typed_table(tmp_path: Path) -> None:
                           "columns": [{"name": "id", "type": "int64"},
                                       {"name": "price", "type": "decimal(10,2)"},
                                       {"name": "at", "type": "timestamp"}]}]}
-    catalog = _bucket(tmp_path, {"t/a.csv": "id,price,at\n2,1.50,2024-01-01T00:00:00+02:00\n"
+    catalog = write_bucket(tmp_path, {"t/a.csv": "id,price,at\n2,1.50,2024-01-01T00:00:00+02:00\n"
                                             "10,,2024-01-02T00:00:00Z\n"}, config)
     rows = _rows(catalog, "t/a.csv", "select id, price from s3object where id > 5")
     assert rows == [{"id": 10, "price": None}]
@@ -83,7 +73,7 @@ def test_configured_column_that_does_not_convert_is_null(tmp_path: Path) -> None
     other columns of its record still read."""
     config = {"tables": [{"prefix": "t/", "columns": [{"name": "id", "type": "int64"},
                                                       {"name": "name", "type": "string"}]}]}
-    catalog = _bucket(tmp_path, {"t/a.csv": "1,a\n2,b\nthree,c\n 4 ,d\n"}, config)
+    catalog = write_bucket(tmp_path, {"t/a.csv": "1,a\n2,b\nthree,c\n 4 ,d\n"}, config)
     assert _rows(catalog, "t/a.csv", "select id, name from s3object") == [
         {"id": 1, "name": "a"}, {"id": 2, "name": "b"}, {"id": None, "name": "c"},
         {"id": 4, "name": "d"}]
@@ -91,7 +81,7 @@ def test_configured_column_that_does_not_convert_is_null(tmp_path: Path) -> None
 
 def test_columns_on_a_json_or_parquet_object_are_refused(tmp_path: Path) -> None:
     config = {"tables": [{"prefix": "", "columns": [{"name": "id", "type": "int64"}]}]}
-    catalog = _bucket(tmp_path, {"a.ndjson": '{"id": 1}\n', "a.csv": "1\n"}, config)
+    catalog = write_bucket(tmp_path, {"a.ndjson": '{"id": 1}\n', "a.csv": "1\n"}, config)
     assert resolve_table(catalog, "b", "a.csv").input.columns is not None
     with pytest.raises(InvalidRequestError, match=re.escape("'columns' in b/.flight-select.json")):
         resolve_table(catalog, "b", "a.ndjson")
@@ -111,7 +101,7 @@ def test_with_options_set_input_serialization() -> None:
 
 
 def test_with_options_override_the_bucket_configuration(tmp_path: Path) -> None:
-    catalog = _bucket(tmp_path, {"d/a.csv": "x;y\n1;2\n"},
+    catalog = write_bucket(tmp_path, {"d/a.csv": "x;y\n1;2\n"},
                       {"tables": [{"prefix": "d/", "InputSerialization": {
                           "CSV": {"FileHeaderInfo": "USE"}}}]})
     reference, sql = split_table_reference(
@@ -136,7 +126,7 @@ def test_bad_with_options_are_clear_errors(text: str) -> None:
 
 
 def test_list_page_pages_in_key_order(tmp_path: Path) -> None:
-    catalog = _bucket(tmp_path, {f"in/{i:02d}.csv": "1\n" for i in range(7)} | {"x.csv": "1\n"})
+    catalog = write_bucket(tmp_path, {f"in/{i:02d}.csv": "1\n" for i in range(7)} | {"x.csv": "1\n"})
     first = catalog.list_page("b", "in/", "", 3)
     assert [o.key for o in first.objects] == ["in/00.csv", "in/01.csv", "in/02.csv"]
     assert first.next_start_after == "in/02.csv"
@@ -160,7 +150,7 @@ def test_list_page_pages_in_key_order(tmp_path: Path) -> None:
 def test_bad_bucket_configuration_is_refused_naming_the_key(
     tmp_path: Path, config: object, message: str
 ) -> None:
-    catalog = _bucket(tmp_path, {"t/a.csv": "1\n"})
+    catalog = write_bucket(tmp_path, {"t/a.csv": "1\n"})
     (tmp_path / "b" / ".flight-select.json").write_text(json.dumps(config))
     with pytest.raises(InvalidRequestError, match=re.escape("b/.flight-select.json: invalid bucket")) as info:
         resolve_table(catalog, "b", "t/a.csv")
@@ -169,6 +159,6 @@ def test_bad_bucket_configuration_is_refused_naming_the_key(
 
 def test_a_column_declared_twice_is_refused(tmp_path: Path) -> None:
     config = {"tables": [{"prefix": "", "columns": [{"name": "a"}, {"name": "a"}]}]}
-    catalog = _bucket(tmp_path, {"x.csv": "1,2\n"}, config)
+    catalog = write_bucket(tmp_path, {"x.csv": "1,2\n"}, config)
     with pytest.raises(InvalidRequestError, match="column 'a' is declared more than once"):
         resolve_table(catalog, "b", "x.csv")
