@@ -11,7 +11,7 @@ The grammar is the Ceph s3-select language (a superset of AWS S3 Select):
   ``TRIM(... FROM ...)``, ``EXTRACT(... FROM ...)`` and the aggregates keep sqlglot's nodes.
 
 Double-quoted text is kept as a quoted identifier here; whether it is a string (Ceph) or a
-column name (AWS) is the translator's decision (:mod:`select_dialect.transforms`).
+column name (AWS) is the translator's decision (:mod:`select_dialect.lowering`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from sqlglot import exp, parser, tokens
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.tokens import TokenType
 
-# Function names parsed into ``exp.Anonymous`` (translated by name in transforms.py).
+# Function names parsed into ``exp.Anonymous`` (translated by name in lowering.py).
 ANONYMOUS_FUNCTIONS: tuple[str, ...] = (
     "ADD",
     "CHARACTER_LENGTH",

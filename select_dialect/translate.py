@@ -23,13 +23,13 @@ from select_dialect.errors import (
     UnsupportedFeatureError,
 )
 from select_dialect.flavors import CEPH, FLAVOR_NAMES, FLAVORS, STANDARD
-from select_dialect.s3select import DIALECTS, S3Table
-from select_dialect.transforms import (
+from select_dialect.lowering import (
     JSON,
     Column,
     Lowering,
     is_aggregate,
 )
+from select_dialect.s3select import DIALECTS, S3Table
 
 INPUT_FORMATS = ("csv", "json", "parquet")
 MAX_QUERY_CHARS = 256 * 1024

@@ -35,8 +35,8 @@ from flight_storage.formats.timestamp_text import (
 )
 from flight_storage.formats.values import S3_TIMESTAMP, ZONE_NONE, ZONE_OFFSET, ZONE_Z
 from select_dialect import udf_names as U
+from select_dialect.lowering import like_to_regex
 from select_dialect.timestamp_format import tokenize
-from select_dialect.transforms import like_to_regex
 
 Kernel = Callable[..., pa.Array]
 

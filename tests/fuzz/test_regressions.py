@@ -33,7 +33,7 @@ def _json(data: bytes, sql: str, flavor: str) -> str:
 @_FLAVORS
 def test_not_like_is_negated(flavor: str) -> None:
     """sqlglot 30 parses ``a NOT LIKE b`` as ``Like(negate=True)``; the lowering ignored the
-    flag, so NOT LIKE answered as LIKE (fix: transforms ``_like``)."""
+    flag, so NOT LIKE answered as LIKE (fix: lowering ``_like``)."""
     sql = ("select ('abc' NOT LIKE 'x%'), ('abc' NOT LIKE 'a%'), "
            "(_1 NOT LIKE '##b%' ESCAPE '#') from s3object")
     assert _csv(b"#bc\n", sql, flavor) == "true,false,false\n"
@@ -42,7 +42,7 @@ def test_not_like_is_negated(flavor: str) -> None:
 @_FLAVORS
 def test_min_max_of_null_is_still_an_aggregate(flavor: str) -> None:
     """``MAX(NULL)`` was lowered to a bare NULL: one output row per input row (fix:
-    transforms ``_min_max``)."""
+    lowering ``_min_max``)."""
     expected = f"{_NULL[flavor]},{_NULL[flavor]}"
     expected += "\n" if flavor == "aws" else ""
     sql = "select MAX(NULL), MIN(NULLIF(NULL, NULL)) from s3object"
@@ -52,7 +52,7 @@ def test_min_max_of_null_is_still_an_aggregate(flavor: str) -> None:
 @_FLAVORS
 def test_two_json_strings_compare_as_text(flavor: str) -> None:
     """``<``/``<=`` between two JSON paths compared them as numbers only, NULL for strings
-    (fix: transforms ``_json_ordering``)."""
+    (fix: lowering ``_json_ordering``)."""
     sql = "select (s.a <= s.a), (s.a < s.b), (s.n < s.m) from s3object[*] s"
     assert _json(b'{"a":"2004T","b":"x","n":3,"m":10}\n', sql, flavor) == "true,true,true\n"
 
@@ -70,7 +70,7 @@ def test_missing_timestamp_compares_as_null(flavor: str) -> None:
 @_FLAVORS
 def test_count_skips_json_null(flavor: str) -> None:
     """A JSON ``null`` is the text ``null`` in its path column and was counted (fix:
-    transforms ``_count``)."""
+    lowering ``_count``)."""
     expected = "0,1,2" + ("\n" if flavor == "aws" else "")
     sql = "select COUNT(s.cat), COUNT(s.qty), COUNT(*) from s3object[*] s"
     assert _json(b'{"cat":null,"qty":1}\n{"qty":null}\n', sql, flavor) == expected
@@ -79,7 +79,7 @@ def test_count_skips_json_null(flavor: str) -> None:
 @_FLAVORS
 def test_extracted_year_compares_with_any_number(flavor: str) -> None:
     """DataFusion 55 rewrites ``date_part('year', t) <> 13`` into a timestamp range that is
-    NULL for a year outside 1677..2262 (fix: transforms ``_extract`` casts through DOUBLE)."""
+    NULL for a year outside 1677..2262 (fix: lowering ``_extract`` casts through DOUBLE)."""
     sql = ("select (EXTRACT(YEAR FROM TO_TIMESTAMP(_1)) <> 13), "
            "(EXTRACT(YEAR FROM TO_TIMESTAMP(_1)) < 3000), "
            "(EXTRACT(YEAR FROM TO_TIMESTAMP(_1)) NOT IN (13, -20)) from s3object")
@@ -101,7 +101,7 @@ def test_json_integers_divide_as_integers(flavor: str) -> None:
 def test_null_literal_first_in_a_pushed_down_conjunction(data: bytes) -> None:
     """``WHERE (NULL = 1) AND (s.t IS NULL)`` crashed with a Python TypeError sent to the
     client: datafusion-python turns the pushed-down filter into a pyarrow expression and
-    ``BooleanScalar & Expression`` fails (fix: transforms ``_connective`` puts operands
+    ``BooleanScalar & Expression`` fails (fix: lowering ``_connective`` puts operands
     without columns last)."""
     sql = "SELECT COUNT(*) FROM S3Object[*] s WHERE ((NULL = 1) AND (s.t IS NULL))"
     assert _json(data, sql, "ceph") == "0"
@@ -110,7 +110,7 @@ def test_null_literal_first_in_a_pushed_down_conjunction(data: bytes) -> None:
 @_FLAVORS
 def test_coalesce_passes_over_json_null(flavor: str) -> None:
     """``COALESCE(s.a, s.b)`` returned the JSON ``null`` of ``a`` (the text ``null`` in its
-    column) instead of ``b`` (fix: transforms ``_coalesce``)."""
+    column) instead of ``b`` (fix: lowering ``_coalesce``)."""
     sql = "SELECT COALESCE(s.a, s.b), COALESCE(s.a, s.c) FROM S3Object[*] s"
     assert _json(b'{"a":null,"b":"","c":"x"}\n', sql, flavor) == ",x\n"
 
@@ -124,7 +124,7 @@ def _parquet_c0(values: list[int | None]) -> bytes:
 @_FLAVORS
 def test_between_with_a_null_bound_over_a_pushed_down_scan(flavor: str) -> None:
     """``0 BETWEEN NULL AND c0`` lowers to ``(0 >= NULL) AND (0 <= c0)``, the same crash as
-    above (fix: transforms ``_between`` puts the comparison with a column first)."""
+    above (fix: lowering ``_between`` puts the comparison with a column first)."""
     data = _parquet_c0([1, None])
     for sql in ("SELECT c0 FROM S3Object WHERE (0 BETWEEN NULL AND c0)",
                 "SELECT c0 FROM S3Object WHERE (0 NOT BETWEEN NULL AND c0)"):

@@ -2,7 +2,7 @@
 
 Casts, LIKE and timestamp functions run as DataFusion builtins where those are exact, and
 fall back to the UDF for the rows the builtins cannot answer (see
-``select_dialect.transforms``). Each test runs one value per query through the translation
+``select_dialect.lowering``). Each test runs one value per query through the translation
 and through the UDF-only reference, and wants the same value or the same s3-select error.
 The timestamp reference is the same translation with the common-layout guard made to match
 nothing, so every row takes the UDF branch.
@@ -19,8 +19,8 @@ import pytest
 
 from flight_storage.execution import udfs
 from flight_storage.execution.udfs import parse_processing_error, register_udfs
-from select_dialect import transforms, translate, udf_names
-from select_dialect.transforms import Column, like_to_builtin_pattern, like_to_regex
+from select_dialect import lowering, translate, udf_names
+from select_dialect.lowering import Column, like_to_builtin_pattern, like_to_regex
 
 NUMBER_TEXTS = [
     "0", "17", "-17", "+17", "0012", " 5", "5 ", "\t5\n", "\u00a05", "\u30005 ", "5\x00",
@@ -102,7 +102,7 @@ def _outcome(sql: str, value: str | None) -> tuple[str, Any]:
 
 def _reference(sql: str, monkeypatch: pytest.MonkeyPatch) -> str:
     with monkeypatch.context() as patch:
-        patch.setattr(transforms, "_COMMON_TIMESTAMP", "x^")  # matches no text
+        patch.setattr(lowering, "_COMMON_TIMESTAMP", "x^")  # matches no text
         return translate(sql, input_format="csv").sql
 
 
@@ -227,7 +227,7 @@ def test_native_timestamp_builtin_branch_agrees_with_the_udf(
 
     builtin = emitted()
     with monkeypatch.context() as patch:
-        patch.setattr(transforms, "_zone_free_instant", lambda ts: None)
+        patch.setattr(lowering, "_zone_free_instant", lambda ts: None)
         reference = emitted()
     assert builtin != reference
     ctx = datafusion.SessionContext()

@@ -1,7 +1,7 @@
 """The DECIMAL kind: a decimal column stays decimal, and its coercions are the table's.
 
 Each statement is translated and run by DataFusion over an in-memory table (the server's UDFs
-registered), so the tables in :mod:`select_dialect.transforms` are checked against what
+registered), so the tables in :mod:`select_dialect.lowering` are checked against what
 DataFusion 55 really returns, and exact comparisons against Python's ``decimal`` module.
 """
 
@@ -19,7 +19,7 @@ import pytest
 
 from flight_storage.execution.udfs import register_udfs
 from select_dialect import translate
-from select_dialect.transforms import (
+from select_dialect.lowering import (
     AGGREGATE_KINDS,
     DECIMAL,
     FLOAT,

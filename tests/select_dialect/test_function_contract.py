@@ -14,8 +14,8 @@ from sqlglot import exp
 from select_dialect import parse, translate
 from select_dialect.errors import SelectDialectError, UnsupportedFeatureError
 from select_dialect.flavors import FLAVOR_NAMES
+from select_dialect.lowering import Lowering
 from select_dialect.s3select import ANONYMOUS_FUNCTIONS
-from select_dialect.transforms import Lowering
 
 
 def _lowered_function_names() -> set[str]:

@@ -1,4 +1,4 @@
-"""Pure AST rewrites from the parsed s3-select statement to a typed DataFusion AST.
+"""The typed lowering of a parsed s3-select statement onto a DataFusion AST.
 
 s3-select is dynamically typed (a CSV field is text that becomes a number next to a number,
 ``1 + '2'`` is an error, ``5 = 'hello'`` is simply false); DataFusion is statically typed. The
