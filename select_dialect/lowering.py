@@ -32,10 +32,10 @@ from __future__ import annotations
 import decimal
 import json
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final
 
 from sqlglot import exp
 
@@ -198,30 +198,14 @@ def like_to_regex(pattern: str, escape: str | None) -> str:
         '^(?s:a.*[b-c].)$'
     """
     out: list[str] = []
-    i = 0
-    n = len(pattern)
-    while i < n:
-        ch = pattern[i]
-        if escape and ch == escape and i + 1 < n:
-            out.append(_regex_literal(pattern[i + 1]))
-            i += 2
-            continue
-        if ch == "%":
-            out.append(".*")
-        elif ch == "_":
-            out.append(".")
-        elif ch == "[" and (close := _class_end(pattern, i)) > 0:
-            body = pattern[i + 1 : close]
-            negate = body.startswith("^")
-            if negate:
-                body = body[1:]
+    for kind, text in _like_tokens(pattern, escape):
+        if kind == "class":
+            negate = text.startswith("^")
+            body = text[1:] if negate else text
             escaped = "".join("\\" + c if c in "\\[]^" else c for c in body)
             out.append("[" + ("^" if negate else "") + escaped + "]")
-            i = close + 1
-            continue
         else:
-            out.append(_regex_literal(ch))
-        i += 1
+            out.append(_REGEX_PIECES.get(kind) or _regex_literal(text))
     return "^(?s:" + "".join(out) + ")$"
 
 
@@ -239,20 +223,35 @@ def like_to_builtin_pattern(pattern: str, escape: str | None) -> str | None:
         True
     """
     out: list[str] = []
+    for kind, text in _like_tokens(pattern, escape):
+        if kind == "class":
+            return None
+        escaped = kind == "literal" and text in "%_\\"  # DataFusion's LIKE escapes with a backslash
+        out.append("\\" + text if escaped else text)
+    return "".join(out)
+
+
+_REGEX_PIECES: Final = {"any": ".*", "one": "."}
+
+
+def _like_tokens(pattern: str, escape: str | None) -> Iterator[tuple[str, str]]:
+    """A LIKE pattern as ``(kind, text)`` tokens: ``any`` (``%``), ``one`` (``_``), ``class``
+    (the body of ``[...]``, a leading ``^`` negating it) and ``literal`` (one character, an
+    escaped one included). The one reading of s3-select's LIKE syntax both renderers share."""
     i = 0
     n = len(pattern)
     while i < n:
         ch = pattern[i]
         if escape and ch == escape and i + 1 < n:
-            literal = pattern[i + 1]
-            out.append("\\" + literal if literal in "%_\\" else literal)
+            yield "literal", pattern[i + 1]
             i += 2
             continue
-        if ch == "[" and _class_end(pattern, i) > 0:
-            return None
-        out.append("\\" + ch if ch == "\\" else ch)
+        if ch == "[" and (close := _class_end(pattern, i)) > 0:
+            yield "class", pattern[i + 1 : close]
+            i = close + 1
+            continue
+        yield {"%": ("any", ch), "_": ("one", ch)}.get(ch, ("literal", ch))
         i += 1
-    return "".join(out)
 
 
 def _class_end(pattern: str, start: int) -> int:
