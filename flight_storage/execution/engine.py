@@ -719,14 +719,24 @@ class SelectEngine:
             if missing:
                 raise InvalidRequestError(
                     f"object {missing[0]} is no longer part of the table", code="NoSuchKey")
+            waiting: list[str] = []  # a run of objects for the reference readers, read as one
             for key in keys:
                 own = self.plan(plan.expression, (by_name[key],), plan.input,
                                 flavor=plan.flavor, scan_range=None)
-                if (own.native is not None and own.result_schema == plan.result_schema
-                        and own.input_schema == plan.input_schema and own.header == plan.header):
-                    yield from self.execute(own)
-                else:
-                    yield from self._reference_stream(plan, [Partition("objects", keys=(key,))])
+                if (own.native is None or own.result_schema != plan.result_schema
+                        or own.input_schema != plan.input_schema or own.header != plan.header):
+                    waiting.append(key)
+                    continue
+                yield from self._reference_objects(plan, waiting)
+                waiting = []
+                yield from self.execute(own)
+            yield from self._reference_objects(plan, waiting)
+
+    def _reference_objects(self, plan: SelectPlan, keys: Sequence[str]
+                           ) -> Iterator[pa.RecordBatch]:
+        """The reference readers over the named objects of the plan's table, in one stream."""
+        if keys:
+            yield from self._reference_stream(plan, [Partition("objects", keys=tuple(keys))])
 
     def _reference_stream(
         self, plan: SelectPlan, chosen: Sequence[Partition]

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,7 +30,9 @@ from flight_storage.protocol import pb
 from tests.conftest import SAMPLES, ServerProcess, start_server
 from tests.flight_storage.test_server_support import (
     error_document,
+    free_port,
     json_descriptor,
+    partition_do_gets,
     statement_descriptor,
 )
 
@@ -63,12 +64,6 @@ class Cluster:
     file: Path
 
 
-def _free_port(address: str) -> int:
-    with socket.socket() as s:
-        s.bind((address, 0))
-        return int(s.getsockname()[1])
-
-
 def _make_data(root: Path) -> Path:
     everything = root / "all"
     shutil.copytree(SAMPLES / "sales", everything / "sales")
@@ -97,7 +92,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     secret = root / "secret"
     secret.write_text("a-shared-secret-of-32-characters")
     document = {
-        "nodes": [{"name": n, "location": f"grpc://{a}:{_free_port(a)}", "host": f"host-{n}"}
+        "nodes": [{"name": n, "location": f"grpc://{a}:{free_port(a)}", "host": f"host-{n}"}
                   for n, a in ADDRESSES.items()],
         "holdings": HOLDINGS,
         "peer_timeout_s": 5,
@@ -139,7 +134,7 @@ def _client(location: str, sql: str) -> pa.Table:
 
 def test_loopback_addresses_bind() -> None:
     for address in ADDRESSES.values():
-        assert _free_port(address) > 0
+        assert free_port(address) > 0
 
 
 def test_nodes_listen_where_the_cluster_file_says(cluster: Cluster) -> None:
@@ -161,29 +156,20 @@ def test_every_node_answers_like_one_server(cluster: Cluster, node: str, query: 
     assert _sorted(_adbc(location, sql)) == _sorted(expected)
 
 
-def _do_gets(process: ServerProcess, obj: str | None = None) -> int:
-    """Partition DoGets in the node's log: of ``obj``, or (None) of any object, refused
-    ones included (a DoGet refused with WrongNode names no object in its line)."""
-    lines = [json.loads(x) for x in process.log_lines if x.startswith("{")]
-    return sum(x.get("method") == "DO_GET" and (
-        x.get("object") == obj if obj is not None
-        else x.get("object") is not None or x.get("error") == "WrongNode") for x in lines)
-
-
 def test_adbc_reads_each_endpoint_at_its_location(cluster: Cluster) -> None:
     """Measured: the driver sends every DoGet to the endpoint's location (node c), none to
     the node it is connected to (b)."""
     b, c = cluster.nodes["b"], cluster.nodes["c"]
-    before_b, before_c = _do_gets(b), _do_gets(c, "logs/app.csv")
+    before_b, before_c = partition_do_gets(b), partition_do_gets(c, "logs/app.csv")
     with flightsql.connect(b.location) as conn, conn.cursor() as cursor:
         cursor.execute(QUERIES["two endpoints"])
         cursor.fetch_arrow_table()
         endpoints = len(_info(b.location, QUERIES["two endpoints"]).endpoints)
     deadline = time.monotonic() + 10  # log lines arrive through a pipe
-    while _do_gets(c, "logs/app.csv") - before_c < endpoints and time.monotonic() < deadline:
+    while partition_do_gets(c, "logs/app.csv") - before_c < endpoints and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _do_gets(c, "logs/app.csv") - before_c == endpoints >= 2
-    assert _do_gets(b) == before_b
+    assert partition_do_gets(c, "logs/app.csv") - before_c == endpoints >= 2
+    assert partition_do_gets(b) == before_b
 
 
 def _info(location: str, sql: str) -> flight.FlightInfo:

@@ -13,7 +13,7 @@ import pytest
 from compute_client.errors import ClientError
 from compute_client.flight import ConnectionOptions, FlightSelectClient
 from tests.conftest import SAMPLES, ServerProcess, start_server
-from tests.flight_storage.test_cluster import _free_port
+from tests.flight_storage.test_server_support import free_port
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ def node(tmp_path_factory: pytest.TempPathFactory,
     shutil.copytree(SAMPLES / "sales", root / "a" / "sales")
     secret = root / "secret"
     secret.write_text("a-third-shared-secret-0123456789")
-    port = _free_port("127.0.0.2")
+    port = free_port("127.0.0.2")
     hung = f"grpc://127.0.0.4:{hung_peer.getsockname()[1]}"
     cluster_file = root / "cluster.json"
     cluster_file.write_text(json.dumps({

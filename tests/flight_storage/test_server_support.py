@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -45,6 +46,22 @@ def write_bucket(root: Path, files: dict[str, str], config: dict[str, Any] | Non
     if config is not None:
         (folder / ".flight-select.json").write_text(json.dumps(config))
     return Catalog(root)
+
+
+def free_port(address: str) -> int:
+    """A port free on ``address`` now (a cluster file names fixed ports)."""
+    with socket.socket() as sock:
+        sock.bind((address, 0))
+        return int(sock.getsockname()[1])
+
+
+def partition_do_gets(process: ServerProcess, obj: str | None = None) -> int:
+    """Partition DoGets in a server's log: of ``obj``, or (None) of any object, refused
+    ones included (a DoGet refused with WrongNode names no object in its line)."""
+    lines = [json.loads(x) for x in process.log_lines if x.startswith("{")]
+    return sum(x.get("method") == "DO_GET" and (
+        x.get("object") == obj if obj is not None
+        else x.get("object") is not None or x.get("error") == "WrongNode") for x in lines)
 
 
 def make_data(root: Path) -> Path:
