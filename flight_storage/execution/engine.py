@@ -540,7 +540,7 @@ class SelectEngine:
             schema = input.columns.schema
             columns = [Column(f.name, _dialect_type(f.type)) for f in schema]
             translation = self._translate(expression, input_format="parquet", flavor=flavor,
-                                     columns=columns)
+                                          columns=columns)
             return translation, schema, None
         options = self._csv_options(input, flavor)
         header_info = str(input.options.get("FileHeaderInfo", "NONE")).upper()
@@ -548,7 +548,8 @@ class SelectEngine:
         if header_info == "USE":
             with self._open(sources[0], input) as stream:
                 header = csv_input.read_csv_header(stream, options)
-        translation = self._translate(expression, input_format="csv", flavor=flavor, header=header)
+        translation = self._translate(expression, input_format="csv", flavor=flavor,
+                                      header=header)
         width = translation.max_positional
         if header is not None and translation.select_star:
             width = max(width, len(header))
@@ -574,7 +575,8 @@ class SelectEngine:
                       input: InputSpec, flavor: str) -> tuple[Translation, pa.Schema, None]:
         file_schema = _without_views(self._parquet_file(sources[0]).schema_arrow)
         columns = [Column(f.name, _dialect_type(f.type)) for f in file_schema]
-        translation = self._translate(expression, input_format="parquet", flavor=flavor, columns=columns)
+        translation = self._translate(expression, input_format="parquet", flavor=flavor,
+                                      columns=columns)
         return translation, file_schema, None
 
     def _finish_plan(
