@@ -19,7 +19,7 @@ from compute_client.errors import ClientError
 from compute_client.flight import ConnectionOptions, FlightSelectClient
 from flight_storage.rpc.auth import hash_password
 from tests.conftest import SAMPLES, ServerProcess, start_server
-from tests.flight_storage.test_cluster import _free_port
+from tests.flight_storage.test_server_support import free_port
 
 QUERY = 'SELECT count(*) FROM "logs"."app.csv"'
 
@@ -39,7 +39,7 @@ def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Server
     secret.write_text("another-shared-secret-0123456789")
     addresses = {"a": "127.0.0.2", "c": "127.0.0.4"}
     document = {
-        "nodes": [{"name": n, "location": f"grpc://{a}:{_free_port(a)}"}
+        "nodes": [{"name": n, "location": f"grpc://{a}:{free_port(a)}"}
                   for n, a in addresses.items()],
         "holdings": [{"bucket": "sales", "nodes": ["a"]}, {"bucket": "logs", "nodes": ["c"]}],
     }
