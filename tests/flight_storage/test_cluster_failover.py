@@ -17,6 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from compute_client.errors import ClientError
 from compute_client.flight import ConnectionOptions, FlightSelectClient
 from tests.conftest import ServerProcess, start_server
 from tests.flight_storage.test_server_support import free_port, partition_do_gets
@@ -87,4 +88,18 @@ def test_killing_the_owner_mid_query_falls_over_to_the_replica(nodes: Nodes) -> 
         for endpoint in plan.endpoints[1:]:
             batches.extend(client.read(endpoint))
     assert _ids(batches) == expected  # every row once, in order: the replica resumed
-    assert partition_do_gets(nodes.processes["b"]) >= 1  # the replica served the rest
+    assert partition_do_gets(nodes.processes["b"], "big/rows.csv") >= 1  # the replica served it
+
+
+def test_without_a_live_holder_the_error_names_the_endpoint_and_the_nodes(nodes: Nodes) -> None:
+    options = ConnectionOptions(nodes.locations["c"], timeout_s=60, stall_timeout_s=10)
+    with FlightSelectClient(options) as client:
+        plan = client.execute(SQL)
+        for node in ("a", "b"):
+            nodes.processes[node].process.kill()
+            nodes.processes[node].process.wait(10)
+        with pytest.raises(ClientError) as info:
+            list(client.read(plan.endpoints[0]))
+    message = str(info.value)
+    assert "endpoint #0" in message, message
+    assert nodes.locations["a"] in message and nodes.locations["b"] in message, message
