@@ -2,7 +2,9 @@
 
 Filters arrive as a small neutral tree (:class:`Comparison`, :class:`InList`, :class:`NullTest`,
 :class:`StringMatch`, :class:`Not`, :class:`And`, :class:`Or`) so the DataFusion and Spark
-front ends share one renderer. Only what renders exactly is pushed; callers keep the rest.
+front ends share one renderer: every statement either client sends is written here (column
+names, literals, LIKE patterns, the clauses). Only what renders exactly is pushed; callers keep
+the rest.
 
 A column is named by a plain string (rendered by :func:`quote_identifier`: bare when that is
 safe, else ``s3object."name"``), or by a :class:`Field` when the server must convert it
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -40,8 +43,11 @@ RESERVED_WORDS = frozenset(
     "or outer partitioned_by qualify regexp returning revoke rlike rollback s3object select "
     "tablesample then true uncache union using when where with xor".split()
 )
-_OPERATORS = {"=": "=", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+_OPERATORS = {"=": "=", "!=": "!=", "<>": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 _LIKE_ESCAPE = "!"
+_POSITIONAL = re.compile(r"_[0-9]+")
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
 
 
 class NotPushable(ValueError):
@@ -78,13 +84,13 @@ class InList:
 
 @dataclass(frozen=True)
 class NullTest:
-    column: str
+    column: str | Field
     is_null: bool
 
 
 @dataclass(frozen=True)
 class StringMatch:
-    column: str
+    column: str | Field
     kind: str  # "starts" | "ends" | "contains"
     value: str
 
@@ -126,6 +132,18 @@ def quote_identifier(name: str) -> str:
     return 's3object."' + name.replace('"', '""') + '"'
 
 
+def column_name(name: str, position: int) -> str:
+    """The name a statement gives the server column ``name`` at 0-based ``position``: the name
+    itself, except that a name which looks positional (``_1``) is read by the server as the
+    N-th field, so it goes by its own position instead (``_8`` for a column ``_1`` at 7).
+
+    Example:
+        >>> column_name("unit price", 3), column_name("_1", 7)
+        ('unit price', '_8')
+    """
+    return f"_{position + 1}" if _POSITIONAL.fullmatch(name) else name
+
+
 def render_column(column: str | Field) -> str:
     """A column operand: the quoted name, wrapped in ``CAST`` when the field asks for one."""
     if isinstance(column, str):
@@ -143,7 +161,16 @@ def quote_table(bucket: str, key: str) -> str:
 
 
 def _string(value: str) -> str:
+    if "\x00" in value:
+        raise NotPushable("string with a NUL character")
     return "'" + value.replace("'", "''") + "'"
+
+
+def _integer(value: int) -> str:
+    # The minimum int64 has no literal: its digits without the sign overflow before negation.
+    if not _INT64_MIN < value <= _INT64_MAX:
+        raise NotPushable(f"integer {value} has no int64 literal")
+    return str(value)
 
 
 def _timestamp(value: dt.datetime) -> str:
@@ -153,15 +180,11 @@ def _timestamp(value: dt.datetime) -> str:
 
 
 def _float(value: float) -> str:
-    if value != value or value in (float("inf"), float("-inf")):
+    # repr is the shortest text that reads back as the same double; the dialect reads its
+    # exponent form too (tests/compute_client/test_pushdown.py checks the round trip).
+    if not math.isfinite(value):
         raise NotPushable("non-finite float")
-    text = repr(value)
-    if "e" in text or "E" in text:
-        # The dialect's number literals have no exponent; plain digits parse to the same double.
-        text = format(value, "f") if abs(value) >= 1 else ""
-        if not text or float(text) != value:
-            raise NotPushable(f"float {value!r} has no plain decimal literal")
-    return text
+    return repr(value)
 
 
 def _decimal(value: decimal.Decimal) -> str:
@@ -178,7 +201,7 @@ def _date(value: dt.date) -> str:
 
 _LITERALS: tuple[tuple[type, Callable[[Any], str]], ...] = (
     (bool, lambda v: "true" if v else "false"),
-    (int, str),
+    (int, _integer),
     (float, _float),
     (decimal.Decimal, _decimal),
     (str, _string),
@@ -195,7 +218,14 @@ def literal(value: Any) -> str:
     raise NotPushable(f"no literal for {type(value).__name__}")
 
 
-def _like_pattern(kind: str, value: str) -> str:
+def like_pattern(kind: str, value: str) -> str:
+    """A LIKE pattern (escape ``!``) matching text that starts with, ends with or contains
+    ``value`` literally: every wildcard is escaped.
+
+    Example:
+        >>> like_pattern("contains", "5%_[!]")
+        '%5!%!_![!!!]%'
+    """
     escaped = "".join(_LIKE_ESCAPE + ch if ch in "%_[]" + _LIKE_ESCAPE else ch for ch in value)
     return {"starts": f"{escaped}%", "ends": f"%{escaped}", "contains": f"%{escaped}%"}[kind]
 
@@ -224,12 +254,12 @@ def _render_in(node: InList) -> str:
 
 
 def _render_null(node: NullTest) -> str:
-    return f"{quote_identifier(node.column)} IS {'' if node.is_null else 'NOT '}NULL"
+    return f"{render_column(node.column)} IS {'' if node.is_null else 'NOT '}NULL"
 
 
 def _render_match(node: StringMatch) -> str:
-    pattern = _like_pattern(node.kind, node.value)
-    return f"{quote_identifier(node.column)} LIKE {_string(pattern)} ESCAPE '{_LIKE_ESCAPE}'"
+    pattern = like_pattern(node.kind, node.value)
+    return f"{render_column(node.column)} LIKE {_string(pattern)} ESCAPE '{_LIKE_ESCAPE}'"
 
 
 def _render_not(node: Not) -> str:

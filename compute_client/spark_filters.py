@@ -1,5 +1,8 @@
 """Pure: Spark data-source filters -> s3-select predicates that give exactly Spark's answer.
 
+This module decides *what* is pushed and converts it to :mod:`compute_client.pushdown`'s
+neutral filter tree; pushdown renders it, as it does for the DataFusion client.
+
 A filter is pushed only when the server, evaluating s3-select semantics on the values it holds,
 provably returns for every row the same three-valued result (TRUE, FALSE or NULL) that Spark
 returns on the same values. That is decided per column from the server's Arrow type and the
@@ -23,15 +26,12 @@ Why each rule holds (server = DataFusion behind the s3-select translator):
 * any column: ``IS NULL``, ``IS NOT NULL`` (no conversion involved).
 
 Dates and timestamps are not compared on the server: it casts them to nanoseconds, which fails
-(an error, where Spark answers) for values outside 1677-2262. Every rendered predicate is fully
-parenthesised because the s3-select parser binds ``a = false AND b`` as ``a = (false AND b)``.
+(an error, where Spark answers) for values outside 1677-2262.
 """
 
 from __future__ import annotations
 
 import decimal
-import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -66,24 +66,12 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from compute_client.pushdown import MAX_EXACT_DECIMAL_PRECISION, RESERVED_WORDS, NotPushable
+from compute_client import pushdown
+from compute_client.pushdown import MAX_EXACT_DECIMAL_PRECISION, NotPushable
 
-__all__ = ["ColumnRef", "NotPushable", "column_refs", "render", "render_all"]
+__all__ = ["ColumnRef", "NotPushable", "column_refs", "convert", "convert_all", "render"]
 
-_PLAIN = re.compile(r"[a-z][a-z0-9_]*")
-# Words the s3-select grammar reads as keywords or functions; such columns go by position.
-_RESERVED = frozenset(
-    "all and as asc avg between bool by case cast coalesce count date day desc distinct else "
-    "end escape exists extract false float from group having hour ilike in int integer is like "
-    "limit lower max min minute month not null nullif or order second select string substring "
-    "sum then timestamp to_string to_timestamp trim true upper utcnow when where year "
-    "timezone_hour timezone_minute char_length character_length date_add date_diff".split()
-) | RESERVED_WORDS  # the parser's keywords, measured and pinned by pushdown.py's tests
-_LIKE_ESCAPE = "!"
-_LIKE_SPECIAL = frozenset("%_[]" + _LIKE_ESCAPE)
-_MAX_DECIMAL_DIGITS = MAX_EXACT_DECIMAL_PRECISION
-_INT64_MIN = -(2**63)
-_INT64_MAX = 2**63 - 1
+_INTEGER_SPARK = (ByteType, ShortType, IntegerType, LongType)
 
 
 @dataclass(frozen=True)
@@ -92,7 +80,8 @@ class ColumnRef:
 
     Attributes:
         name: the Spark column name.
-        ref: the s3-select reference (a bare name, or ``_N`` by position).
+        ref: the server column's name in a statement (:func:`pushdown.column_name`);
+            :mod:`compute_client.pushdown` quotes it.
         kind: ``string``, ``integer``, ``float``, ``decimal``, ``boolean`` or ``other`` (only
             NULL tests are pushed for ``other``).
     """
@@ -100,9 +89,6 @@ class ColumnRef:
     name: str
     ref: str
     kind: str
-
-
-_INTEGER_SPARK = (ByteType, ShortType, IntegerType, LongType)
 
 
 def _is_binary_string(spark_type: DataType) -> bool:
@@ -117,7 +103,7 @@ _KINDS: tuple[tuple[Callable[[pa.DataType], bool], Callable[[DataType], bool], s
     (pa.types.is_integer, lambda s: isinstance(s, _INTEGER_SPARK), "integer"),
     (lambda t: pa.types.is_float64(t), lambda s: isinstance(s, DoubleType), "float"),
     (
-        lambda t: pa.types.is_decimal(t) and t.precision <= _MAX_DECIMAL_DIGITS,
+        lambda t: pa.types.is_decimal(t) and t.precision <= MAX_EXACT_DECIMAL_PRECISION,
         lambda s: isinstance(s, DecimalType),
         "decimal",
     ),
@@ -130,16 +116,6 @@ def _kind(server_type: pa.DataType, spark_type: DataType) -> str:
         if server_test(server_type) and spark_test(spark_type):
             return kind
     return "other"
-
-
-def reference(name: str, position: int, all_names: Sequence[str]) -> str:
-    """The s3-select reference of a server column: its bare name when that is unambiguous,
-    else ``_N`` (1-based position), which CSV and Parquet objects both accept."""
-    lowered = name.lower()
-    unique = sum(1 for n in all_names if n.lower() == lowered) == 1
-    if name == lowered and _PLAIN.fullmatch(name) and unique and lowered not in _RESERVED:
-        return name
-    return f"_{position + 1}"
 
 
 def column_refs(server_schema: pa.Schema, spark_schema: StructType) -> dict[str, ColumnRef]:
@@ -166,69 +142,69 @@ def column_refs(server_schema: pa.Schema, spark_schema: StructType) -> dict[str,
             position = candidates[0]
         refs[spark_field.name] = ColumnRef(
             spark_field.name,
-            reference(names[position], position, names),
+            pushdown.column_name(names[position], position),
             _kind(server_schema.field(position).type, spark_field.dataType),
         )
     return refs
 
 
 # ---------------------------------------------------------------------------- literals
-def _string_literal(value: Any) -> str:
-    if not isinstance(value, str) or "\x00" in value:
+# Which Python values compare exactly with each kind of column, as the value pushdown renders.
+def _string_value(value: Any) -> str:
+    if not isinstance(value, str):
         raise NotPushable("not a string literal")
-    return "'" + value.replace("'", "''") + "'"
+    return value
 
 
-def _integer_literal(value: Any) -> str:
+def _integer_value(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise NotPushable("not an integer literal")
-    if not _INT64_MIN < value <= _INT64_MAX:
-        raise NotPushable("integer literal out of range")
-    return str(value)
+    return value
 
 
-def _float_literal(value: Any) -> str:
+def _float_value(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise NotPushable("not a float literal")
-    value = float(value)
-    if not math.isfinite(value):
-        raise NotPushable("non-finite float literal")
-    return repr(value)
+    return float(value)
 
 
-def _decimal_literal(value: Any) -> str:
+def _decimal_value(value: Any) -> decimal.Decimal:
     if not isinstance(value, decimal.Decimal) or not value.is_finite():
         raise NotPushable("not a decimal literal")
     normal = value.normalize()
-    if len(normal.as_tuple().digits) > _MAX_DECIMAL_DIGITS:
-        raise NotPushable("decimal literal with more than 15 digits")
-    return format(normal, "f")
+    if len(normal.as_tuple().digits) > MAX_EXACT_DECIMAL_PRECISION:
+        raise NotPushable(f"decimal literal with more than {MAX_EXACT_DECIMAL_PRECISION} digits")
+    return normal
 
 
-def _boolean_literal(value: Any) -> str:
+def _boolean_value(value: Any) -> bool:
     if not isinstance(value, bool):
         raise NotPushable("not a boolean literal")
-    return "true" if value else "false"
+    return value
 
 
-_LITERALS: Mapping[str, Callable[[Any], str]] = {
-    "string": _string_literal,
-    "integer": _integer_literal,
-    "float": _float_literal,
-    "decimal": _decimal_literal,
-    "boolean": _boolean_literal,
+_VALUES: Mapping[str, Callable[[Any], Any]] = {
+    "string": _string_value,
+    "integer": _integer_value,
+    "float": _float_value,
+    "decimal": _decimal_value,
+    "boolean": _boolean_value,
 }
 
 
-def _literal(column: ColumnRef, value: Any) -> str:
-    render_value = _LITERALS.get(column.kind)
-    if render_value is None:
+def _value(column: ColumnRef, value: Any) -> Any:
+    """``value`` as the literal compared with ``column``, checked renderable now (so a refusal
+    is raised while converting, never later while rendering the statement)."""
+    check = _VALUES.get(column.kind)
+    if check is None:
         raise NotPushable(f"no exact comparison for column {column.name!r}")
-    return render_value(value)
+    checked = check(value)
+    pushdown.literal(checked)
+    return checked
 
 
 # ---------------------------------------------------------------------------- filters
-_Render = Callable[[Any, Mapping[str, ColumnRef]], str]
+_Convert = Callable[[Any, Mapping[str, ColumnRef]], pushdown.Filter]
 
 
 def _column(attribute: Sequence[str], columns: Mapping[str, ColumnRef]) -> ColumnRef:
@@ -248,42 +224,47 @@ _NEGATED_OP = {"=": "<>", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 _FLOAT_SAFE_OPS = frozenset({"=", "<>", "<", "<="})
 
 
-def _comparison(op: str) -> _Render:
-    def render_comparison(f: Any, columns: Mapping[str, ColumnRef]) -> str:
-        return _render_comparison(f, columns, op)
+def _comparison(op: str) -> _Convert:
+    def convert_comparison(f: Any, columns: Mapping[str, ColumnRef]) -> pushdown.Filter:
+        return _compare(f, columns, op)
 
-    return render_comparison
+    return convert_comparison
 
 
-def _render_comparison(f: Any, columns: Mapping[str, ColumnRef], op: str) -> str:
+def _compare(f: Any, columns: Mapping[str, ColumnRef], op: str) -> pushdown.Comparison:
     column = _column(f.attribute, columns)
-    literal = _literal(column, f.value)
+    value = _value(column, f.value)
     if column.kind == "float" and op not in _FLOAT_SAFE_OPS:
         raise NotPushable(f"float {op} is NaN-sensitive on the server")
-    return f"({column.ref} {op} {literal})"
+    return pushdown.Comparison(column.ref, op, value)
 
 
-def _equal_null_safe(f: Any, columns: Mapping[str, ColumnRef]) -> str:
+def _equal_null_safe(f: Any, columns: Mapping[str, ColumnRef]) -> pushdown.Filter:
     column = _column(f.attribute, columns)
     if f.value is None:
-        return f"({column.ref} IS NULL)"
-    return f"(({column.ref} IS NOT NULL) AND ({column.ref} = {_literal(column, f.value)}))"
+        return pushdown.NullTest(column.ref, is_null=True)
+    return pushdown.And((pushdown.NullTest(column.ref, is_null=False),
+                         pushdown.Comparison(column.ref, "=", _value(column, f.value))))
 
 
-def _in(f: Any, columns: Mapping[str, ColumnRef]) -> str:
-    column = _column(f.attribute, columns)
+def _in_values(f: Any, column: ColumnRef) -> tuple[Any, ...]:
     values = list(f.value)
     if not values or any(v is None for v in values):
         raise NotPushable("IN list that is empty or holds NULL")
-    literals = [_literal(column, v) for v in values]
+    return tuple(_value(column, v) for v in values)
+
+
+def _in(f: Any, columns: Mapping[str, ColumnRef]) -> pushdown.Filter:
+    column = _column(f.attribute, columns)
+    values = _in_values(f, column)
     if column.kind == "float":
         # equality, not a hash lookup: -0.0 must match 0.0 as in Spark
-        return "(" + " OR ".join(f"({column.ref} = {lit})" for lit in literals) + ")"
-    return f"({column.ref} IN ({', '.join(literals)}))"
+        return pushdown.Or(tuple(pushdown.Comparison(column.ref, "=", v) for v in values))
+    return pushdown.InList(column.ref, values)
 
 
-def _negated_float(f: Any, columns: Mapping[str, ColumnRef]) -> str | None:
-    """NOT over a float comparison, rendered without NOT (see ``_FLOAT_SAFE_OPS``); None when
+def _negated_float(f: Any, columns: Mapping[str, ColumnRef]) -> pushdown.Filter | None:
+    """NOT over a float comparison, converted without NOT (see ``_FLOAT_SAFE_OPS``); None when
     ``f`` is not a comparison on a float column."""
     if len(getattr(f, "attribute", ())) != 1 or getattr(f, "value", None) is None:
         return None
@@ -291,51 +272,42 @@ def _negated_float(f: Any, columns: Mapping[str, ColumnRef]) -> str | None:
     if column is None or column.kind != "float":
         return None
     if isinstance(f, In):
-        literals = [_literal(column, v) for v in f.value if v is not None]
-        if not literals or len(literals) != len(f.value):
-            raise NotPushable("IN list that is empty or holds NULL")
-        return "(" + " AND ".join(f"({column.ref} <> {lit})" for lit in literals) + ")"
+        values = _in_values(f, column)
+        return pushdown.And(tuple(pushdown.Comparison(column.ref, "<>", v) for v in values))
     if isinstance(f, EqualNullSafe):
-        return f"(({column.ref} IS NULL) OR ({column.ref} <> {_literal(column, f.value)}))"
+        return pushdown.Or((pushdown.NullTest(column.ref, is_null=True),
+                            pushdown.Comparison(column.ref, "<>", _value(column, f.value))))
     op = _COMPARISON_OPS.get(type(f))
     if op is None:
         return None
-    return _render_comparison(f, columns, _NEGATED_OP[op])
+    return _compare(f, columns, _NEGATED_OP[op])
 
 
-def _null_test(negated: bool) -> _Render:
-    def render_null(f: Any, columns: Mapping[str, ColumnRef]) -> str:
-        column = _column(f.attribute, columns)
-        return f"({column.ref} IS {'NOT ' if negated else ''}NULL)"
+def _null_test(is_null: bool) -> _Convert:
+    def convert_null(f: Any, columns: Mapping[str, ColumnRef]) -> pushdown.Filter:
+        return pushdown.NullTest(_column(f.attribute, columns).ref, is_null)
 
-    return render_null
-
-
-def like_pattern(kind: str, value: str) -> str:
-    """A LIKE pattern (escape ``!``) matching strings that start with, end with or contain
-    ``value`` literally."""
-    escaped = "".join(_LIKE_ESCAPE + c if c in _LIKE_SPECIAL else c for c in value)
-    return {"starts": f"{escaped}%", "ends": f"%{escaped}", "contains": f"%{escaped}%"}[kind]
+    return convert_null
 
 
-def _match(kind: str) -> _Render:
-    def render_match(f: Any, columns: Mapping[str, ColumnRef]) -> str:
+def _match(kind: str) -> _Convert:
+    def convert_match(f: Any, columns: Mapping[str, ColumnRef]) -> pushdown.Filter:
         column = _column(f.attribute, columns)
         if column.kind != "string":
             raise NotPushable(f"string match on non-string column {column.name!r}")
-        pattern = _string_literal(like_pattern(kind, f.value))
-        return f"({column.ref} LIKE {pattern} ESCAPE '{_LIKE_ESCAPE}')"
+        pushdown.literal(pushdown.like_pattern(kind, _string_value(f.value)))
+        return pushdown.StringMatch(column.ref, kind, f.value)
 
-    return render_match
+    return convert_match
 
 
-def _not(f: Any, columns: Mapping[str, ColumnRef]) -> str:
+def _not(f: Any, columns: Mapping[str, ColumnRef]) -> pushdown.Filter:
     if isinstance(f.child, Not):  # NOT NOT x is x in three-valued logic
-        return render(f.child.child, columns)
+        return convert(f.child.child, columns)
     negated = _negated_float(f.child, columns)
     if negated is not None:
         return negated
-    return f"(NOT {render(f.child, columns)})"
+    return pushdown.Not(convert(f.child, columns))
 
 
 _COMPARISON_OPS: Mapping[type, str] = {
@@ -347,7 +319,7 @@ _COMPARISON_OPS: Mapping[type, str] = {
 }
 
 
-_RENDERERS: Mapping[type, _Render] = {
+_CONVERTERS: Mapping[type, _Convert] = {
     EqualTo: _comparison("="),
     EqualNullSafe: _equal_null_safe,
     LessThan: _comparison("<"),
@@ -355,8 +327,8 @@ _RENDERERS: Mapping[type, _Render] = {
     GreaterThan: _comparison(">"),
     GreaterThanOrEqual: _comparison(">="),
     In: _in,
-    IsNull: _null_test(False),
-    IsNotNull: _null_test(True),
+    IsNull: _null_test(True),
+    IsNotNull: _null_test(False),
     StringStartsWith: _match("starts"),
     StringEndsWith: _match("ends"),
     StringContains: _match("contains"),
@@ -364,8 +336,8 @@ _RENDERERS: Mapping[type, _Render] = {
 }
 
 
-def render(f: Filter, columns: Mapping[str, ColumnRef]) -> str:
-    """Render one Spark filter as an exact s3-select predicate.
+def convert(f: Filter, columns: Mapping[str, ColumnRef]) -> pushdown.Filter:
+    """One Spark filter as a pushdown filter that gives exactly Spark's result.
 
     Args:
         f: a filter Spark offered to ``pushFilters``.
@@ -373,27 +345,36 @@ def render(f: Filter, columns: Mapping[str, ColumnRef]) -> str:
 
     Raises:
         NotPushable: no rendering gives exactly Spark's result.
+    """
+    converter = _CONVERTERS.get(type(f))
+    if converter is None:
+        raise NotPushable(type(f).__name__)
+    return converter(f, columns)
+
+
+def render(f: Filter, columns: Mapping[str, ColumnRef]) -> str:
+    """One Spark filter as the s3-select predicate the server is sent.
+
+    Raises:
+        NotPushable: no rendering gives exactly Spark's result.
 
     Example:
         >>> cols = {"s": ColumnRef("s", "s", "string")}
         >>> render(StringStartsWith(("s",), "50%"), cols)
-        "(s LIKE '50!%%' ESCAPE '!')"
+        "s LIKE '50!%%' ESCAPE '!'"
     """
-    renderer = _RENDERERS.get(type(f))
-    if renderer is None:
-        raise NotPushable(type(f).__name__)
-    return renderer(f, columns)
+    return pushdown.render_filter(convert(f, columns))
 
 
-def render_all(
+def convert_all(
     filters: Sequence[Filter], columns: Mapping[str, ColumnRef]
-) -> tuple[list[str], list[Filter]]:
-    """Split ``filters`` into rendered predicates and the filters Spark must keep."""
-    pushed: list[str] = []
+) -> tuple[list[pushdown.Filter], list[Filter]]:
+    """Split ``filters`` into converted filters and the filters Spark must keep."""
+    pushed: list[pushdown.Filter] = []
     rest: list[Filter] = []
     for f in filters:
         try:
-            pushed.append(render(f, columns))
+            pushed.append(convert(f, columns))
         except NotPushable:
             rest.append(f)
     return pushed, rest

@@ -179,17 +179,6 @@ def _flag(options: dict[str, str], name: str, *, default: bool) -> bool:
     return value
 
 
-def select_statement(
-    bucket: str, key: str, refs: Sequence[str], predicates: Sequence[str]
-) -> str:
-    """``SELECT refs FROM "bucket"."key" WHERE p1 AND p2 ...`` (refs already rendered)."""
-    projection = ", ".join(refs) if refs else "*"
-    sql = f"SELECT {projection} FROM {pushdown.quote_table(bucket, key)}"
-    if predicates:
-        sql += " WHERE " + " AND ".join(predicates)
-    return sql
-
-
 # ---------------------------------------------------------------------------- batch
 class FlightSelectDataSource(DataSource):
     """Reads an object or a raw s3-select query from a flight-select server; also streams
@@ -246,7 +235,7 @@ class FlightSelectReader(DataSourceReader):
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
         self.options = BatchOptions.parse(options)
         self.schema = schema
-        self.predicates: list[str] = []
+        self.filters: list[pushdown.Filter] = []
         self._refs: dict[str, spark_filters.ColumnRef] | None = None
 
     def _column_refs(self) -> dict[str, spark_filters.ColumnRef]:
@@ -261,8 +250,8 @@ class FlightSelectReader(DataSourceReader):
         if self.options.query is not None or not self.options.filter_pushdown:
             yield from filters
             return
-        pushed, rest = spark_filters.render_all(filters, self._column_refs())
-        self.predicates.extend(pushed)
+        pushed, rest = spark_filters.convert_all(filters, self._column_refs())
+        self.filters.extend(pushed)
         log.debug("pushed %s, kept %s", pushed, rest)
         # Every filter goes back to Spark, the pushed ones too: the server still applies them
         # (the bytes saved), and Spark checks them again, so a query that ends up reading with
@@ -276,8 +265,8 @@ class FlightSelectReader(DataSourceReader):
         assert self.options.bucket is not None and self.options.key is not None
         refs = self._column_refs()
         projection = [refs[f.name].ref for f in self.schema.fields]
-        return select_statement(self.options.bucket, self.options.key, projection,
-                                self.predicates)
+        return pushdown.build_query(self.options.bucket, self.options.key, projection,
+                                    self.filters)
 
     def partitions(self) -> Sequence[InputPartition]:
         with FlightSelectClient(self.options.connection) as client:

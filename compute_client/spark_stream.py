@@ -288,7 +288,8 @@ class FlightSelectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         table = pushdown.quote_table(self.options.bucket, key)
         server = client.execute(f"SELECT * FROM {table}").schema
         refs = spark_filters.column_refs(server, self.schema)
-        sql = f"SELECT {', '.join(refs[f.name].ref for f in self.schema.fields)} FROM {table}"
+        sql = pushdown.build_query(self.options.bucket, key,
+                                   [refs[f.name].ref for f in self.schema.fields])
         if self.options.where:
             sql += f" WHERE ({self.options.where})"
         return sql

@@ -47,6 +47,14 @@ def test_importing_compute_client_loads_no_server_modules() -> None:
     assert result.stdout.strip() == ""
 
 
+def test_lazy_dataset_imports_only_pyarrow_and_stdlib() -> None:
+    """The Dataset shim both sides use sits below them both."""
+    imported = _imported_modules(ROOT / "lazy_dataset")
+    assert "pyarrow" in imported
+    assert not imported & {"flight_storage", "compute_client", "select_dialect", "sqlglot",
+                           "datafusion", "pyspark"}
+
+
 def test_flight_storage_package_init_is_empty() -> None:
     assert (ROOT / "flight_storage" / "__init__.py").read_text().strip() == ""
 
@@ -135,7 +143,7 @@ def test_datafusion_table_modules_import_only_downward() -> None:
     assert upward == []
 
 
-_PACKAGES = ("flight_storage", "compute_client", "select_dialect")
+_PACKAGES = ("flight_storage", "compute_client", "select_dialect", "lazy_dataset")
 
 
 def _module_name(path: Path) -> str:

@@ -9,7 +9,7 @@ from types import ModuleType
 
 import pytest
 
-PACKAGES = ("flight_storage", "select_dialect", "compute_client")
+PACKAGES = ("flight_storage", "select_dialect", "compute_client", "lazy_dataset")
 
 
 def _modules() -> list[str]:

@@ -1,30 +1,23 @@
 """A remote table as a ``pyarrow.dataset.Dataset`` that DataFusion scans: one fragment per
 Flight endpoint.
 
-How DataFusion reaches us (datafusion-python 55; ``tests/compute_client/
-test_datafusion_pushdown.py`` pins every point): a registered ``pyarrow.dataset.Dataset`` is
-duck-typed. While planning a scan DataFusion calls ``dataset.scanner(columns=, filter=)`` and
-then ``dataset.get_fragments(filter)`` with the same filter; each fragment becomes one partition
-and is read, lazily and in parallel, through ``fragment.scanner(schema, columns=, filter=,
-batch_size=).to_batches()``. The filter is Exact: DataFusion never re-checks it. The projection
-leaves out columns only the filter uses. The LIMIT is never passed (see
+The dataset is :class:`lazy_dataset.LazyDataset` (shared with the server's readers; its
+docstring says how DataFusion reaches it). Here :meth:`FlightDataset.plan_scans` turns the
+projection and the Exact filter DataFusion passes into one remote query, and each endpoint of
+its plan into one fragment. The LIMIT is never passed (see
 :mod:`compute_client.datafusion_table.limit`).
-
-Hand-written because datafusion-python 55 offers no Python TableProvider with pushdown; a
-duck-typed Dataset is the one way to receive the projection and the filter.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 
 from compute_client import pushdown
 from compute_client.datafusion_table.exactness import (
@@ -36,6 +29,7 @@ from compute_client.datafusion_table.exactness import (
 )
 from compute_client.datafusion_table.expressions import residual_columns
 from compute_client.flight import ConnectionOptions, Endpoint, FlightSelectClient, QueryPlan
+from lazy_dataset import Columns, LazyDataset, ScanFunction, project
 
 log = logging.getLogger(__name__)
 
@@ -130,46 +124,20 @@ class _Scan:
                  self.stats.bytes)
 
 
-class _Scanner:
-    """What ``scanner()`` returns: DataFusion reads ``projected_schema`` and the batches."""
+def _endpoint_scan(scan: _Scan, endpoint: Endpoint) -> ScanFunction:
+    """One Flight endpoint as a scan function: one DataFusion partition, read when pulled."""
 
-    def __init__(self, projected_schema: pa.Schema,
-                 batches: Callable[[], Iterator[pa.RecordBatch]]) -> None:
-        self.projected_schema = projected_schema
-        self._batches = batches
-
-    def to_batches(self) -> Iterator[pa.RecordBatch]:
-        return self._batches()
-
-    def to_reader(self) -> pa.RecordBatchReader:
-        return pa.RecordBatchReader.from_batches(self.projected_schema, self.to_batches())
-
-    def to_table(self) -> pa.Table:
-        return pa.Table.from_batches(list(self.to_batches()), schema=self.projected_schema)
-
-
-class _EndpointFragment:
-    """One Flight endpoint: one DataFusion partition, read when DataFusion pulls it."""
-
-    def __init__(self, scan: _Scan, endpoint: Endpoint) -> None:
-        self._scan = scan
-        self._endpoint = endpoint
-
-    def scanner(self, schema: pa.Schema | None = None, columns: Sequence[str] | None = None,
-                filter: pc.Expression | None = None, **_: Any) -> _Scanner:
-        projected = _project(self._scan.schema, columns)
-        missing = set(projected.names) - set(self._scan.fetched.names)
+    def read(columns: Columns, filter: pc.Expression | None) -> Iterator[pa.RecordBatch]:
+        projected = project(scan.schema, columns)
+        missing = set(projected.names) - set(scan.fetched.names)
         if missing:
             raise RuntimeError(f"scan planned without columns {sorted(missing)}")
-        return _Scanner(projected,
-                        lambda: self._scan.read(self._endpoint, columns, projected))
+        return scan.read(endpoint, columns, projected)
+
+    return read
 
 
-def _project(schema: pa.Schema, columns: Sequence[str] | None) -> pa.Schema:
-    return schema if columns is None else pa.schema([schema.field(c) for c in columns])
-
-
-class FlightDataset(ds.Dataset):
+class FlightDataset(LazyDataset):
     """A remote table as a pyarrow Dataset whose fragments are the server's endpoints.
 
     Attributes:
@@ -185,49 +153,25 @@ class FlightDataset(ds.Dataset):
             plan = client.execute(pushdown.build_query(table.bucket, table.key, None, (), 0))
         self.server_schema = plan.schema
         self._schema = _declared_schema(plan.schema, schema)
+        super().__init__(self._schema)
         self.scans: list[ScanStats] = []
-        self._pending: dict[str, Sequence[str] | None] = {}
         self._fetch_hint: int | None = None
         self._lock = threading.Lock()
-
-    @property
-    def schema(self) -> pa.Schema:  # type: ignore[override]
-        return self._schema
 
     @property
     def last_scan(self) -> ScanStats | None:
         """The most recent scan, or None."""
         return self.scans[-1] if self.scans else None
 
-    def scanner(self, schema: pa.Schema | None = None,  # type: ignore[override]
-                columns: Sequence[str] | None = None, filter: pc.Expression | None = None,
-                **_: Any) -> _Scanner:
-        # DataFusion calls this right before get_fragments(filter) to learn the projected
-        # schema; remember the projection, which get_fragments does not receive.
-        with self._lock:
-            self._pending[str(filter)] = list(columns) if columns is not None else None
-        projected = _project(self._schema, columns)
-        return _Scanner(projected, lambda: self._read_all(columns, filter, projected))
-
-    def _read_all(self, columns: Sequence[str] | None, filter: pc.Expression | None,
-                  projected: pa.Schema) -> Iterator[pa.RecordBatch]:
-        for fragment in self._plan_scan(columns, filter):
-            yield from fragment.scanner(columns=columns, filter=filter).to_batches()
-
-    def get_fragments(self, filter: pc.Expression | None = None  # type: ignore[override]
-                      ) -> Iterator[_EndpointFragment]:
-        with self._lock:
-            columns = self._pending.pop(str(filter), None)
-        return iter(self._plan_scan(columns, filter))
-
-    def _plan_scan(self, columns: Sequence[str] | None,
-                   filter: pc.Expression | pa.Scalar | None) -> list[_EndpointFragment]:
+    def plan_scans(self, columns: Columns, filter: pc.Expression | None
+                   ) -> list[ScanFunction]:
+        """Plan one scan: push what is exact, ask the server, one fragment per endpoint."""
         split = plan_pushdown(filter, self.server_schema, self._schema)
         limit = self._take_fetch_hint(split)
         if split.no_rows:
             return self._no_rows(filter)
         needed = _needed_columns(self._schema, columns, split.residual)
-        fetched = _project(self._schema, needed)
+        fetched = project(self._schema, needed)
         query = pushdown.build_query(
             self.table.bucket, self.table.key, _server_projection(self, needed),
             split.filters, limit,
@@ -242,9 +186,9 @@ class FlightDataset(ds.Dataset):
                  self.table.bucket, self.table.key, query, stats.pushed, stats.local, limit,
                  len(plan.endpoints))
         scan = _Scan(self.table, self._schema, fetched, plan, split.residual, stats)
-        return [_EndpointFragment(scan, e) for e in plan.endpoints]
+        return [_endpoint_scan(scan, e) for e in plan.endpoints]
 
-    def _no_rows(self, filter: pc.Expression | pa.Scalar | None) -> list[_EndpointFragment]:
+    def _no_rows(self, filter: pc.Expression | pa.Scalar | None) -> list[ScanFunction]:
         """A filter that is constant FALSE or NULL: no partitions, no call to the server."""
         constant = constant_filter(filter) if filter is not None else None
         text = CONSTANT_TEXT.get(constant, str(constant))

@@ -1,10 +1,8 @@
 """A lazily-read table for DataFusion: one fragment per partition, batches pulled on demand.
 
-DataFusion (through ``register_dataset``) accepts any ``pyarrow.dataset.Dataset`` and then only
-duck-types ``schema``, ``scanner(columns=, filter=)``, ``get_fragments(filter)`` and
-``fragment.scanner(...).to_batches()``. ``pyarrow``'s own in-memory dataset drains its source
-when created, so here each fragment is a *scan function* that runs only when DataFusion pulls
-the fragment.
+The dataset itself is :class:`lazy_dataset.LazyDataset` (shared with the DataFusion client);
+here each fragment is a *scan function* over one of the server's readers, run only when
+DataFusion pulls the fragment.
 
 A scan function receives the projection and the filter DataFusion pushes down and returns
 batches holding exactly the projected columns, filtered. Pushed filters are *Exact* (DataFusion
@@ -22,8 +20,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-Columns = Sequence[str] | None
-ScanFunction = Callable[[Columns, pc.Expression | None], Iterable[pa.RecordBatch]]
+from lazy_dataset import Columns, LazyDataset, ScanFunction
+
+__all__ = ["Columns", "ScanFunction", "StreamingDataset", "apply_filter", "chain_scans",
+           "conform", "generic_scan"]
+
 BatchFactory = Callable[[], Iterable[pa.RecordBatch]]
 
 
@@ -78,40 +79,8 @@ def chain_scans(scans: Sequence[ScanFunction]) -> ScanFunction:
     return scan
 
 
-class _Scanner:
-    def __init__(self, scans: Sequence[ScanFunction], schema: pa.Schema, columns: Columns,
-                 filter: pc.Expression | None) -> None:
-        self._scans = scans
-        self._columns = list(columns) if columns is not None else None
-        self._filter = filter
-        self.projected_schema = (
-            schema if self._columns is None
-            else pa.schema([schema.field(name) for name in self._columns])
-        )
-
-    def to_batches(self) -> Iterator[pa.RecordBatch]:
-        for scan in self._scans:
-            yield from scan(self._columns, self._filter)
-
-    def to_reader(self) -> pa.RecordBatchReader:
-        return pa.RecordBatchReader.from_batches(self.projected_schema, self.to_batches())
-
-    def to_table(self) -> pa.Table:
-        return pa.Table.from_batches(list(self.to_batches()), schema=self.projected_schema)
-
-
-class _Fragment:
-    def __init__(self, scan: ScanFunction, schema: pa.Schema) -> None:
-        self._scan = scan
-        self._schema = schema
-
-    def scanner(self, schema: pa.Schema | None = None, columns: Columns = None,
-                filter: pc.Expression | None = None, **_options: object) -> _Scanner:
-        return _Scanner([self._scan], self._schema, columns, filter)
-
-
-class StreamingDataset(ds.Dataset):
-    """A dataset whose fragments are scan functions, each read once, lazily.
+class StreamingDataset(LazyDataset):
+    """A dataset whose fragments are fixed scan functions, each read once, lazily.
 
     Args:
         schema: the table's schema.
@@ -119,16 +88,9 @@ class StreamingDataset(ds.Dataset):
     """
 
     def __init__(self, schema: pa.Schema, scans: Sequence[ScanFunction]) -> None:
-        self._schema_value = schema
+        super().__init__(schema)
         self._scans = list(scans)
 
-    @property
-    def schema(self) -> pa.Schema:  # type: ignore[override]
-        return self._schema_value
-
-    def get_fragments(self, filter: pc.Expression | None = None) -> Iterator[_Fragment]:  # type: ignore[override]
-        return iter([_Fragment(scan, self._schema_value) for scan in self._scans])
-
-    def scanner(self, schema: pa.Schema | None = None, columns: Columns = None,  # type: ignore[override]
-                filter: pc.Expression | None = None, **_options: object) -> _Scanner:
-        return _Scanner(self._scans, self._schema_value, columns, filter)
+    def plan_scans(self, columns: Columns, filter: pc.Expression | None
+                   ) -> Sequence[ScanFunction]:
+        return self._scans

@@ -44,7 +44,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from compute_client import spark_filters
+from compute_client import pushdown, spark_filters
 from compute_client.flight import ConnectionOptions, FlightSelectClient
 from compute_client.spark_filters import ColumnRef, NotPushable, render
 from tests.conftest import ServerProcess
@@ -238,11 +238,22 @@ def test_not_pushable(f: Filter) -> None:
         render(f, {**TYPED_REFS, **CSV_REFS})
 
 
-def test_render_all_returns_the_rest() -> None:
+def test_convert_all_returns_the_rest() -> None:
     keep = EqualTo(("dt",), dt.date(2024, 1, 1))
-    pushed, rest = spark_filters.render_all([EqualTo(("s",), "x"), keep], TYPED_REFS)
-    assert pushed == ["(s = 'x')"]
+    pushed, rest = spark_filters.convert_all([EqualTo(("s",), "x"), keep], TYPED_REFS)
+    assert pushed == [pushdown.Comparison("s", "=", "x")]
     assert rest == [keep]
+
+
+def test_filters_render_through_the_shared_renderer() -> None:
+    """Spark's filters are written by compute_client.pushdown, as the DataFusion client's are."""
+    refs = {**TYPED_REFS, "unit price": ColumnRef("unit price", "unit price", "float")}
+    assert render(EqualNullSafe(("i",), 7), refs) == "(i IS NOT NULL AND i = 7)"
+    assert render(Not(In(("f",), [1.5, 2.0])), refs) == "(f <> 1.5 AND f <> 2.0)"
+    assert render(LessThan(("unit price",), 1e-7), refs) == 's3object."unit price" < 1e-07'
+    assert render(Not(StringContains(("s",), "a%")), refs) == (
+        "NOT (s LIKE '%a!%%' ESCAPE '!')"
+    )
 
 
 def test_references_and_kinds() -> None:
@@ -260,10 +271,10 @@ def test_references_and_kinds() -> None:
     refs = spark_filters.column_refs(server, spark_schema)
     assert {n: (r.ref, r.kind) for n, r in refs.items()} == {
         "id": ("id", "integer"),
-        "Region": ("_2", "string"),       # bare names are case-insensitive: go by position
-        "from": ("_3", "string"),         # a keyword
-        "unit price": ("_4", "float"),
-        "x": ("_5", "other"),             # x and X collide; Spark string over int32
+        "Region": ("Region", "string"),   # the server looks the exact name up first
+        "from": ("from", "string"),       # a keyword: pushdown quotes it
+        "unit price": ("unit price", "float"),
+        "x": ("x", "other"),              # x and X: exact name first; Spark string over int32
         "big": ("big", "other"),          # decimal(20,2) is not exact as double
         "_1": ("_8", "string"),           # a name that looks positional goes by position
     }
@@ -271,15 +282,11 @@ def test_references_and_kinds() -> None:
         spark_filters.column_refs(server, StructType([StructField("nope", StringType())]))
 
 
-def test_like_pattern_escapes_every_wildcard() -> None:
-    assert spark_filters.like_pattern("contains", "5%_[!]") == "%5!%!_![!!!]%"
-
-
-def test_keyword_columns_go_by_position() -> None:
-    """A bare ``missing`` (or ``union``, ``join``) is not a column to the parser: by position."""
-    from compute_client.spark_filters import reference
-
-    for word in ("missing", "union", "join", "with", "status"):
-        names = ["id", word]
-        expected = "_2" if word != "status" else "status"
-        assert reference(word, 1, names) == expected
+def test_keyword_columns_are_quoted_in_the_statement() -> None:
+    """A bare ``missing`` (or ``union``, ``join``) is not a column to the parser: quoted."""
+    for word in ("missing", "union", "join", "with"):
+        refs = {word: ColumnRef(word, word, "string")}
+        assert render(IsNull((word,)), refs) == f's3object."{word}" IS NULL'
+    assert render(IsNull(("status",)), {"status": ColumnRef("status", "status", "string")}) == (
+        "status IS NULL"
+    )

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
 import pytest
 
 from compute_client.flight import ConnectionOptions, FlightSelectClient
 from compute_client.spark_source import FlightSelectReader
-from tests.conftest import SAMPLES, ServerProcess
+from tests.conftest import SAMPLES, ServerProcess, read_csv_headers, running_server
 
 pytestmark = pytest.mark.spark
 
@@ -98,9 +103,61 @@ def test_pushed_statement(spark, typed_server: ServerProcess) -> None:
     # server applies (f > 1.0 is not pushed)
     assert list(reader.pushFilters(offered)) == offered
     assert reader.statement() == (
-        "SELECT id, s, f FROM \"t\".\"typed.parquet\" WHERE (s = 'it''s') AND "
-        "(s LIKE '%!%%' ESCAPE '!')"
+        "SELECT id, s, f FROM \"t\".\"typed.parquet\" WHERE s = 'it''s' AND "
+        "s LIKE '%!%%' ESCAPE '!'"
     )
+
+
+# Names that break naive rendering: a space, a mixed-case name, a keyword, a dot, and "_3"
+# standing at position 6 (CSV and Parquet read _3 as the third field). Spark itself refuses two
+# names equal but for case, so unlike the DataFusion client's test there is one of them.
+ODD_NAMES = pa.table({
+    "id": pa.array([1, 2, 3, 4], pa.int64()),
+    "order region": ["north", "south", "north", "east"],
+    "Status": ["OPEN", "CLOSED", "OPEN", "OPEN"],
+    "select": ["s1", "s2", "s3", "s4"],
+    "a.b": ["ab1", "ab2", "ab3", "ab4"],
+    "_3": ["x1", "x2", "x3", "x4"],
+})
+
+
+@pytest.fixture(scope="module")
+def odd_names_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    root = tmp_path_factory.mktemp("odd-names")
+    (root / "n").mkdir()
+    pacsv.write_csv(ODD_NAMES, root / "n" / "orders.csv")
+    pq.write_table(ODD_NAMES, root / "n" / "orders.parquet")
+    read_csv_headers(root / "n", "orders.csv")
+    with running_server(root) as server:
+        yield server
+
+
+@pytest.mark.parametrize("table", ["n/orders.csv", "n/orders.parquet"])
+def test_columns_whose_names_are_not_identifiers_read_and_filter_right(
+    spark, odd_names_server: ServerProcess, table: str
+) -> None:
+    """Every column is projected and filtered on the server under its own name; the answers
+    are pyarrow's on the same rows (ids compared as text: the CSV holds text)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.datasource import EqualTo
+
+    frame = _remote(spark, odd_names_server.location, table).load()
+    assert frame.columns == ODD_NAMES.column_names
+    assert sorted(frame.select("_3").toPandas()["_3"]) == ODD_NAMES.column("_3").to_pylist()
+    for name in ODD_NAMES.column_names[1:]:
+        value = ODD_NAMES.column(name)[1].as_py()
+        matched = frame.where(F.col(f"`{name}`") == value).select("id").collect()
+        want = sorted(str(i) for i in ODD_NAMES.filter(
+            pc.equal(ODD_NAMES.column(name), value)).column("id").to_pylist())
+        assert sorted(str(r[0]) for r in matched) == want, name
+        reader = FlightSelectReader({"location": odd_names_server.location, "table": table},
+                                    frame.schema)
+        offered = [EqualTo((name,), value)]
+        list(reader.pushFilters(offered))
+        assert reader.filters, f"{name}: not pushed"
+        rows = FlightSelectClient(ConnectionOptions(odd_names_server.location)).read_all(
+            reader.statement())
+        assert sorted(str(i) for i in rows.column(0).to_pylist()) == want, name
 
 
 def test_query_option_pushes_an_aggregate(spark, sample_server: ServerProcess) -> None:
