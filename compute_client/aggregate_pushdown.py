@@ -209,7 +209,7 @@ def _server_column(name: str, plan: _Plan, *, grouping: bool) -> _Column:
     """How the server reads ``name`` so that its values equal the client's."""
     client = plan.dataset.schema.field(name).type
     server = plan.dataset.server_schema.field(name).type
-    if name in pushdown.RESERVED_WORDS or name not in plan.dataset.server_schema.names:
+    if name not in plan.dataset.server_schema.names:
         raise NotPushable(f"column {name} has no plain server reference")
     if client == server:
         return _Column(name, None)

@@ -6,10 +6,10 @@ front ends share one renderer: every statement either client sends is written he
 names, literals, LIKE patterns, the clauses). Only what renders exactly is pushed; callers keep
 the rest.
 
-A column is named by a plain string (rendered by :func:`quote_identifier`: bare when that is
-safe, else ``s3object."name"``), or by a :class:`Field` when the server must convert it
-before comparing (``Field("l_quantity", "INT")`` renders ``CAST(l_quantity AS INT)``: a CSV
-field the client reads as an integer). A :class:`Comparison` whose value is a :class:`Field`
+A column is named by a plain string (rendered by :func:`quote_identifier`:
+``s3object."name"``, bare only for a positional ``_N``), or by a :class:`Field` when the
+server must convert it before comparing (``Field("l_quantity", "INT")`` renders
+``CAST(s3object."l_quantity" AS INT)``: a CSV field the client reads as an integer). A :class:`Comparison` whose value is a :class:`Field`
 compares two columns. Deciding *whether* a comparison means on the server what it means on the
 client is the caller's job (it knows the column types); this module only renders.
 """
@@ -31,18 +31,6 @@ from typing import Any
 # in tests/select_dialect/test_decimal_kind.py); up to 15 digits no common type reaches it.
 MAX_EXACT_DECIMAL_PRECISION = 15
 
-_PLAIN_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# Words the s3-select parser reads as keywords or literals, so that a bare column of that name
-# does not parse, or means something else (``missing``, ``s3object``). Measured against
-# select_dialect in both flavours; tests/compute_client/test_datafusion_column_names.py pins
-# the list against every keyword and function name of the parser.
-RESERVED_WORDS = frozenset(
-    "all alter and any as between case connect_by_root create cross current_date current_time "
-    "current_timestamp current_user distinct drop else except false fetch for from glob grant "
-    "having if ilike inner insert intersect into join lateral like missing not notnull null on "
-    "or outer partitioned_by qualify regexp returning revoke rlike rollback s3object select "
-    "tablesample then true uncache union using when where with xor".split()
-)
 _OPERATORS = {"=": "=", "!=": "!=", "<>": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 _LIKE_ESCAPE = "!"
 _POSITIONAL = re.compile(r"_[0-9]+")
@@ -114,20 +102,21 @@ Filter = Comparison | InList | NullTest | StringMatch | Not | And | Or
 
 
 def quote_identifier(name: str) -> str:
-    """A column reference as s3-select reads it.
+    """A column reference as s3-select reads it: a quoted step under the row.
 
-    A plain name that is no keyword stays bare (``region``, ``Status``: the server looks the
-    exact name up first). Any other name is a quoted step under the row,
-    ``s3object."order region"``: a bare double-quoted name is a *string literal* in the Ceph
-    flavour, while a qualified one names the column in both flavours (CSV header, Parquet
-    column or JSON key; exact name first). A name ``_N`` is the N-th field of a CSV object
-    however it is written: callers must not use it for a column named ``_N`` elsewhere.
+    ``s3object."order region"`` names exactly that column in every flavour (CSV header,
+    Parquet column or JSON key): the server's own spelling, quoted, cannot be taken for a
+    keyword, for Ceph's string literal (a bare ``"x"``), or for several columns under AWS's
+    rule that an unquoted name matching names which differ only in case is an
+    ``AmbiguousFieldName``. A positional name ``_N`` stays bare: it is the N-th field of a CSV
+    object however it is written, so callers must not use it for a column named ``_N``
+    elsewhere (:func:`column_name`).
 
     Example:
-        >>> quote_identifier("region"), quote_identifier("order region")
-        ('region', 's3object."order region"')
+        >>> quote_identifier("region"), quote_identifier("order region"), quote_identifier("_2")
+        ('s3object."region"', 's3object."order region"', '_2')
     """
-    if _PLAIN_IDENTIFIER.fullmatch(name) and name.lower() not in RESERVED_WORDS:
+    if _POSITIONAL.fullmatch(name):
         return name
     return 's3object."' + name.replace('"', '""') + '"'
 
@@ -316,8 +305,8 @@ def build_grouped_query(bucket: str, key: str, group_by: Sequence[str], aggregat
     with no ``group_by`` it is one aggregate row over the whole object.
 
     Example:
-        >>> build_grouped_query("sales", "a.csv", ["region"], "count(*) AS n")
-        'SELECT region, count(*) AS n FROM "sales"."a.csv" GROUP BY region'
+        >>> print(build_grouped_query("sales", "a.csv", ["region"], "count(*) AS n"))
+        SELECT s3object."region", count(*) AS n FROM "sales"."a.csv" GROUP BY s3object."region"
     """
     groups = ", ".join(quote_identifier(c) for c in group_by)
     items = ", ".join(part for part in (groups, aggregates.strip()) if part)

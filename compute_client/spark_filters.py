@@ -360,8 +360,8 @@ def render(f: Filter, columns: Mapping[str, ColumnRef]) -> str:
 
     Example:
         >>> cols = {"s": ColumnRef("s", "s", "string")}
-        >>> render(StringStartsWith(("s",), "50%"), cols)
-        "s LIKE '50!%%' ESCAPE '!'"
+        >>> print(render(StringStartsWith(("s",), "50%"), cols))
+        s3object."s" LIKE '50!%%' ESCAPE '!'
     """
     return pushdown.render_filter(convert(f, columns))
 

@@ -929,11 +929,28 @@ class Lowering:
                 raise QuerySemanticError(f"invalid column {name}")
             self.state.max_positional = max(self.state.max_positional, position)
             return col(f"_{position}"), FIELD
+        if not quoted:
+            self._check_unambiguous(name, self.header)
         index = self._header_index(name, quoted)
         if index is None:
             raise self._unknown_column(name)
         self.state.max_positional = max(self.state.max_positional, index)
         return col(f"_{index}"), FIELD
+
+    def _check_unambiguous(self, name: str, names: Sequence[str]) -> None:
+        """AWS: an unquoted name matching several names that differ in case is an error (a
+        quoted name picks one; Ceph takes the exact match, else the first)."""
+        if self.flavor == "ceph":
+            return
+        spellings = sorted({n for n in names if n.lower() == name.lower()})
+        if len(spellings) > 1:
+            example = spellings[0].replace('"', '""')
+            raise QuerySemanticError(
+                f"{name} is ambiguous: it matches {_listing(spellings)}, which differ in case; "
+                f'quote the one you mean (a quoted name matches its own case), e.g. '
+                f's3object."{example}"',
+                code="AmbiguousFieldName",
+            )
 
     def _unknown_column(self, name: str) -> QuerySemanticError:
         """Ceph's text (the corpus matches it), then what the user can write instead."""
@@ -965,8 +982,10 @@ class Lowering:
         return None
 
     def _parquet_column(self, name: str, positional: re.Match[str] | None) -> Typed:
+        if not isinstance(name, _Quoted):
+            self._check_unambiguous(name, [c.name for c in self.columns])
         match = next((c for c in self.columns if c.name == name), None)
-        if match is None:
+        if match is None and (self.flavor == "ceph" or not isinstance(name, _Quoted)):
             match = next((c for c in self.columns if c.name.lower() == name.lower()), None)
         if match is None and positional:
             index = int(positional.group(1))
@@ -990,8 +1009,18 @@ class Lowering:
             elif isinstance(step, int):
                 path.append(("index", step))
             else:
-                path.append(("key", str(step)))
+                path.append((self._key_step_kind(step), str(step)))
         return self._json_path(tuple(path)), JSON
+
+    def _key_step_kind(self, step: str) -> str:
+        """How a JSON key step matches (the reader's step kinds, json_input's docstring).
+
+        AWS's rules: a quoted key matches its own case only; an unquoted one matches any case,
+        and several keys of one object matching it is an AmbiguousFieldName. Ceph matches
+        every key case-insensitively, the last of several winning."""
+        if self.flavor == "ceph":
+            return "key"
+        return "exact_key" if isinstance(step, _Quoted) else "only_key"
 
     def _json_path(self, path: tuple[tuple[Any, ...], ...]) -> exp.Expression:
         name = self._json_by_steps.get(path)

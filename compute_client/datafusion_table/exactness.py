@@ -322,8 +322,8 @@ def plan_pushdown(expression: pc.Expression | pa.Scalar | None, server: pa.Schem
 
     Example:
         >>> s = pa.schema([("a", pa.string())])
-        >>> plan_pushdown(pc.field("a") == "x", s, s).where
-        "a = 'x'"
+        >>> print(plan_pushdown(pc.field("a") == "x", s, s).where)
+        s3object."a" = 'x'
     """
     if expression is None:
         return PushdownPlan((), None)

@@ -29,7 +29,10 @@ Rows (``from_path``: the steps after ``s3object[*]``; empty for ``FROM s3object[
 
 Paths (``paths``: column name -> steps)
     ``("key", name)`` matches case-insensitively; when several members match, the last
-    one wins. ``("index", n)``; ``("any_index",)`` and ``("any_key",)`` make the value a
+    one wins (Ceph). AWS's rules: ``("exact_key", name)`` (a quoted name) matches its own
+    case only; ``("only_key", name)`` (unquoted) matches any case, and an object with
+    several members that match it in different cases fails the query with
+    ``AmbiguousFieldName``. ``("index", n)``; ``("any_index",)`` and ``("any_key",)`` make the value a
     JSON array of everything reached (nested wildcards flattened), or NULL when the part of
     the path before the first wildcard is MISSING or not an array / object.
 
@@ -64,7 +67,7 @@ from typing import Any, BinaryIO, Final
 
 import pyarrow as pa
 
-from flight_storage.errors import InputFormatError, InvalidRequestError
+from flight_storage.errors import InputFormatError, InvalidRequestError, QueryExecutionError
 
 JSON_TYPES: Final = ("DOCUMENT", "LINES")
 FLAVORS: Final = ("ceph", "aws")
@@ -300,14 +303,20 @@ def _check_step(step: tuple[Any, ...]) -> tuple[Any, ...]:
     arity = _STEP_ARITY.get(kind)  # type: ignore[arg-type]
     if arity is None or len(step) != arity:
         raise ValueError(f"malformed JSON path step {step!r}")
-    if kind == "key":
-        return ("key", str(step[1]).lower())
+    if kind in _FOLDED_KEYS:
+        return (kind, str(step[1]).lower())
+    if kind == "exact_key":
+        return (kind, str(step[1]))
     if kind == "index" and (not isinstance(step[1], int) or isinstance(step[1], bool)):
         raise ValueError(f"malformed JSON path step {step!r}")
     return tuple(step)
 
 
-_STEP_ARITY: Final[Mapping[str, int]] = {"key": 2, "index": 2, "any_index": 1, "any_key": 1}
+_STEP_ARITY: Final[Mapping[str, int]] = {
+    "key": 2, "exact_key": 2, "only_key": 2, "index": 2, "any_index": 1, "any_key": 1,
+}
+_FOLDED_KEYS: Final = frozenset({"key", "only_key"})
+_KEY_STEPS: Final = frozenset({"key", "exact_key", "only_key"})
 
 
 def _ceph_step(value: Any, step: tuple[Any, ...], out: list[Any]) -> None:
@@ -324,6 +333,10 @@ def _ceph_step(value: Any, step: tuple[Any, ...], out: list[Any]) -> None:
     elif isinstance(value, dict):
         if kind == "key":
             out.extend(member for key, member in _pairs(value) if key.lower() == step[1])
+        elif kind in _KEY_STEPS:
+            member = _KEY_LOOKUPS[kind](value, step[1])
+            if member is not _MISSING:
+                out.append(member)
         elif kind == "any_key":
             out.extend(member for _, member in _pairs(value))
         elif kind == "any_index":
@@ -359,6 +372,42 @@ def _key_lookup(value: Any, key: str) -> Any:
     return _MISSING
 
 
+def _exact_key_lookup(value: Any, key: str) -> Any:
+    if isinstance(value, dict):
+        return dict.get(value, key, _MISSING)  # a duplicated key: its last value
+    return _MISSING
+
+
+def _only_key_lookup(value: Any, key: str) -> Any:
+    if isinstance(value, dict):
+        lowered = _lowered(value)
+        _check_unambiguous(value, lowered, key)
+        return lowered.get(key, _MISSING)
+    return _MISSING
+
+
+def _check_unambiguous(value: dict[str, Any], lowered: dict[str, Any], key: str) -> None:
+    """Raise AmbiguousFieldName when members of ``value`` spelled differently match ``key``
+    (folded). Cheap when no two members fold together: the folded view is as long."""
+    if len(lowered) == dict.__len__(value):
+        return
+    spellings = sorted({name for name in dict.keys(value) if name.lower() == key})
+    if len(spellings) > 1:
+        raise QueryExecutionError(
+            f"{key} is ambiguous: the object has the keys {', '.join(spellings)}, which differ "
+            f'in case; quote the one you mean (a quoted name matches its own case), e.g. '
+            f's3object."{spellings[0]}"',
+            code="AmbiguousFieldName",
+        )
+
+
+_KEY_LOOKUPS: Final[Mapping[str, Callable[[Any, str], Any]]] = {
+    "key": _key_lookup,
+    "exact_key": _exact_key_lookup,
+    "only_key": _only_key_lookup,
+}
+
+
 def _index_lookup(value: Any, index: int) -> Any:
     if type(value) is list and 0 <= index < len(value):
         return value[index]
@@ -367,8 +416,8 @@ def _index_lookup(value: Any, index: int) -> Any:
 
 def _aws_step(value: Any, step: tuple[Any, ...], out: list[Any]) -> None:
     kind = step[0]
-    if kind == "key":
-        out.append(_key_lookup(value, step[1]))
+    if kind in _KEY_STEPS:
+        out.append(_KEY_LOOKUPS[kind](value, step[1]))
     elif kind == "index":
         out.append(_index_lookup(value, step[1]))
     elif kind == "any_index" and type(value) is list:
@@ -441,7 +490,7 @@ class _Node:
 
     def __init__(self) -> None:
         self.terminals: list[int] = []
-        self.keys: dict[str, _Node] = {}
+        self.keys: dict[tuple[str, str], _Node] = {}
         self.indexes: dict[int, _Node] = {}
         self.wild: list[tuple[tuple[tuple[Any, ...], ...], int]] = []
 
@@ -458,8 +507,8 @@ def _collect(value: Any, steps: tuple[tuple[Any, ...], ...]) -> Any:
         reached: list[Any] = []
         kind = step[0]
         for item in current:
-            if kind == "key":
-                found = _key_lookup(item, step[1])
+            if kind in _KEY_STEPS:
+                found = _KEY_LOOKUPS[kind](item, step[1])
             elif kind == "index":
                 found = _index_lookup(item, step[1])
             else:
@@ -494,12 +543,22 @@ def _terminal_visitor(columns: tuple[int, ...]) -> _Visitor:
     return visit_many
 
 
-def _keys_visitor(children: tuple[tuple[str, _Visitor], ...]) -> _Visitor:
+def _keys_visitor(children: tuple[tuple[tuple[str, str], _Visitor], ...]) -> _Visitor:
+    folded = tuple((kind, key, child) for (kind, key), child in children if kind in _FOLDED_KEYS)
+    exact = tuple((key, child) for (kind, key), child in children if kind == "exact_key")
+
     def visit(value: Any, texts: list[Any]) -> None:
         if isinstance(value, dict):
-            lowered = _lowered(value)
-            for key, child in children:
-                member = lowered.get(key, _MISSING)
+            if folded:
+                lowered = _lowered(value)
+                for kind, key, child in folded:
+                    if kind == "only_key":
+                        _check_unambiguous(value, lowered, key)
+                    member = lowered.get(key, _MISSING)
+                    if member is not _MISSING:
+                        child(member, texts)
+            for key, child in exact:
+                member = dict.get(value, key, _MISSING)
                 if member is not _MISSING:
                     child(member, texts)
 
@@ -559,8 +618,10 @@ class _PathEvaluator:
                 if step[0] in _WILDCARDS:
                     node.wild.append((checked[position:], column))
                     break
-                children: dict[Any, _Node] = node.keys if step[0] == "key" else node.indexes
-                node = children.setdefault(step[1], _Node())
+                if step[0] in _KEY_STEPS:
+                    node = node.keys.setdefault((step[0], step[1]), _Node())
+                else:
+                    node = node.indexes.setdefault(step[1], _Node())
             else:
                 node.terminals.append(column)
         self.visit: _Visitor | None = _compile(root) if self.width else None

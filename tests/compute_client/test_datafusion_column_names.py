@@ -2,8 +2,9 @@
 
 In the server's default (Ceph) flavour a bare double-quoted name is a string literal, so
 ``SELECT "order region"`` used to return the text ``order region`` on every row and a filter on
-it matched nothing. The client now names such a column ``s3object."order region"``, which the
-s3-select dialect reads as the column in both flavours; a name ``_N`` that is not the N-th
+it matched nothing. The client now names every column ``s3object."order region"``, which the
+s3-select dialect reads as that column in every flavour (also where two names differ only in
+case, which AWS's rules make ambiguous unquoted); a name ``_N`` that is not the N-th
 column is fetched with ``SELECT *`` (CSV reads ``_N`` as a position whatever the quoting).
 Expected answers are computed with pyarrow from the same rows, never written out by hand.
 """
@@ -165,8 +166,9 @@ def _dialect_words() -> list[str]:
 
 @pytest.mark.parametrize("flavor", ["ceph", "aws"])
 def test_every_dialect_word_as_a_column_name_is_read_as_that_column(flavor: str) -> None:
-    """Pins RESERVED_WORDS against the dialect: a word the parser takes for a keyword must be
-    quoted, or the projection or the WHERE below reads something else (or fails)."""
+    """Every word the parser knows (keywords, functions), as the client names a column, is
+    read as that column: the projection and the WHERE below would read something else (or
+    fail) for a name the client left bare."""
     words = _dialect_words()
     assert len(words) > 500
     first = [f"v{i}" for i in range(len(words))]

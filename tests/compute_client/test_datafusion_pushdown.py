@@ -173,10 +173,10 @@ def test_parquet_pushes_what_is_exact(typed_server: ServerProcess, typed_data: P
                "AND ts > TIMESTAMP '2024-01-01T00:00:00Z'").to_arrow_table()
     scan = dataset.last_scan
     assert scan is not None
-    assert scan.pushed == "i > 9 AND d >= 12.34"
+    assert scan.pushed == 's3object."i" > 9 AND s3object."d" >= 12.34'
     assert scan.local.startswith("((dt < 1970-01-01) and (ts > 2024-01-01 ")
-    assert scan.query == ('SELECT id, dt, ts FROM "t"."typed.parquet" '
-                          "WHERE i > 9 AND d >= 12.34")
+    assert scan.query == ('SELECT s3object."id", s3object."dt", s3object."ts" FROM '
+                          '"t"."typed.parquet" WHERE s3object."i" > 9 AND s3object."d" >= 12.34')
 
 
 def test_csv_with_declared_types_answers_like_datafusion(typed_server: ServerProcess,
@@ -198,7 +198,8 @@ def test_csv_with_declared_types_answers_like_datafusion(typed_server: ServerPro
         sql = f"SELECT id, s FROM t WHERE {clause}"
         assert _rows(remote.sql(sql).to_arrow_table()) == _rows(local.sql(sql).to_arrow_table())
     remote.sql("SELECT s FROM t WHERE id > 20").to_arrow_table()
-    assert dataset.last_scan is not None and dataset.last_scan.pushed == "CAST(id AS INT) > 20"
+    assert dataset.last_scan is not None and dataset.last_scan.pushed == (
+        'CAST(s3object."id" AS INT) > 20')
 
 
 # ------------------------------------------------------------------ LIMIT, catalogs, logs
@@ -213,7 +214,7 @@ def test_limit_is_pushed_only_where_safe(typed_server: ServerProcess) -> None:
     standard = register_flight_table(ctx, "s", typed_server.location, "t/typed.parquet")
     assert collect(ctx, "SELECT id FROM t LIMIT 3", {"t": ceph}).num_rows == 3
     assert ceph.last_scan is not None and ceph.last_scan.limit == 3
-    assert ceph.last_scan.query == 'SELECT id FROM "t"."typed.parquet" LIMIT 3'
+    assert ceph.last_scan.query == 'SELECT s3object."id" FROM "t"."typed.parquet" LIMIT 3'
     # Ceph's LIMIT counts scanned rows: with a pushed WHERE it is not sent.
     got = collect(ctx, "SELECT id FROM t WHERE i > 9 LIMIT 2", {"t": ceph})
     assert got.num_rows == 2 and ceph.last_scan.limit is None
@@ -237,7 +238,7 @@ def test_catalog_of_two_servers(typed_server: ServerProcess,
     got = ctx.sql('SELECT count(*) AS n FROM store.t."typed.parquet" WHERE i > 9').to_arrow_table()
     dataset = catalog.dataset("t", "typed.parquet")
     assert dataset is not None and dataset.last_scan is not None
-    assert dataset.last_scan.pushed == "i > 9"
+    assert dataset.last_scan.pushed == 's3object."i" > 9'
     assert got["n"].to_pylist() == [dataset.last_scan.rows]
     orders = ctx.sql('SELECT count(*) AS n FROM store.sales."orders/2024-01.csv"').to_arrow_table()
     assert orders["n"].to_pylist()[0] > 0
@@ -250,4 +251,4 @@ def test_scans_are_logged_at_info(typed_server: ServerProcess,
     with caplog.at_level(logging.INFO, logger="compute_client.datafusion_table"):
         ctx.sql("SELECT id FROM t WHERE i > 9").to_arrow_table()
     text = caplog.text
-    assert "pushed='i > 9'" in text and "endpoint done" in text and "bytes=" in text
+    assert """pushed='s3object."i" > 9'""" in text and "endpoint done" in text and "bytes=" in text

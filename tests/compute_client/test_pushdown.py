@@ -41,8 +41,8 @@ def test_render_field_casts_and_column_comparisons() -> None:
         Comparison("x", "<", Field("y")),
         InList(Field("p", "FLOAT"), (1.5, 2.0)),
     ])
-    assert sql == ('SELECT a FROM "b"."k.csv" WHERE CAST(q AS INT) < 24 AND x < y '
-                   "AND CAST(p AS FLOAT) IN (1.5, 2.0)")
+    assert sql == ('SELECT s3object."a" FROM "b"."k.csv" WHERE CAST(s3object."q" AS INT) < 24 '
+                   'AND s3object."x" < s3object."y" AND CAST(s3object."p" AS FLOAT) IN (1.5, 2.0)')
 
 
 def test_render_literals() -> None:
@@ -126,7 +126,8 @@ def test_native_columns_push_with_their_own_types() -> None:
         & (pc.field("f") < 1.5) & (pc.field("b") == True)  # noqa: E712
     )
     pushed, local = where(expression)
-    assert pushed == "i > 3 AND d >= 0.05 AND s = 'x' AND b = true"
+    assert pushed == ("""s3object."i" > 3 AND s3object."d" >= 0.05 AND s3object."s" = 'x' """
+                      """AND s3object."b" = true""")
     # Native dates go through Timestamp(ns) on the server (fails outside 1677..2262); floats
     # order NaN differently there: both stay local.
     assert local == "((day < 1995-01-01) and (f < 1.5))"
@@ -139,8 +140,8 @@ def test_csv_text_columns_push_with_server_conversions() -> None:
         & (pc.field("f") < 1.5) & (pc.field("b") == True)  # noqa: E712
     )
     pushed, local = where(expression, CSV_SERVER)
-    assert pushed == ("CAST(i AS INT) > 3 AND CAST(d AS FLOAT) >= 0.05 AND day < '1995-01-01' "
-                      "AND s = 'x'")
+    assert pushed == ("""CAST(s3object."i" AS INT) > 3 AND CAST(s3object."d" AS FLOAT) >= 0.05 """
+                      """AND s3object."day" < '1995-01-01' AND s3object."s" = 'x'""")
     # Float text: NaN orders differently; bool text ("true"/"1"/"yes"): no exact comparison.
     assert local == "((f < 1.5) and (b == true))"
 
@@ -163,7 +164,8 @@ def test_inexact_comparisons_stay_local(expression: pc.Expression) -> None:
 def test_conjuncts_split_between_server_and_client() -> None:
     expression = (pc.field("i") > 3) & (pc.field("f32") > S(1.5, pa.float32())) & (
         (pc.field("s") == "a") | (pc.field("s") == "b"))
-    assert where(expression) == ("i > 3 AND s IN ('a', 'b')", "(f32 > 1.5)")
+    assert where(expression) == ("""s3object."i" > 3 AND s3object."s" IN ('a', 'b')""",
+                                 "(f32 > 1.5)")
 
 
 def test_an_or_with_one_local_branch_stays_local_whole() -> None:
@@ -173,14 +175,16 @@ def test_an_or_with_one_local_branch_stays_local_whole() -> None:
 
 def test_column_comparisons_and_negations() -> None:
     expression = (pc.field("s") < pc.field("t")) & ~(pc.field("i") <= 5) & pc.field("j").is_valid()
-    assert where(expression) == ("s < t AND NOT (i <= 5) AND j IS NOT NULL", "")
-    assert where(pc.field("s").isin(["a", "b", "c"])) == ("s IN ('a', 'b', 'c')", "")
+    assert where(expression) == (
+        's3object."s" < s3object."t" AND NOT (s3object."i" <= 5) AND s3object."j" IS NOT NULL', "")
+    assert where(pc.field("s").isin(["a", "b", "c"])) == (
+        """s3object."s" IN ('a', 'b', 'c')""", "")
 
 
 def test_grouped_query_quotes_groups_and_needs_something_to_select() -> None:
     assert pushdown.build_grouped_query("b", "k.csv", ["region", "select"], "count(*) AS n") == (
-        'SELECT region, s3object."select", count(*) AS n FROM "b"."k.csv" '
-        'GROUP BY region, s3object."select"')
+        'SELECT s3object."region", s3object."select", count(*) AS n FROM "b"."k.csv" '
+        'GROUP BY s3object."region", s3object."select"')
     assert pushdown.build_grouped_query("b", "k.csv", [], "count(*)") == (
         'SELECT count(*) FROM "b"."k.csv"')
     with pytest.raises(ValueError, match="group_by"):

@@ -103,8 +103,8 @@ def test_pushed_statement(spark, typed_server: ServerProcess) -> None:
     # server applies (f > 1.0 is not pushed)
     assert list(reader.pushFilters(offered)) == offered
     assert reader.statement() == (
-        "SELECT id, s, f FROM \"t\".\"typed.parquet\" WHERE s = 'it''s' AND "
-        "s LIKE '%!%%' ESCAPE '!'"
+        """SELECT s3object."id", s3object."s", s3object."f" FROM "t"."typed.parquet" """
+        """WHERE s3object."s" = 'it''s' AND s3object."s" LIKE '%!%%' ESCAPE '!'"""
     )
 
 

@@ -151,7 +151,7 @@ def test_fetch_statement_pushes_columns_and_where(
 
     with FlightSelectClient(reader.options.connection) as client:
         assert reader.statement(client, "stmt/part-007.csv") == (
-            'SELECT word FROM "s"."stmt/part-007.csv" WHERE (word LIKE \'wx%\')'
+            """SELECT s3object."word" FROM "s"."stmt/part-007.csv" WHERE (word LIKE 'wx%')"""
         )
 
 
