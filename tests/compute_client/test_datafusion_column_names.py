@@ -84,7 +84,8 @@ def test_projection_of_names_that_are_not_identifiers(names_server: ServerProces
         got = _column(ctx, f'SELECT "{name}" FROM o ORDER BY id', name)
         assert got == ROWS.column(name).to_pylist(), (name, dataset.last_scan)
     assert dataset.last_scan is not None
-    assert dataset.last_scan.query == f'SELECT id, s3object."a.b" FROM "n"."{table[2:]}"'
+    assert dataset.last_scan.query == (
+        f'SELECT s3object."id", s3object."a.b" FROM "n"."{table[2:]}"')
 
 
 @pytest.mark.parametrize("flavor", ["ceph", "aws"])
@@ -98,7 +99,7 @@ def test_filters_on_names_that_are_not_identifiers_are_pushed_and_exact(
          "s3object.\"order region\" = 'north'"),
         ("\"Status\" = 'OPEN' AND status = 'open'",
          pc.and_(pc.equal(ROWS["Status"], "OPEN"), pc.equal(ROWS["status"], "open")),
-         "Status = 'OPEN' AND status = 'open'"),
+         "s3object.\"Status\" = 'OPEN' AND s3object.\"status\" = 'open'"),
         ("\"select\" IN ('s2', 's4') AND \"a.b\" <> 'ab4'",
          pc.and_(pc.is_in(ROWS["select"], pa.array(["s2", "s4"])),
                  pc.not_equal(ROWS["a.b"], "ab4")),
@@ -127,9 +128,11 @@ def test_a_positional_looking_name_elsewhere_is_read_whole_and_filtered_here(
 # ------------------------------------------------------------------ pure rendering
 
 
-def test_quote_identifier_qualifies_what_cannot_go_bare() -> None:
-    assert pushdown.quote_identifier("region") == "region"
-    assert pushdown.quote_identifier("Status") == "Status"
+def test_quote_identifier_qualifies_every_name_but_a_position() -> None:
+    assert pushdown.quote_identifier("region") == 's3object."region"'
+    assert pushdown.quote_identifier("Status") == 's3object."Status"'
+    assert pushdown.quote_identifier("_3") == "_3"
+    assert pushdown.quote_identifier("_3x") == 's3object."_3x"'
     assert pushdown.quote_identifier("order region") == 's3object."order region"'
     assert pushdown.quote_identifier('we"ird') == 's3object."we""ird"'
     assert pushdown.quote_identifier("Select") == 's3object."Select"'
@@ -143,7 +146,7 @@ def test_filters_on_such_names_are_read_back_and_pushed() -> None:
                   & pc.field("x,y").isin(["p", "q", "r"]) & (pc.field("n") > 1))
     plan = plan_pushdown(expression, schema, schema)
     assert plan.where == ("s3object.\"order region\" = 'a b' AND s3object.\"a.b\" IS NULL "
-                          "AND s3object.\"x,y\" IN ('p', 'q', 'r') AND n > 1")
+                          "AND s3object.\"x,y\" IN ('p', 'q', 'r') AND s3object.\"n\" > 1")
     assert plan.residual is None
 
 

@@ -37,7 +37,7 @@ def test_in_over_a_json_array_of_the_row() -> None:
         },
     )
     t = translate("SELECT s.id FROM s3object s WHERE 8.5 IN s.nested[*][*]", input_format="json", flavor="aws")
-    assert t.json_paths["j1"] == (("key", "nested"), ("any_index",), ("any_index",))
+    assert t.json_paths["j1"] == (("only_key", "nested"), ("any_index",), ("any_index",))
     assert "s3_json_in('8.5', \"j1\")" in t.sql
 
 
@@ -93,8 +93,12 @@ def test_json_value_against_boolean_per_flavor() -> None:
 
 def test_wildcard_paths_in_projections() -> None:
     t = translate("SELECT s.a[*].b FROM s3object s", input_format="json", flavor="aws")
-    assert t.json_paths == {"j0": (("key", "a"), ("any_index",), ("key", "b"))}
+    assert t.json_paths == {"j0": (("only_key", "a"), ("any_index",), ("only_key", "b"))}
     assert t.output_is_json == [True]
+    t = translate('SELECT s."A"[*].b FROM s3object s', input_format="json", flavor="ceph")
+    assert t.json_paths == {"j0": (("key", "A"), ("any_index",), ("key", "b"))}
+    t = translate('SELECT s."A"[*].b FROM s3object s', input_format="json", flavor="standard")
+    assert t.json_paths == {"j0": (("exact_key", "A"), ("any_index",), ("only_key", "b"))}
 
 
 def test_from_path_starts_after_the_document_iterator() -> None:

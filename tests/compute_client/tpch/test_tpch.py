@@ -105,13 +105,16 @@ def test_tpch_query_equals_local_datafusion(tpch: tuple[Path, ServerProcess], fm
     # Parquet dates stay local (the server compares them through Timestamp(ns)). The two
     # decimal(15,2) columns arrive as decimals, 16 bytes a value (they were 8-byte doubles
     # while the dialect read decimals as DOUBLE): 7485 rows of 36 bytes, 14% of the file.
-    ("parquet", 'SELECT l_extendedprice, l_discount, l_shipdate FROM "pq"."lineitem.parquet" '
-                "WHERE l_discount >= 0.05 AND l_discount <= 0.07 AND l_quantity < 24.00",
+    ("parquet", 'SELECT s3object."l_extendedprice", s3object."l_discount", '
+                's3object."l_shipdate" FROM "pq"."lineitem.parquet" '
+                'WHERE s3object."l_discount" >= 0.05 AND s3object."l_discount" <= 0.07 '
+                'AND s3object."l_quantity" < 24.00',
      "((l_shipdate >= 1994-01-01) and (l_shipdate < 1995-01-01))", 5),
-    ("csv", 'SELECT l_extendedprice, l_discount FROM "csv"."lineitem.csv" '
-            "WHERE l_shipdate >= '1994-01-01' AND l_shipdate < '1995-01-01' "
-            "AND CAST(l_discount AS FLOAT) >= 0.05 AND CAST(l_discount AS FLOAT) <= 0.07 "
-            "AND CAST(l_quantity AS FLOAT) < 24.00", "", 200),
+    ("csv", 'SELECT s3object."l_extendedprice", s3object."l_discount" FROM "csv"."lineitem.csv" '
+            """WHERE s3object."l_shipdate" >= '1994-01-01' AND s3object."l_shipdate" < """
+            """'1995-01-01' AND CAST(s3object."l_discount" AS FLOAT) >= 0.05 """
+            'AND CAST(s3object."l_discount" AS FLOAT) <= 0.07 '
+            'AND CAST(s3object."l_quantity" AS FLOAT) < 24.00', "", 200),
 ])
 def test_q6_pushes_its_filter_and_receives_little(tpch: tuple[Path, ServerProcess], fmt: str,
                                                   query: str, local: str,
@@ -134,12 +137,13 @@ def test_q3_pushes_a_filter_to_each_table(tpch: tuple[Path, ServerProcess]) -> N
     pushed = {name: d.last_scan.pushed for name, d in datasets.items()
               if d.last_scan is not None}
     assert pushed == {
-        "customer": "c_mktsegment = 'BUILDING'",
-        "orders": "o_orderdate < '1995-03-15'",
-        "lineitem": "l_shipdate > '1995-03-15'",
+        "customer": """s3object."c_mktsegment" = 'BUILDING'""",
+        "orders": """s3object."o_orderdate" < '1995-03-15'""",
+        "lineitem": """s3object."l_shipdate" > '1995-03-15'""",
     }
     customer = datasets["customer"].last_scan
     assert customer is not None
     assert customer.query == (
-        'SELECT c_custkey FROM "csv"."customer.csv" WHERE c_mktsegment = \'BUILDING\'')
+        'SELECT s3object."c_custkey" FROM "csv"."customer.csv" '
+        """WHERE s3object."c_mktsegment" = 'BUILDING'""")
     assert customer.bytes < (root / "csv" / "customer.csv").stat().st_size / 50
