@@ -7,7 +7,7 @@ a small queue. The resources a client can make the server spend are bounded here
 |---|---|---|
 | streams computing at once | ``max_running`` compute slots | a producer waits for a slot up to ``queue_wait_s``, then the stream fails with ``SlowDown`` |
 | streams open at once | ``max_open`` | DoGet is refused at once with ``SlowDown`` naming the limit |
-| memory of a stream | ``queue_batches`` batches queued | the producer waits (holding no slot) until the client reads |
+| memory of a stream | ``queue_bytes`` of batches queued (at least one batch) | the producer waits (holding no slot) until the client reads |
 | a client that stops reading | ``idle_timeout_s`` | the stream is cancelled (``RequestTimeout``) and its producer ends |
 | run time | ``query_timeout_s`` | the stream fails with ``QueryTimeout`` |
 | an object changed under a running stream | checked every second | the stream fails with ``PreconditionFailed`` |
@@ -32,9 +32,9 @@ stream's deadline and idle time on the server's own clock, and on shutdown ends 
 
 from __future__ import annotations
 
+import collections
 import io
 import logging
-import queue
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -66,7 +66,7 @@ class StreamLimits:
 
     max_running: int = 4
     max_open: int = 256
-    queue_batches: int = 2
+    queue_bytes: int = 8 << 20
     queue_wait_s: float = 120.0
     query_timeout_s: float = 600.0
     idle_timeout_s: float = 300.0
@@ -341,8 +341,7 @@ class QueryStream:
         self._check_source = check_source
         self._next_source_check = 0.0
         self._holding_slot = False
-        self._queue: queue.Queue[tuple[str, Any]] = queue.Queue(
-            maxsize=max(1, self._limits.queue_batches))
+        self._queue = _BatchQueue(self._limits.queue_bytes)
         self._thread: threading.Thread | None = None
         self._done = False
         self._failure: BaseException | None = None
@@ -402,11 +401,8 @@ class QueryStream:
 
     def _put(self, item: tuple[str, Any]) -> bool:
         while not self.stop.is_set():
-            try:
-                self._queue.put(item, timeout=POLL_S)
+            if self._queue.put(item, timeout=POLL_S):
                 return True
-            except queue.Full:
-                continue
         return False
 
     # -- the watchdog (server's clock)
@@ -424,7 +420,7 @@ class QueryStream:
             self.fail(ResourceLimitError(
                 f"query ran longer than {self._limits.query_timeout_s:g} s (--query-timeout)",
                 code="QueryTimeout"), "timeout")
-        elif self._queue.full() and now - self._last_pull > self._limits.idle_timeout_s:
+        elif self._queue.full and now - self._last_pull > self._limits.idle_timeout_s:
             self.fail(ResourceLimitError(
                 f"the client read nothing for {self._limits.idle_timeout_s:g} s "
                 "(--idle-timeout); the stream was cancelled", code="RequestTimeout"), "idle")
@@ -439,7 +435,7 @@ class QueryStream:
         self.stop.set()
         # a producer that never comes back from the engine must not keep its slot
         self._give_back_slot()
-        _drain(self._queue)  # the batches' memory goes now, not when gRPC pulls again
+        self._queue.clear()  # the batches' memory goes now, not when gRPC pulls again
         self._finish(None)
 
     # -- consumer (gRPC thread)
@@ -465,14 +461,14 @@ class QueryStream:
     def _next(self) -> Item:
         while True:
             self._check_stop()
-            try:
-                kind, value = self._queue.get(timeout=POLL_S)
-            except queue.Empty:
+            got = self._queue.get(timeout=POLL_S)
+            if got is None:
                 if time.monotonic() - self._last_sent >= self._limits.keepalive_s:
                     self._last_sent = time.monotonic()
                     self._fields["keepalives"] = self._fields.get("keepalives", 0) + 1
                     return self._on_idle()
                 continue
+            kind, value = got
             if kind == "batch":
                 self._fields["rows"] += value.num_rows
                 self._fields["bytes"] += value.nbytes
@@ -536,9 +532,57 @@ class QueryStream:
         self.close()
 
 
-def _drain(items: queue.Queue[Any]) -> None:
-    while True:
-        try:
-            items.get_nowait()
-        except queue.Empty:
-            return
+class _BatchQueue:
+    """The hand-off between a stream's producer and its gRPC thread, bounded in bytes.
+
+    Batches wait here up to ``budget`` bytes in all; one batch always fits, however large, so a
+    wide batch cannot block its stream. ``full`` is true while the producer waits for room:
+    the client, not the engine, is what the stream waits for (the watchdog's idle test). A
+    budget of a few batches lets the engine compute ahead of gRPC; two batches did not (a
+    full-scan stream spent a tenth of its time handing batches over).
+    """
+
+    def __init__(self, budget: int) -> None:
+        self._budget = max(1, budget)
+        self._items: collections.deque[tuple[tuple[str, Any], int]] = collections.deque()
+        self._bytes = 0
+        self._waiting = False
+        self._changed = threading.Condition()
+
+    @property
+    def full(self) -> bool:
+        """A producer is waiting for the consumer to make room."""
+        return self._waiting
+
+    def put(self, item: tuple[str, Any], timeout: float) -> bool:
+        """Queue ``item``; False when no room came within ``timeout`` seconds."""
+        size = item[1].nbytes if item[0] == "batch" else 0
+        with self._changed:
+            if self._items and self._bytes + size > self._budget:
+                # stays set between the producer's retries, until the item goes in
+                self._waiting = True
+                if not self._changed.wait_for(
+                        lambda: not self._items or self._bytes + size <= self._budget, timeout):
+                    return False
+            self._waiting = False
+            self._items.append((item, size))
+            self._bytes += size
+            self._changed.notify_all()
+            return True
+
+    def get(self, timeout: float) -> tuple[str, Any] | None:
+        """The oldest item, or None when none came within ``timeout`` seconds."""
+        with self._changed:
+            if not self._changed.wait_for(lambda: bool(self._items), timeout):
+                return None
+            item, size = self._items.popleft()
+            self._bytes -= size
+            self._changed.notify_all()
+            return item
+
+    def clear(self) -> None:
+        with self._changed:
+            self._items.clear()
+            self._bytes = 0
+            self._waiting = False
+            self._changed.notify_all()

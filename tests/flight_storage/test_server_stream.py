@@ -125,7 +125,7 @@ def test_abandoned_stream_leaves_the_pool(tmp_path: Path) -> None:
 
 def test_a_stream_waiting_for_its_reader_holds_no_compute_slot(tmp_path: Path) -> None:
     """One compute slot, two streams: the one nobody reads must not block the other."""
-    pool = _pool(max_running=1, queue_batches=1, queue_wait_s=30.0)
+    pool = _pool(max_running=1, queue_bytes=1, queue_wait_s=30.0)
     unread, _, _, _ = _stream(tmp_path, lambda: iter([_batch(i) for i in range(100)]), pool)
     assert next(unread).column(0).to_pylist() == [0]  # started, then never read again
     read, _, _, _ = _stream(tmp_path / "..", lambda: iter([_batch(i) for i in range(50)]), pool)
@@ -134,8 +134,38 @@ def test_a_stream_waiting_for_its_reader_holds_no_compute_slot(tmp_path: Path) -
     unread.close()
 
 
+def test_a_stream_computes_ahead_up_to_its_byte_budget_and_no_further(tmp_path: Path) -> None:
+    """The producer queues batches while their bytes fit the budget (one always fits), then
+    waits for its client: what an unread stream holds is bounded in bytes."""
+    one = pa.record_batch([pa.array(range(1000), pa.int64())], names=["v"])  # 8,000 bytes
+    pulled: list[int] = []
+
+    def produce() -> Iterator[pa.RecordBatch]:
+        for i in range(100):
+            pulled.append(i)
+            yield one
+
+    pool = _pool(queue_bytes=5 * one.nbytes, keepalive_s=300.0)
+    stream, *_ = _stream(tmp_path, produce, pool)
+    assert next(stream).num_rows == 1000
+    deadline = time.monotonic() + 30
+    while not stream._queue.full and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)  # a producer that ignored the budget would keep pulling meanwhile
+    # sent 1, queued 5 (the budget), 1 in the producer's hand waiting for room
+    assert stream._queue.full and len(pulled) == 7
+    assert sum(b.num_rows for b in stream) == 99 * 1000  # and every batch still arrives
+    assert len(pulled) == 100
+
+
+def test_one_batch_larger_than_the_budget_still_goes_through(tmp_path: Path) -> None:
+    pool = _pool(queue_bytes=1)
+    stream, *_ = _stream(tmp_path, lambda: iter([_batch(i) for i in range(20)]), pool)
+    assert [b.column(0)[0].as_py() for b in stream] == list(range(20))
+
+
 def test_watchdog_ends_a_stream_past_its_deadline_without_a_pull(tmp_path: Path) -> None:
-    pool = _pool(query_timeout_s=0.5, queue_batches=1)
+    pool = _pool(query_timeout_s=0.5, queue_bytes=1)
     stream, _, _, source = _stream(tmp_path, lambda: iter([_batch(i) for i in range(10)]), pool)
     assert next(stream).num_rows == 1  # then the client stops pulling
     deadline = time.monotonic() + 30
@@ -147,7 +177,7 @@ def test_watchdog_ends_a_stream_past_its_deadline_without_a_pull(tmp_path: Path)
 
 
 def test_watchdog_cancels_a_client_that_stopped_reading(tmp_path: Path) -> None:
-    pool = _pool(idle_timeout_s=0.3, queue_batches=1)
+    pool = _pool(idle_timeout_s=0.3, queue_bytes=1)
     stream, _, _, _ = _stream(tmp_path, lambda: iter([_batch(i) for i in range(10)]), pool)
     assert next(stream).num_rows == 1
     deadline = time.monotonic() + 30
@@ -185,7 +215,7 @@ def test_a_stream_that_never_gets_a_slot_fails_with_slowdown(tmp_path: Path) -> 
 
 
 def test_abort_all_ends_every_open_stream(tmp_path: Path) -> None:
-    pool = _pool(queue_batches=1)
+    pool = _pool(queue_bytes=1)
     streams = [_stream(tmp_path, lambda: iter([_batch(i) for i in range(10)]), pool)[0]
                for _ in range(3)]
     for stream in streams:
