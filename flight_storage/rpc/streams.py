@@ -420,7 +420,8 @@ class QueryStream:
             self.fail(ResourceLimitError(
                 f"query ran longer than {self._limits.query_timeout_s:g} s (--query-timeout)",
                 code="QueryTimeout"), "timeout")
-        elif self._queue.full and now - self._last_pull > self._limits.idle_timeout_s:
+        elif (self._queue.waiting_for_client
+              and now - self._last_pull > self._limits.idle_timeout_s):
             self.fail(ResourceLimitError(
                 f"the client read nothing for {self._limits.idle_timeout_s:g} s "
                 "(--idle-timeout); the stream was cancelled", code="RequestTimeout"), "idle")
@@ -536,8 +537,9 @@ class _BatchQueue:
     """The hand-off between a stream's producer and its gRPC thread, bounded in bytes.
 
     Batches wait here up to ``budget`` bytes in all; one batch always fits, however large, so a
-    wide batch cannot block its stream. ``full`` is true while the producer waits for room:
-    the client, not the engine, is what the stream waits for (the watchdog's idle test). A
+    wide batch cannot block its stream. ``waiting_for_client`` is true while something is
+    queued or the producer waits for room: the client, not the engine, is what the stream
+    waits for (the watchdog's idle test). A
     budget of a few batches lets the engine compute ahead of gRPC; with two batches it kept
     waiting for sends (a full scan of 154 MB took a sixth longer: docs/server.md).
     """
@@ -550,9 +552,14 @@ class _BatchQueue:
         self._changed = threading.Condition()
 
     @property
-    def full(self) -> bool:
-        """A producer is waiting for the consumer to make room."""
+    def producer_waiting(self) -> bool:
+        """The producer waits for the consumer to make room."""
         return self._waiting
+
+    @property
+    def waiting_for_client(self) -> bool:
+        """Batches (or the end) wait for the consumer, or the producer waits for room."""
+        return self._waiting or bool(self._items)
 
     def put(self, item: tuple[str, Any], timeout: float) -> bool:
         """Queue ``item``; False when no room came within ``timeout`` seconds."""

@@ -149,11 +149,11 @@ def test_a_stream_computes_ahead_up_to_its_byte_budget_and_no_further(tmp_path: 
     stream, *_ = _stream(tmp_path, produce, pool)
     assert next(stream).num_rows == 1000
     deadline = time.monotonic() + 30
-    while not stream._queue.full and time.monotonic() < deadline:
+    while not stream._queue.producer_waiting and time.monotonic() < deadline:
         time.sleep(0.01)
     time.sleep(0.2)  # a producer that ignored the budget would keep pulling meanwhile
     # sent 1, queued 5 (the budget), 1 in the producer's hand waiting for room
-    assert stream._queue.full and len(pulled) == 7
+    assert stream._queue.producer_waiting and len(pulled) == 7
     assert sum(b.num_rows for b in stream) == 99 * 1000  # and every batch still arrives
     assert len(pulled) == 100
 
@@ -189,6 +189,20 @@ def test_watchdog_cancels_a_client_that_stopped_reading(tmp_path: Path) -> None:
     assert stream._thread is not None
     stream._thread.join(30)
     assert not stream._thread.is_alive()
+
+
+def test_watchdog_cancels_an_idle_client_whose_answer_is_all_queued(tmp_path: Path) -> None:
+    """The producer has finished (every batch fits the budget) and the client stopped
+    reading: the queued answer is freed after the idle timeout, not kept to the deadline."""
+    pool = _pool(idle_timeout_s=0.3, query_timeout_s=300.0)
+    stream, _, _, _ = _stream(tmp_path, lambda: iter([_batch(i) for i in range(3)]), pool)
+    assert next(stream).num_rows == 1
+    deadline = time.monotonic() + 30
+    while pool.open_streams and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert pool.open_streams == 0
+    with pytest.raises(flight.FlightError, match="RequestTimeout"):
+        next(stream)
 
 
 def test_open_streams_are_bounded_with_a_named_limit(tmp_path: Path) -> None:
