@@ -530,31 +530,20 @@ def whole_months_between(first: exp.Expression, second: exp.Expression) -> exp.E
 def utc_instant(ts: exp.Expression) -> exp.Expression:
     """The instant of an S3_TIMESTAMP expression as a naive (UTC) nanosecond timestamp,
     composed from builtins where the timestamp comes from text of the common layout."""
-    text = _written_text(ts)
+
+    def from_text(text: exp.Expression) -> exp.Expression:
+        return exp.TryCast(this=text.copy(), to=exp.DataType.build("TIMESTAMP"))
+
     slow = cast(fn("get_field", ts, lit_str("utc")), "TIMESTAMP")
-    instant = _zone_free_instant(ts)
-    if instant is not None:
-        return cast(instant.copy(), "TIMESTAMP")
-    if text is not None:
-        fast = exp.TryCast(this=text.copy(), to=exp.DataType.build("TIMESTAMP"))
-        return _on_common_layout(text, fast, slow)
-    added = _duration_added(ts)
-    if added is not None:
-        unit_ns, amount, inner = added
-        return _plus_duration(utc_instant(inner), amount.copy(), unit_ns)
-    return slow
+    return _through_builtins(ts, from_text, slow, utc_instant)
 
 
 def local_time(ts: exp.Expression) -> exp.Expression:
     """The wall-clock time at the written offset (naive timestamp) for date parts from year to
     second: on the builtin path the fraction of a second is dropped, which no such part
     reads."""
-    text = _written_text(ts)
-    slow = fn(U.LOCAL_TIME, ts)
-    instant = _zone_free_instant(ts)
-    if instant is not None:
-        return cast(instant.copy(), "TIMESTAMP")
-    if text is not None:
+
+    def from_text(text: exp.Expression) -> exp.Expression:
         # Written in ``Z`` the instant is the wall clock (no substring to cut); otherwise the
         # first 19 characters are (a fraction, which no caller reads, is dropped).
         written_in_z = exp.Like(this=text.copy(), expression=lit_str("%Z"))
@@ -562,12 +551,29 @@ def local_time(ts: exp.Expression) -> exp.Expression:
                         exp.Literal.number(_WALL_CLOCK_CHARS))
         clock_text = exp.Case(ifs=[exp.If(this=written_in_z, true=text.copy())],
                               default=wall_clock)
-        fast = exp.TryCast(this=clock_text, to=exp.DataType.build("TIMESTAMP"))
-        return _on_common_layout(text, fast, slow)
+        return exp.TryCast(this=clock_text, to=exp.DataType.build("TIMESTAMP"))
+
+    return _through_builtins(ts, from_text, fn(U.LOCAL_TIME, ts), local_time)
+
+
+def _through_builtins(ts: exp.Expression,
+                      from_text: Callable[[exp.Expression], exp.Expression],
+                      slow: exp.Expression,
+                      reading: Callable[[exp.Expression], exp.Expression]) -> exp.Expression:
+    """A reading of ``ts`` (``reading`` itself, for the recursion) from builtins where its
+    origin allows: a zone-free instant is its own wall clock; text of the common layout goes
+    through ``from_text`` (``slow``, the UDF, for the other rows); a duration added moves the
+    inner reading; anything else is ``slow``."""
+    instant = _zone_free_instant(ts)
+    if instant is not None:
+        return cast(instant.copy(), "TIMESTAMP")
+    text = _written_text(ts)
+    if text is not None:
+        return _on_common_layout(text, from_text(text), slow)
     added = _duration_added(ts)
     if added is not None:
         unit_ns, amount, inner = added
-        return _plus_duration(local_time(inner), amount.copy(), unit_ns)
+        return _plus_duration(reading(inner), amount.copy(), unit_ns)
     return slow
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,13 @@ def _stream(tmp_path: Path, produce: Any, pool: StreamPool | None = None,
     stream = QueryStream(produce=produce, schema=SCHEMA, source=source, context=context,
                          pool=pool, fields={}, **kwargs)
     return stream, pool, context, source
+
+
+def _wait_for(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
+    """Poll ``condition`` until it holds or ``timeout_s`` passes (the caller asserts it)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def _batch(value: int) -> pa.RecordBatch:
@@ -148,9 +155,7 @@ def test_a_stream_computes_ahead_up_to_its_byte_budget_and_no_further(tmp_path: 
     pool = _pool(queue_bytes=5 * one.nbytes, keepalive_s=300.0)
     stream, *_ = _stream(tmp_path, produce, pool)
     assert next(stream).num_rows == 1000
-    deadline = time.monotonic() + 30
-    while not stream._queue.producer_waiting and time.monotonic() < deadline:
-        time.sleep(0.01)
+    _wait_for(lambda: stream._queue.producer_waiting)
     time.sleep(0.2)  # a producer that ignored the budget would keep pulling meanwhile
     # sent 1, queued 5 (the budget), 1 in the producer's hand waiting for room
     assert stream._queue.producer_waiting and len(pulled) == 7
@@ -168,9 +173,7 @@ def test_watchdog_ends_a_stream_past_its_deadline_without_a_pull(tmp_path: Path)
     pool = _pool(query_timeout_s=0.5, queue_bytes=1)
     stream, _, _, source = _stream(tmp_path, lambda: iter([_batch(i) for i in range(10)]), pool)
     assert next(stream).num_rows == 1  # then the client stops pulling
-    deadline = time.monotonic() + 30
-    while pool.open_streams and time.monotonic() < deadline:
-        time.sleep(0.05)
+    _wait_for(lambda: pool.open_streams == 0)
     assert pool.open_streams == 0 and source.stop.is_set()
     with pytest.raises(flight.FlightTimedOutError, match="QueryTimeout"):
         next(stream)
@@ -180,9 +183,7 @@ def test_watchdog_cancels_a_client_that_stopped_reading(tmp_path: Path) -> None:
     pool = _pool(idle_timeout_s=0.3, queue_bytes=1)
     stream, _, _, _ = _stream(tmp_path, lambda: iter([_batch(i) for i in range(10)]), pool)
     assert next(stream).num_rows == 1
-    deadline = time.monotonic() + 30
-    while pool.open_streams and time.monotonic() < deadline:
-        time.sleep(0.05)
+    _wait_for(lambda: pool.open_streams == 0)
     assert pool.open_streams == 0
     with pytest.raises(flight.FlightError, match="RequestTimeout"):
         next(stream)
@@ -197,9 +198,7 @@ def test_watchdog_cancels_an_idle_client_whose_answer_is_all_queued(tmp_path: Pa
     pool = _pool(idle_timeout_s=0.3, query_timeout_s=300.0)
     stream, _, _, _ = _stream(tmp_path, lambda: iter([_batch(i) for i in range(3)]), pool)
     assert next(stream).num_rows == 1
-    deadline = time.monotonic() + 30
-    while pool.open_streams and time.monotonic() < deadline:
-        time.sleep(0.05)
+    _wait_for(lambda: pool.open_streams == 0)
     assert pool.open_streams == 0
     with pytest.raises(flight.FlightError, match="RequestTimeout"):
         next(stream)
