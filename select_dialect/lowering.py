@@ -544,11 +544,10 @@ def local_time(ts: exp.Expression) -> exp.Expression:
     reads."""
 
     def from_text(text: exp.Expression) -> exp.Expression:
-        # Written in ``Z`` the instant is the wall clock (no substring to cut); otherwise the
+        # Written in ``Z`` the instant is the wall clock (no string to cut); otherwise the
         # first 19 characters are (a fraction, which no caller reads, is dropped).
         written_in_z = exp.Like(this=text.copy(), expression=lit_str("%Z"))
-        wall_clock = fn("substr", text.copy(), exp.Literal.number(1),
-                        exp.Literal.number(_WALL_CLOCK_CHARS))
+        wall_clock = fn("left", text.copy(), exp.Literal.number(_WALL_CLOCK_CHARS))
         clock_text = exp.Case(ifs=[exp.If(this=written_in_z, true=text.copy())],
                               default=wall_clock)
         return exp.TryCast(this=clock_text, to=exp.DataType.build("TIMESTAMP"))

@@ -78,6 +78,7 @@ BUILTIN_FUNCTIONS: frozenset[str] = frozenset(
         "date_trunc",
         "get_field",
         "greatest",
+        "left",
         "lower",
         "ltrim",
         "max",
