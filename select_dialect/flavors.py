@@ -35,6 +35,8 @@ class Flavor:
         engine: whose reading, typing and printing rules apply: ``ceph`` or ``aws``.
         limit_counts_input: LIMIT counts scanned records (Ceph) rather than result rows.
         standard_sql: GROUP BY, HAVING, ORDER BY, DISTINCT and SELECT without FROM are allowed.
+        reserved_words: AWS's reserved keywords are refused as unquoted names
+            (:mod:`select_dialect.reserved_words`).
         summary: one line for help texts and error messages.
     """
 
@@ -43,6 +45,7 @@ class Flavor:
     limit_counts_input: bool
     standard_sql: bool
     summary: str
+    reserved_words: bool = False
 
 
 STANDARD: Final = "standard"
@@ -55,7 +58,7 @@ FLAVORS: Final[dict[str, Flavor]] = {
     CEPH: Flavor(CEPH, CEPH, limit_counts_input=True, standard_sql=False,
                  summary="exactly Ceph RGW's s3select"),
     AWS: Flavor(AWS, AWS, limit_counts_input=False, standard_sql=False,
-                summary="exactly AWS S3 Select"),
+                summary="exactly AWS S3 Select", reserved_words=True),
 }
 FLAVOR_NAMES: Final = tuple(FLAVORS)
 """Every flavour's name (the order help texts list them in)."""

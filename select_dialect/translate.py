@@ -29,6 +29,7 @@ from select_dialect.lowering import (
     Lowering,
     is_aggregate,
 )
+from select_dialect.reserved_words import refuse_reserved_names
 from select_dialect.s3select import DIALECTS, S3Table
 
 INPUT_FORMATS = ("csv", "json", "parquet")
@@ -135,7 +136,10 @@ def parse(sql: str, flavor: str = CEPH, max_query_chars: int = MAX_QUERY_CHARS) 
     ``UnsupportedSyntax``, what RGW reports, in the ``ceph`` flavour.
     """
     try:
-        return _parse(sql, FLAVORS[flavor].engine, max_query_chars)
+        statement = _parse(sql, FLAVORS[flavor].engine, max_query_chars)
+        if FLAVORS[flavor].reserved_words:
+            refuse_reserved_names(statement, sql)
+        return statement
     except QuerySyntaxError as error:
         if FLAVORS[flavor].engine == CEPH:
             error.code = CEPH_SYNTAX_CODE

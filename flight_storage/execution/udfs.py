@@ -76,6 +76,7 @@ _BASIC_TIMESTAMPS = (
 )
 
 _NS = {"second": 10**9, "minute": 60 * 10**9, "hour": 3600 * 10**9, "day": 86400 * 10**9}
+_DAY_NS = _NS["day"]
 # date_add adds precision as necessary (AWS: DATE_ADD(month, 1, `2010T`) is 2010-02T)
 _PART_PRECISION = {"year": 0, "month": 1, "day": 2, "hour": 3, "minute": 3, "second": 4}
 _MONTHS = [
@@ -404,14 +405,26 @@ def _month_index_and_rest(ns: pa.Array) -> tuple[pa.Array, pa.Array]:
     return index, pc.subtract(pc.cast(stamps, pa.int64()), start)
 
 
+def _month_start(index: pa.Array) -> pa.Array:
+    """Nanoseconds of the first instant of month ``index`` (months since year 0)."""
+    year = pc.divide(index, 12)
+    month = pc.add(pc.subtract(index, pc.multiply(year, 12)), 1)
+    text = pc.binary_join_element_wise(zero_pad(year, 4), "-", zero_pad(month, 2), "-01", "")
+    return pc.cast(pc.strptime(text, format="%Y-%m-%d", unit="ns"), pa.int64())
+
+
 def _add_months(local: pa.Array, months: pa.Array) -> pa.Array:
+    """Calendar months added, the day clamped to the last day of the month reached
+    (2024-01-31 + 1 month is 2024-02-29): Ceph's ``_fn_add_month_to_timestamp`` and the Ion
+    timestamps behind AWS's DATE_ADD both clamp; the time of day is kept."""
     index, rest = _month_index_and_rest(local)
     moved = pc.add(index, months)
-    year = pc.divide(moved, 12)
-    month = pc.add(pc.subtract(moved, pc.multiply(year, 12)), 1)
-    text = pc.binary_join_element_wise(zero_pad(year, 4), "-", zero_pad(month, 2), "-01", "")
-    start = pc.cast(pc.strptime(text, format="%Y-%m-%d", unit="ns"), pa.int64())
-    return pc.add(start, rest)
+    start = _month_start(moved)
+    days_in_month = pc.divide(pc.subtract(_month_start(pc.add(moved, 1)), start), _DAY_NS)
+    day = pc.divide(rest, _DAY_NS)
+    time_of_day = pc.subtract(rest, pc.multiply(day, _DAY_NS))
+    clamped = pc.min_element_wise(day, pc.subtract(days_in_month, 1))
+    return pc.add(pc.add(start, pc.multiply(clamped, _DAY_NS)), time_of_day)
 
 
 def date_add(parts: pa.Array, amounts: pa.Array, ts: pa.Array) -> pa.Array:

@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="directory holding generators.py (and the default corpus files)")
     parser.add_argument("--json", type=Path, default=None, metavar="OUT",
                         help="write per-case results (id, status, detail) as JSON")
-    parser.add_argument("--flavor", choices=("ceph", "aws"), default=None,
+    parser.add_argument("--flavor", choices=("ceph", "aws", "standard"), default=None,
                         help="run every case with this flavour (default: from the source)")
     parser.add_argument("-k", dest="substring", default=None,
                         help="run only cases whose id contains SUBSTRING")

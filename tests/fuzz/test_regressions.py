@@ -172,3 +172,16 @@ def test_null_constants_anywhere_in_a_filter(where: str, expected: bytes, native
     """A NULL reached through AND/OR filters as FALSE does; on either reader the answer is
     the three-valued one (c0 is 1 and NULL)."""
     assert _null_bound_query(native, where) == expected
+
+
+@_FLAVORS
+def test_date_add_of_months_clamps_the_day(flavor: str) -> None:
+    """Found while testing AWS's reserved words: ``DATE_ADD(month, 1, 2024-01-31)`` gave
+    2024-03-02 (the days past the month's start carried over). Ceph's
+    ``_fn_add_month_to_timestamp`` clamps to the month's last day, and so do the Ion timestamps
+    behind AWS's DATE_ADD (fix: ``udfs._add_months``); the fuzzer now draws every day of a
+    month."""
+    sql = ("select date_add(month, 1, to_timestamp(_1)), date_add(month, -1, to_timestamp(_1)), "
+           "date_add(year, 1, to_timestamp(_2)) from s3object")
+    assert _csv(b"2024-01-31T10:20:30Z,2024-02-29T00:00:00+05:00\n", sql, flavor) == (
+        "2024-02-29T10:20:30Z,2023-12-31T10:20:30Z,2025-02-28T00:00:00+05:00\n")
