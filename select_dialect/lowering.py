@@ -591,6 +591,8 @@ class Lowering:
         header: CSV header names (``FileHeaderInfo USE``), in file order.
         table_names: names that may prefix a column (``s3object``, the FROM alias, ...).
         aliases: projection aliases (lower-case name -> parsed expression).
+        empty_fields_are_null: the reader gives CSV empty fields as ``''``; each field
+            reference reads one as NULL (``NULLIF(field, '')``), as the ceph flavour does.
     """
 
     def __init__(
@@ -602,8 +604,10 @@ class Lowering:
         header: Sequence[str] | None,
         table_names: Iterable[str],
         aliases: dict[str, exp.Expression],
+        empty_fields_are_null: bool = False,
     ) -> None:
         self.input_format = input_format
+        self.empty_fields_are_null = empty_fields_are_null
         self.flavor = flavor
         self.columns = list(columns or [])
         self.header = list(header or [])
@@ -933,14 +937,21 @@ class Lowering:
             if position < 1:
                 raise QuerySemanticError(f"invalid column {name}")
             self.state.max_positional = max(self.state.max_positional, position)
-            return col(f"_{position}"), FIELD
+            return self._field(position), FIELD
         if not quoted:
             self._check_unambiguous(name, self.header)
         index = self._header_index(name, quoted)
         if index is None:
             raise self._unknown_column(name)
         self.state.max_positional = max(self.state.max_positional, index)
-        return col(f"_{index}"), FIELD
+        return self._field(index), FIELD
+
+    def _field(self, position: int) -> exp.Expression:
+        """CSV field ``position`` as the statement reads it."""
+        field = col(f"_{position}")
+        if self.empty_fields_are_null:
+            return fn("nullif", field, lit_str(""))
+        return field
 
     def _check_unambiguous(self, name: str, names: Sequence[str]) -> None:
         """AWS: an unquoted name matching several names that differ in case is an error (a

@@ -73,6 +73,10 @@ class Translation:
             DISTINCT, ORDER BY): it must be computed over every partition at once, never
             endpoint by endpoint.
         reads_table: the statement has a FROM clause (``SELECT 1`` reads no object).
+        keeps_empty_fields: CSV empty fields are to be read as ``''`` (a field the record
+            lacks stays NULL) and ``sql`` reads ``''`` as NULL itself: Ceph's ``SELECT *``
+            prints each record with its own fields, so the reader must tell an empty field
+            from a missing one.
     """
 
     sql: str
@@ -89,6 +93,7 @@ class Translation:
     filter_over_aliases: bool = False
     whole_input: bool = False
     reads_table: bool = True
+    keeps_empty_fields: bool = False
 
 
 # Statements that would change data or schema: the server only reads, and says so.
@@ -289,6 +294,10 @@ def _translate(
     from_clause = _read_from(statement, rules)
     projections = list(statement.expressions)
     aliases = _collect_aliases(projections, rules, input_format, header)
+    # Ceph prints SELECT * on CSV record by record, each with its own fields; an empty field
+    # is still NULL to every expression (the WHERE clause).
+    keeps_empty_fields = (rules == CEPH and input_format == "csv" and len(projections) == 1
+                          and _is_star(projections[0], from_clause.table_names))
     lowering = Lowering(
         input_format=input_format,
         flavor=rules,
@@ -296,6 +305,7 @@ def _translate(
         header=header,
         table_names=from_clause.table_names,
         aliases=aliases,
+        empty_fields_are_null=keeps_empty_fields,
     )
 
     where = statement.args.get("where")
@@ -340,6 +350,7 @@ def _translate(
         filter_over_aliases=bool(lowering.materialized),
         whole_input=whole_input,
         reads_table=from_clause.source is not None,
+        keeps_empty_fields=keeps_empty_fields,
     )
 
 

@@ -84,6 +84,7 @@ BUILTIN_FUNCTIONS: frozenset[str] = frozenset(
         "max",
         "min",
         "now",
+        "nullif",
         "power",
         "regexp_like",
         "rtrim",

@@ -27,7 +27,7 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, BinaryIO
 
 import pyarrow as pa
@@ -215,7 +215,7 @@ class SelectPlan:
             output_is_json=t.output_is_json, is_aggregate=t.is_aggregate,
             row_as_record=t.row_as_record,
             rows_keep_their_width=(t.select_star and self.input.format == "csv"
-                                   and self.input.columns is None and self.rules != CEPH))
+                                   and self.input.columns is None))
 
     @property
     def reader(self) -> str:
@@ -523,7 +523,7 @@ class SelectEngine:
         if not reads_compression(plan.input.compression):
             # before the survey: it would decompress the whole object for nothing
             return None, f"{plan.input.compression} input"
-        options = self._csv_options(plan.input, plan.flavor)
+        options = self._csv_options(plan.input, plan.flavor, plan.translation)
         try:
             survey = self.surveys.survey(path, options, plan.input.compression)
         except (OSError, InputFormatError) as exc:
@@ -858,7 +858,7 @@ class SelectEngine:
 
     def _read_csv(self, plan: SelectPlan, source: ObjectSource,
                   partition: Partition) -> Iterator[pa.RecordBatch]:
-        options = self._csv_options(plan.input, plan.flavor)
+        options = self._csv_options(plan.input, plan.flavor, plan.translation)
         typed = plan.input.columns
         with self._open(source, plan.input) as stream:
             batches = csv_input.iter_csv_batches(
@@ -937,11 +937,16 @@ class SelectEngine:
         return scan
 
     # ------------------------------------------------------------------ helpers
-    def _csv_options(self, input: InputSpec, flavor: str) -> csv_input.CsvInputOptions:
-        """The CSV reading rules of ``flavor``'s engine (``standard`` reads as AWS)."""
-        return csv_input.CsvInputOptions.from_request(
+    def _csv_options(self, input: InputSpec, flavor: str,
+                     translation: Translation | None = None) -> csv_input.CsvInputOptions:
+        """The CSV reading rules of ``flavor``'s engine (``standard`` reads as AWS), an empty
+        field kept as ``''`` where the translation reads it as NULL itself."""
+        options = csv_input.CsvInputOptions.from_request(
             input.options, engine_rules(flavor), max_record_size=self.config.max_record_bytes
         )
+        if translation is not None and translation.keeps_empty_fields:
+            return replace(options, empty_is_null=False)
+        return options
 
     def _open(self, source: ObjectSource, input: InputSpec) -> BinaryIO:
         # a source that reports S3's BytesProcessed has a ``processed`` counter (the server's)

@@ -430,9 +430,10 @@ class RecordWriter:
             MISSING) and, in CSV, its member values as the fields; Ceph prints one
             ``path. : value`` line per leaf and a ``#=== n ===#`` separator per row.
         rows_keep_their_width: CSV output leaves out each row's trailing NULL fields. For
-            ``SELECT *`` over CSV text read by AWS's rules, where only a field the record lacks
-            is NULL (an empty field is ''), so each record prints with its own fields, as AWS
-            returns it ("as-is") rather than padded to the widest record.
+            ``SELECT *`` over CSV text read with empty fields kept as '' (AWS's rules; Ceph's
+            for this statement, ``Translation.keeps_empty_fields``), where only a field the
+            record lacks is NULL, so each record prints with its own fields, as AWS and Ceph
+            return it ("as-is") rather than padded to the widest record.
 
     Raises:
         InvalidRequestError: unknown flavour, both/neither of CSV and JSON, empty
