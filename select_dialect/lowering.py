@@ -1560,6 +1560,8 @@ class Lowering:
         part = self._date_part_arg(args[0], "date_add")
         amount = self._integer(self.lower(args[1]))
         ts = self.as_ts(self.lower(args[2]))
+        if part == "year" and self.flavor == "ceph":
+            part = U.CEPH_YEAR  # boost's years: the last day of a month stays the last
         return fn(U.DATE_ADD, lit_str(part), amount, ts), TS
 
     def _date_diff(self, args: list[exp.Expression]) -> Typed:

@@ -33,6 +33,10 @@ TIMESTAMP_Z = "s3_timestamp_z"
 TIMESTAMP_TO_STRING = "s3_timestamp_to_string"
 LOCAL_TIME = "s3_local_time"
 DATE_ADD = "s3_date_add"
+CEPH_YEAR = "ceph_year"
+"""The date part ``s3_date_add`` takes for Ceph's ``DATE_ADD(year, …)``: boost's year
+arithmetic, where the last day of a month stays the last day (2023-02-28 + 1 year is
+2024-02-29); ``year`` clamps the day (AWS)."""
 DATE_DIFF = "s3_date_diff"
 TO_STRING = "s3_to_string"
 LIKE = "s3_like"

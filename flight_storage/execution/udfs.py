@@ -79,6 +79,10 @@ _NS = {"second": 10**9, "minute": 60 * 10**9, "hour": 3600 * 10**9, "day": 86400
 _DAY_NS = _NS["day"]
 # date_add adds precision as necessary (AWS: DATE_ADD(month, 1, `2010T`) is 2010-02T)
 _PART_PRECISION = {"year": 0, "month": 1, "day": 2, "hour": 3, "minute": 3, "second": 4}
+# Months per unit of the calendar parts. ``ceph_year`` is Ceph's year (boost's years: the last
+# day of a month stays the last day, 2023-02-28 + 1 year is 2024-02-29); the others clamp.
+_CALENDAR_MONTHS = {"year": 12, "month": 1, "ceph_year": 12}
+_PART_PRECISION["ceph_year"] = _PART_PRECISION["year"]
 _MONTHS = [
     "January", "February", "March", "April", "May", "June",
     "July", "August", "September", "October", "November", "December",
@@ -413,18 +417,28 @@ def _month_start(index: pa.Array) -> pa.Array:
     return pc.cast(pc.strptime(text, format="%Y-%m-%d", unit="ns"), pa.int64())
 
 
-def _add_months(local: pa.Array, months: pa.Array) -> pa.Array:
+def _days_in_month(index: pa.Array, start: pa.Array) -> pa.Array:
+    return pc.divide(pc.subtract(_month_start(pc.add(index, 1)), start), _DAY_NS)
+
+
+def _add_months(local: pa.Array, months: pa.Array, *, end_stays_end: bool = False) -> pa.Array:
     """Calendar months added, the day clamped to the last day of the month reached
     (2024-01-31 + 1 month is 2024-02-29): Ceph's ``_fn_add_month_to_timestamp`` and the Ion
-    timestamps behind AWS's DATE_ADD both clamp; the time of day is kept."""
+    timestamps behind AWS's DATE_ADD both clamp; the time of day is kept. ``end_stays_end``:
+    the last day of a month lands on the last day of the month reached (boost's month
+    arithmetic, which Ceph's year addition uses)."""
     index, rest = _month_index_and_rest(local)
     moved = pc.add(index, months)
     start = _month_start(moved)
-    days_in_month = pc.divide(pc.subtract(_month_start(pc.add(moved, 1)), start), _DAY_NS)
+    last_day = pc.subtract(_days_in_month(moved, start), 1)
     day = pc.divide(rest, _DAY_NS)
     time_of_day = pc.subtract(rest, pc.multiply(day, _DAY_NS))
-    clamped = pc.min_element_wise(day, pc.subtract(days_in_month, 1))
-    return pc.add(pc.add(start, pc.multiply(clamped, _DAY_NS)), time_of_day)
+    day = pc.min_element_wise(day, last_day)
+    if end_stays_end:
+        was_last = pc.equal(pc.divide(rest, _DAY_NS),
+                            pc.subtract(_days_in_month(index, _month_start(index)), 1))
+        day = pc.if_else(was_last, last_day, day)
+    return pc.add(pc.add(start, pc.multiply(day, _DAY_NS)), time_of_day)
 
 
 def date_add(parts: pa.Array, amounts: pa.Array, ts: pa.Array) -> pa.Array:
@@ -433,13 +447,14 @@ def date_add(parts: pa.Array, amounts: pa.Array, ts: pa.Array) -> pa.Array:
     part = _const(parts)
     if part is None:  # a NULL part (or an empty batch): every result is NULL
         return pa.nulls(len(ts), S3_TIMESTAMP)
-    if part not in _NS and part not in ("year", "month"):
+    if part not in _NS and part not in _CALENDAR_MONTHS:
         raise processing_error("InvalidArgument", f"date_add: unsupported date part {part}")
     f = _fields(ts)
     n = pc.fill_null(pc.cast(amounts, pa.int64()), 0)
     local = _local_ns(f)
-    if part in ("year", "month"):
-        moved = _add_months(local, pc.multiply(n, 12 if part == "year" else 1))
+    if part in _CALENDAR_MONTHS:
+        moved = _add_months(local, pc.multiply(n, _CALENDAR_MONTHS[part]),
+                            end_stays_end=part == "ceph_year")
     else:
         moved = pc.add(local, pc.multiply(n, _NS[part]))
     utc = pc.subtract(moved, pc.multiply(f["offset"], 60 * 10**9))

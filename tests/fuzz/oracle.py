@@ -123,9 +123,15 @@ def parse_timestamp(text: str) -> Timestamp:
     return Timestamp(local, nanos, len(frac or ""), parsed_zone, precision)
 
 
-def _add_months(value: dt.datetime, months: int) -> dt.datetime:
+def _add_months(value: dt.datetime, months: int, *, end_stays_end: bool = False
+                ) -> dt.datetime:
+    """Calendar months added, the day clamped to the month reached; ``end_stays_end``: the
+    last day of a month lands on the last day of the month reached (boost's month
+    arithmetic, which Ceph's year addition uses: 2023-02-28 + 1 year is 2024-02-29)."""
     total = value.year * 12 + value.month - 1 + months
-    day = min(value.day, calendar.monthrange(total // 12, total % 12 + 1)[1])
+    last = calendar.monthrange(total // 12, total % 12 + 1)[1]
+    at_end = value.day == calendar.monthrange(value.year, value.month)[1]
+    day = last if end_stays_end and at_end else min(value.day, last)
     return value.replace(year=total // 12, month=total % 12 + 1, day=day)
 
 
@@ -136,10 +142,12 @@ _PART_SECONDS = {"day": 86400, "hour": 3600, "minute": 60, "second": 1}
 _PART_PRECISION = {"year": 0, "month": 1, "day": 2, "hour": 3, "minute": 3, "second": 4}
 
 
-def date_add(part: str, amount: int, ts: Timestamp) -> Timestamp:
+def date_add(part: str, amount: int, ts: Timestamp, flavor: str = "aws") -> Timestamp:
     ts = replace(ts, precision=max(ts.precision, _PART_PRECISION[part]))
     if part == "year":
-        return replace(ts, local=_add_months(ts.local, 12 * amount))
+        # Ceph adds boost::gregorian::years; its own month addition only clamps
+        return replace(ts, local=_add_months(ts.local, 12 * amount,
+                                             end_stays_end=flavor == "ceph"))
     if part == "month":
         return replace(ts, local=_add_months(ts.local, amount))
     return replace(ts, local=ts.local + dt.timedelta(seconds=_PART_SECONDS[part] * amount))
@@ -440,7 +448,7 @@ class Evaluator:
         return parse_timestamp(s)
 
     def _fn_date_add(self, node: Call, amount: int, ts: Timestamp) -> Timestamp:
-        return date_add(node.words[0].lower(), amount, ts)
+        return date_add(node.words[0].lower(), amount, ts, self.flavor)
 
     def _fn_date_diff(self, node: Call, a: Timestamp, b: Timestamp) -> int:
         return date_diff(node.words[0].lower(), a, b)

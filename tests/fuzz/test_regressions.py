@@ -185,3 +185,15 @@ def test_date_add_of_months_clamps_the_day(flavor: str) -> None:
            "date_add(year, 1, to_timestamp(_2)) from s3object")
     assert _csv(b"2024-01-31T10:20:30Z,2024-02-29T00:00:00+05:00\n", sql, flavor) == (
         "2024-02-29T10:20:30Z,2023-12-31T10:20:30Z,2025-02-28T00:00:00+05:00\n")
+
+
+@pytest.mark.parametrize(("flavor", "expected"), [
+    ("ceph", "2024-02-29T10:00:00Z,2023-05-30T00:00:00Z\n"),
+    ("aws", "2024-02-28T10:00:00Z,2023-05-30T00:00:00Z\n")])
+def test_ceph_years_keep_the_last_day_of_february(flavor: str, expected: str) -> None:
+    """Ceph adds years with boost's arithmetic, where the last day of a month stays the last
+    day: 2023-02-28 + 1 year is 2024-02-29 (s3select_example prints that); its months only
+    clamp (2023-04-30 + 1 month is 2023-05-30). AWS's Ion timestamps clamp both."""
+    sql = ("select date_add(year, 1, to_timestamp(_1)), date_add(month, 1, to_timestamp(_2)) "
+           "from s3object")
+    assert _csv(b"2023-02-28T10:00:00Z,2023-04-30T00:00:00Z\n", sql, flavor) == expected
