@@ -257,6 +257,7 @@ def _session(
     *,
     partitions: int = 2,
     split_min_bytes: int = _MIN_SPLIT_BYTES,
+    push_filters: bool = True,
 ) -> SessionContext:
     session_config = (
         SessionConfig()
@@ -276,10 +277,19 @@ def _session(
     ctx = SessionContext(session_config, runtime)
     for function in _udfs():
         ctx.register_udf(function)
-    if translation is not None and translation.filter_over_aliases:
+    if not push_filters or (translation is not None and translation.filter_over_aliases):
         # Keep the filter above the subquery that computes the aliases once per row.
         ctx.remove_optimizer_rule("push_down_filter")
     return ctx
+
+
+def _filter_not_convertible(exc: Exception) -> bool:
+    """datafusion-python could not turn the filters it pushes into a dataset into one pyarrow
+    expression: it joins them with ``&`` in order, and a NULL literal conjunct (DataFusion's
+    simplifier makes ``x = x`` into ``x IS NOT NULL OR NULL``) becomes a ``pa.BooleanScalar``,
+    which ``&`` with an ``Expression`` refuses when it comes first."""
+    text = str(exc)
+    return "unsupported operand type" in text and "pyarrow" in text and "Expression" in text
 
 
 @functools.cache
@@ -751,10 +761,21 @@ class SelectEngine:
             scans = pieces or [chain_scans([])]
         else:
             scans = [chain_scans([s for p in chosen for s in self._scans(plan, p)])]
-        ctx = _session(self.config, plan.translation)
-        ctx.register_dataset(TABLE, StreamingDataset(plan.input_schema, scans))
-        yield from _arrow_batches(
-            lambda: ctx.sql_with_options(plan.translation.sql, _READ_ONLY).execute_stream())
+
+        def open_stream() -> Any:
+            ctx = _session(self.config, plan.translation)
+            ctx.register_dataset(TABLE, StreamingDataset(plan.input_schema, scans))
+            try:
+                return ctx.sql_with_options(plan.translation.sql, _READ_ONLY).execute_stream()
+            except Exception as exc:  # DataFusion raises plain exceptions with text only
+                if not _filter_not_convertible(exc):
+                    raise
+            # Planned again with the filter kept above the scan (nothing was read yet).
+            ctx = _session(self.config, plan.translation, push_filters=False)
+            ctx.register_dataset(TABLE, StreamingDataset(plan.input_schema, scans))
+            return ctx.sql_with_options(plan.translation.sql, _READ_ONLY).execute_stream()
+
+        yield from _arrow_batches(open_stream)
 
     def _native_stream(
         self,

@@ -197,3 +197,17 @@ def test_ceph_years_keep_the_last_day_of_february(flavor: str, expected: str) ->
     sql = ("select date_add(year, 1, to_timestamp(_1)), date_add(month, 1, to_timestamp(_2)) "
            "from s3object")
     assert _csv(b"2023-02-28T10:00:00Z,2023-04-30T00:00:00Z\n", sql, flavor) == expected
+
+
+@pytest.mark.parametrize(("where", "expected"), [
+    ("(NOT (s.price IN (s.price))) AND (s.price IS MISSING)", "0\n"),
+    ("(s.price = s.price) AND (s.qty IS MISSING)", "1\n"),
+])
+def test_a_self_comparison_beside_a_pushed_filter(where: str, expected: str) -> None:
+    """Found by the 30-minute fuzzer run: DataFusion's simplifier makes ``x = x`` into ``x IS
+    NOT NULL OR NULL``; the NULL conjunct went first into the pyarrow expression
+    datafusion-python builds for the reference reader's dataset, and ``BooleanScalar &
+    Expression`` failed the query with a Python TypeError (fix: the engine plans such a
+    statement again with the filter kept above the scan)."""
+    data = b'{"price":1}\n{}\n{"price":null}\n{"price":2,"qty":1}\n'
+    assert _json(data, f"SELECT COUNT(*) FROM S3Object[*] s WHERE {where}", "aws") == expected
