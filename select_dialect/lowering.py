@@ -393,6 +393,30 @@ def _listing(names: Sequence[str], most: int = 40) -> str:
     return shown + (f", ... ({len(names) - most} more)" if len(names) > most else "")
 
 
+_WIDE_CONTEXT = decimal.Context(prec=2 * _MAX_DECIMAL_PRECISION + 2)
+_DECIMAL_TYPE = re.compile(r"decimal\((\d+),\s*(\d+)\)")
+_FLIPPED_COMPARISONS: dict[type[exp.Expression], type[exp.Expression]] = {
+    exp.GT: exp.LT, exp.LT: exp.GT, exp.GTE: exp.LTE, exp.LTE: exp.GTE,
+}
+
+
+def _number_literal_value(node: exp.Expression) -> decimal.Decimal | None:
+    """The exact value of a (possibly negated, parenthesised) number literal, else None."""
+    negative = False
+    while isinstance(node, (exp.Paren, exp.Neg)):
+        negative ^= isinstance(node, exp.Neg)
+        node = node.this
+    if not isinstance(node, exp.Literal) or node.is_string:
+        return None
+    try:
+        value = decimal.Decimal(node.this)
+    except decimal.InvalidOperation:
+        return None
+    if not value.is_finite():
+        return None
+    return -value if negative else value
+
+
 def exact_decimal_literal(node: exp.Expression) -> exp.Expression | None:
     """A number literal (``1.505``, ``-2``, ``1e3``) as a DataFusion decimal of exactly its
     digits, else None (not a literal, or more than 38 digits).
@@ -1103,6 +1127,9 @@ class Lowering:
             return typed_null(BOOL)
         pair = {lk, rk}
         if DECIMAL in pair and pair <= NUMERIC:
+            on_grid = self._decimal_column_beside_finer_literal(klass, left, right)
+            if on_grid is not None:
+                return on_grid
             a, b = self._decimal_operands(left, right)
         elif pair <= NUMERIC or pair <= TEXTUAL or pair == {BOOL}:
             a, b = left[0], right[0]
@@ -1151,6 +1178,53 @@ class Lowering:
             return left[0], literal
         kind = NUMBER_COERCION[frozenset({left[1], right[1]})]
         return self.as_kind(left, kind), self.as_kind(right, kind)
+
+    def _decimal_column_beside_finer_literal(
+        self, klass: type[exp.Expression], left: Typed, right: Typed
+    ) -> exp.Expression | None:
+        """A decimal column of scale s compared with a number literal of more fraction digits,
+        as the same comparison with a literal on the column's grid, or None.
+
+        DataFusion would compare both in their common decimal type, which takes the literal's
+        scale and the column's integer digits: decimal(38,10) against 1.123456789012345 is
+        compared in decimal(38,15), too narrow for the column's values of 26 integer digits
+        (an overflow error). A value ``w`` of scale s lies on a grid of step 10^-s, so with
+        ``lo``/``hi`` the grid points below/above a literal ``v`` off the grid: ``w > v`` is
+        ``w > lo``, ``w >= v`` is ``w >= hi``, ``w < v`` is ``w < hi``, ``w <= v`` is ``w <= lo``,
+        ``w = v`` is FALSE and ``w <> v`` TRUE (NULL for a NULL ``w``)."""
+        for column_side, literal_side, flipped in ((left, right, False), (right, left, True)):
+            scale = self._decimal_column_scale(column_side[0])
+            value = _number_literal_value(literal_side[0])
+            if scale is None or value is None or literal_side[1] not in (INT, FLOAT):
+                continue
+            if value.adjusted() >= _MAX_DECIMAL_PRECISION:
+                return None  # beyond any decimal128: the usual path decides
+            step = decimal.Decimal(1).scaleb(-scale)
+            low = value.quantize(step, rounding=decimal.ROUND_FLOOR, context=_WIDE_CONTEXT)
+            if low == value:
+                return None  # on the grid: the usual exact literal is as narrow as the column
+            high = low + step
+            op = _FLIPPED_COMPARISONS.get(klass, klass) if flipped else klass
+            column = column_side[0]
+            if op in (exp.EQ, exp.NEQ):
+                return exp.Case(
+                    ifs=[exp.If(this=exp.Is(this=paren(column.copy()), expression=exp.Null()),
+                                true=typed_null(BOOL))],
+                    default=exp.Boolean(this=op is exp.NEQ))
+            bound = low if op in (exp.GT, exp.LTE) else high
+            literal = exact_decimal_literal(exp.Literal.number(format(bound, "f")))
+            if literal is None:
+                return None
+            return op(this=paren(column.copy()), expression=literal)
+        return None
+
+    def _decimal_column_scale(self, node: exp.Expression) -> int | None:
+        """The scale of a Parquet/typed decimal column the expression is, else None."""
+        if not isinstance(node, exp.Column):
+            return None
+        match = next((c for c in self.columns if c.name == node.name), None)
+        found = _DECIMAL_TYPE.fullmatch(match.type) if match is not None else None
+        return int(found.group(2)) if found else None
 
     @staticmethod
     def _exact_beside_decimal(this: Typed, other: Typed) -> exp.Expression | None:

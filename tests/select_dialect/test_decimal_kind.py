@@ -207,13 +207,6 @@ def test_exact_decimal_literal_of_zero_and_none_past_38_digits_or_for_text() -> 
     assert exact_decimal_literal(exp.Literal.string("1.5")) is None
 
 
-@pytest.mark.xfail(
-    strict=True, raises=Exception,  # datafusion-python raises a bare Exception
-    reason="the literal's decimal(16,15) and the column's decimal(38,10) meet in DataFusion's "
-           "common type decimal(38,15), which has 23 integer digits: a value with 26 overflows "
-           "the cast (the README's known limit); exact without it needs the column's scale in "
-           "the lowering, which kinds do not carry",
-)
 def test_a_wide_decimal_against_a_literal_of_a_larger_scale() -> None:
     session = datafusion.SessionContext()
     wide = pa.array([Decimal("12345678901234567890123456.1234567890"), Decimal("1")],
@@ -222,3 +215,30 @@ def test_a_wide_decimal_against_a_literal_of_a_larger_scale() -> None:
     sql = translate("select w from s3object where w > 1.123456789012345", input_format="parquet",
                     columns=[Column("w", "decimal(38,10)")]).sql
     assert session.sql(sql).to_arrow_table().column(0).to_pylist() == [wide[0].as_py()]
+
+
+_GRID = [Decimal("-1.1234567891"), Decimal("-1.1234567890"), Decimal("1.1234567890"),
+         Decimal("1.1234567891"), Decimal("12345678901234567890123456.1234567890"), None]
+
+
+@pytest.mark.parametrize("op", ["<", "<=", "=", "<>", ">=", ">"])
+@pytest.mark.parametrize("literal", ["1.123456789012345", "-1.123456789012345", "1.12345678905"])
+@pytest.mark.parametrize("literal_first", [False, True])
+def test_a_decimal_column_against_a_finer_literal_answers_as_python(
+        op: str, literal: str, literal_first: bool) -> None:
+    """Every comparison of a decimal(38,10) column with a literal of more fraction digits,
+    either way round, gives Python's Decimal answer (NULL for a NULL value), values on both
+    sides of the literal included."""
+    session = datafusion.SessionContext()
+    column = pa.array(_GRID, pa.decimal128(38, 10))
+    session.register_record_batches("s3object", [[pa.record_batch({"w": column})]])
+    condition = f"{literal} {op} w" if literal_first else f"w {op} {literal}"
+    sql = translate(f"select {condition} from s3object", input_format="parquet",
+                    columns=[Column("w", "decimal(38,10)")]).sql
+    got = session.sql(sql).to_arrow_table().column(0).to_pylist()
+    compare = {"<": operator.lt, "<=": operator.le, "=": operator.eq, "<>": operator.ne,
+               ">=": operator.ge, ">": operator.gt}[op]
+    value = Decimal(literal)
+    want = [None if w is None else (compare(value, w) if literal_first else compare(w, value))
+            for w in _GRID]
+    assert got == want
