@@ -278,7 +278,8 @@ def _session(
     for function in _udfs():
         ctx.register_udf(function)
     if not push_filters or (translation is not None and translation.filter_over_aliases):
-        # Keep the filter above the subquery that computes the aliases once per row.
+        # Keep the filter where the statement puts it: above the subquery that computes the
+        # aliases once per row, or above a dataset that cannot take it (_filter_not_convertible).
         ctx.remove_optimizer_rule("push_down_filter")
     return ctx
 
