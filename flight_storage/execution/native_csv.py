@@ -122,8 +122,13 @@ class NativeCsvTable:
             if i > self.file_width:
                 columns.append(f'CAST(NULL AS VARCHAR) AS "_{i}"')
             elif self.strip_quotes:
+                # Ceph's quote toggling: doubled quotes vanish and what is left empty is an
+                # empty field: NULL, or '' where empty fields are kept
                 quote = self.survey.quote.replace("'", "''")
-                columns.append(f"nullif(replace(\"_{i}\", '{quote}', ''), '') AS \"_{i}\"")
+                stripped = f"replace(\"_{i}\", '{quote}', '')"
+                kept = (f"coalesce({stripped}, '')" if i <= self.coalesce_empty
+                        else f"nullif({stripped}, '')")
+                columns.append(f'{kept} AS "_{i}"')
             elif i <= self.coalesce_empty:
                 columns.append(f"coalesce(\"_{i}\", '') AS \"_{i}\"")
             else:

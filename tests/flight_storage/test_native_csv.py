@@ -78,7 +78,9 @@ GUARDS = [
     ("escape character", b"a,b\\,c\n", "ceph", False, "escape"),
     ("empty line, ceph", b"a,b\n\nc,d\n", "ceph", False, "empty line"),
     ("empty line, aws", b"a,b\n\nc,d\n", "aws", False, "empty line"),
-    ("ragged rows, ceph", b"a,b,c\nd\ne,f\n", "ceph", True, ""),
+    # SELECT * prints Ceph's ragged records with their own fields, which DataFusion's reader
+    # cannot tell from empty ones; a query naming the columns reads them natively
+    ("ragged rows, ceph", b"a,b,c\nd\ne,f\n", "ceph", False, ""),
     ("ragged rows, aws", b"a,b,c\nd\ne,f\n", "aws", False, "empty and missing"),
     ("CRLF", b"a,b\r\nc,d\r\n", "ceph", True, ""),
     ("lone CR", b"a,b\rc,d\n", "ceph", False, "carriage return"),
