@@ -334,6 +334,10 @@ def _translate(
     whole_input = _add_standard_clauses(query, statement, lowering)
     if limit is not None and not counts_input:
         query = query.limit(exp.Literal.number(limit), copy=False)
+    elif counts_input and limit == 0:
+        # Ceph stops before its first record and prints no row at all, not even an aggregate's
+        # (``count(*) … limit 0``; with ``limit 6`` and no match it prints 0)
+        query = query.limit(exp.Literal.number(0), copy=False)
 
     return Translation(
         sql=to_sql(query),

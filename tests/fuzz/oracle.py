@@ -510,8 +510,9 @@ def answer(query: Query, rows: list[Any], flavor: str) -> list[list[str]]:
                 raise UndefinedCase("aggregates mixed with row expressions")
             values = [None if item.arg is None else ev.value(item.arg, r) for r in kept]
             record.append(format_scalar(_aggregate(item, values), flavor))
-        # AWS: LIMIT counts the returned rows, and an aggregate returns one
-        return [record] if query.limit is None or flavor == "ceph" or query.limit > 0 else []
+        # AWS: LIMIT counts the returned rows, and an aggregate returns one. Ceph: LIMIT 0
+        # stops before the first record, and no row is printed (s3select_example)
+        return [record] if query.limit is None or query.limit > 0 else []
     if query.limit is not None:
         kept = kept[: query.limit]
     return [[format_scalar(ev.value(item, r), flavor) for item in query.select] for r in kept]

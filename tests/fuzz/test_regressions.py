@@ -211,3 +211,15 @@ def test_a_self_comparison_beside_a_pushed_filter(where: str, expected: str) -> 
     statement again with the filter kept above the scan)."""
     data = b'{"price":1}\n{}\n{"price":null}\n{"price":2,"qty":1}\n'
     assert _json(data, f"SELECT COUNT(*) FROM S3Object[*] s WHERE {where}", "aws") == expected
+
+
+@pytest.mark.parametrize(("sql", "expected"), [
+    ("select count(*) from s3object limit 0", ""),
+    ("select count(*) from s3object where _1 = 'zz' limit 1", "0"),
+    ("select count(*) from s3object limit 1", "1"),
+])
+def test_ceph_prints_no_aggregate_row_under_limit_0(sql: str, expected: str) -> None:
+    """Ceph's s3select_example prints nothing for ``count(*) … limit 0`` (it stops before the
+    first record), but 0 for an aggregate over records none of which match; we printed 0 for
+    both (found comparing with Ceph's engine)."""
+    assert _csv(b"a\nb\n", sql, "ceph") == expected
