@@ -116,6 +116,7 @@ _NUMBER_TEXT_RE = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 _POSITIONAL_RE = re.compile(r"^_(\d+)$")
 _INT64_MAX = 2**63 - 1
 _MAX_DECIMAL_PRECISION = 38  # Arrow's decimal128
+_DECIMAL_TYPE = re.compile(r"decimal\((\d+),\s*(\d+)\)")
 _FLOAT64_MAX = "1.7976931348623157e308"
 
 # Characters escaped when a LIKE pattern becomes a regular expression (valid in Rust regex,
@@ -170,6 +171,12 @@ class Column:
 
     name: str
     type: str = "string"
+
+    @property
+    def decimal_scale(self) -> int | None:
+        """The scale ``s`` of a ``decimal(p,s)`` column, else None."""
+        found = _DECIMAL_TYPE.fullmatch(self.type)
+        return int(found.group(2)) if found else None
 
 
 @dataclass
@@ -394,7 +401,6 @@ def _listing(names: Sequence[str], most: int = 40) -> str:
 
 
 _WIDE_CONTEXT = decimal.Context(prec=2 * _MAX_DECIMAL_PRECISION + 2)
-_DECIMAL_TYPE = re.compile(r"decimal\((\d+),\s*(\d+)\)")
 _FLIPPED_COMPARISONS: dict[type[exp.Expression], type[exp.Expression]] = {
     exp.GT: exp.LT, exp.LT: exp.GT, exp.GTE: exp.LTE, exp.LTE: exp.GTE,
 }
@@ -429,17 +435,8 @@ def exact_decimal_literal(node: exp.Expression) -> exp.Expression | None:
         >>> exact_decimal_literal(exp.Literal.number("1.50")).sql()
         "CAST('1.50' AS DECIMAL(3, 2))"
     """
-    negative = False
-    while isinstance(node, (exp.Paren, exp.Neg)):
-        negative ^= isinstance(node, exp.Neg)
-        node = node.this
-    if not isinstance(node, exp.Literal) or node.is_string:
-        return None
-    try:
-        value = decimal.Decimal(node.this)
-    except decimal.InvalidOperation:
-        return None
-    if not value.is_finite():
+    value = _number_literal_value(node)
+    if value is None:
         return None
     _, digits, exponent = value.as_tuple()
     assert isinstance(exponent, int)  # finite
@@ -447,8 +444,7 @@ def exact_decimal_literal(node: exp.Expression) -> exp.Expression | None:
     precision = max(1, max(0, len(digits) + exponent) + scale)
     if precision > _MAX_DECIMAL_PRECISION:
         return None
-    text = format(-value if negative else value, "f")
-    return cast(lit_str(text), f"DECIMAL({precision}, {scale})")
+    return cast(lit_str(format(value, "f")), f"DECIMAL({precision}, {scale})")
 
 
 def guarded_cast_int(text: exp.Expression) -> exp.Expression:
@@ -1033,7 +1029,7 @@ class Lowering:
                 match = self.columns[index - 1]
         if match is None:
             raise self._unknown_column(name)
-        kind = DECIMAL if match.type.startswith("decimal") else COLUMN_KINDS.get(match.type, STRING)
+        kind = DECIMAL if match.decimal_scale is not None else COLUMN_KINDS.get(match.type, STRING)
         return col(match.name), kind
 
     def _json_reference(self, steps: list[Any]) -> Typed:
@@ -1223,8 +1219,7 @@ class Lowering:
         if not isinstance(node, exp.Column):
             return None
         match = next((c for c in self.columns if c.name == node.name), None)
-        found = _DECIMAL_TYPE.fullmatch(match.type) if match is not None else None
-        return int(found.group(2)) if found else None
+        return match.decimal_scale if match is not None else None
 
     @staticmethod
     def _exact_beside_decimal(this: Typed, other: Typed) -> exp.Expression | None:

@@ -763,18 +763,18 @@ class SelectEngine:
         else:
             scans = [chain_scans([s for p in chosen for s in self._scans(plan, p)])]
 
-        def open_stream() -> Any:
-            ctx = _session(self.config, plan.translation)
+        def stream(push_filters: bool) -> Any:
+            ctx = _session(self.config, plan.translation, push_filters=push_filters)
             ctx.register_dataset(TABLE, StreamingDataset(plan.input_schema, scans))
+            return ctx.sql_with_options(plan.translation.sql, _READ_ONLY).execute_stream()
+
+        def open_stream() -> Any:
             try:
-                return ctx.sql_with_options(plan.translation.sql, _READ_ONLY).execute_stream()
+                return stream(push_filters=True)
             except Exception as exc:  # DataFusion raises plain exceptions with text only
                 if not _filter_not_convertible(exc):
                     raise
-            # Planned again with the filter kept above the scan (nothing was read yet).
-            ctx = _session(self.config, plan.translation, push_filters=False)
-            ctx.register_dataset(TABLE, StreamingDataset(plan.input_schema, scans))
-            return ctx.sql_with_options(plan.translation.sql, _READ_ONLY).execute_stream()
+            return stream(push_filters=False)  # the filter above the scan; nothing read yet
 
         yield from _arrow_batches(open_stream)
 

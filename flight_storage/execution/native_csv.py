@@ -21,7 +21,7 @@ i)``. ``tests/flight_storage/test_native_csv.py`` pins both facts against the re
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -67,9 +67,11 @@ class SurveyCache:
         return self._cache.computed
 
     def survey(self, path: Path, options: CsvInputOptions, compression: str) -> CsvSurvey:
-        """The survey of ``path`` as it is now, computed at most once per version."""
+        """The survey of ``path`` as it is now, computed at most once per version. The survey
+        reads the record layout, not how an empty field is read, so one survey serves both."""
+        key = replace(options, empty_is_null=True)
         return self._cache.get(path, lambda: survey_file(path, options, compression),
-                               options, compression)
+                               key, compression)
 
 
 @dataclass(frozen=True)

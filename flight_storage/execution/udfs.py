@@ -78,11 +78,11 @@ _BASIC_TIMESTAMPS = (
 _NS = {"second": 10**9, "minute": 60 * 10**9, "hour": 3600 * 10**9, "day": 86400 * 10**9}
 _DAY_NS = _NS["day"]
 # date_add adds precision as necessary (AWS: DATE_ADD(month, 1, `2010T`) is 2010-02T)
-_PART_PRECISION = {"year": 0, "month": 1, "day": 2, "hour": 3, "minute": 3, "second": 4}
+_PART_PRECISION = {"year": 0, "ceph_year": 0, "month": 1, "day": 2, "hour": 3, "minute": 3,
+                   "second": 4}
 # Months per unit of the calendar parts. ``ceph_year`` is Ceph's year (boost's years: the last
 # day of a month stays the last day, 2023-02-28 + 1 year is 2024-02-29); the others clamp.
 _CALENDAR_MONTHS = {"year": 12, "month": 1, "ceph_year": 12}
-_PART_PRECISION["ceph_year"] = _PART_PRECISION["year"]
 _MONTHS = [
     "January", "February", "March", "April", "May", "June",
     "July", "August", "September", "October", "November", "December",
@@ -433,12 +433,11 @@ def _add_months(local: pa.Array, months: pa.Array, *, end_stays_end: bool = Fals
     last_day = pc.subtract(_days_in_month(moved, start), 1)
     day = pc.divide(rest, _DAY_NS)
     time_of_day = pc.subtract(rest, pc.multiply(day, _DAY_NS))
-    day = pc.min_element_wise(day, last_day)
+    moved_day = pc.min_element_wise(day, last_day)
     if end_stays_end:
-        was_last = pc.equal(pc.divide(rest, _DAY_NS),
-                            pc.subtract(_days_in_month(index, _month_start(index)), 1))
-        day = pc.if_else(was_last, last_day, day)
-    return pc.add(pc.add(start, pc.multiply(day, _DAY_NS)), time_of_day)
+        was_last = pc.equal(day, pc.subtract(_days_in_month(index, _month_start(index)), 1))
+        moved_day = pc.if_else(was_last, last_day, moved_day)
+    return pc.add(pc.add(start, pc.multiply(moved_day, _DAY_NS)), time_of_day)
 
 
 def date_add(parts: pa.Array, amounts: pa.Array, ts: pa.Array) -> pa.Array:
