@@ -1,4 +1,5 @@
-"""PySpark Python Data Source ``flight-select``: one Spark partition per Flight endpoint.
+"""PySpark Python Data Source ``flight-select``: the Flight endpoints packed into a Spark
+partition per server core.
 
     spark = local_session("example")     # or register(spark) on a session of your own
     df = (spark.read.format("flight-select")
@@ -18,6 +19,7 @@ Batch options:
 | ``columns`` | comma-separated projection (column pruning; a user schema prunes too) |
 | ``flavor`` | ``standard`` (the server's default), ``ceph`` or ``aws`` |
 | ``filter_pushdown`` | ``true`` (default); ``false``: Spark filters every row (no JDK, see below) |
+| ``num_partitions`` | Spark partitions the endpoints are packed into (default: the cores the server says it computes on, per node; never more than the endpoints) |
 | ``username``, ``password`` | Basic credentials, exchanged for a bearer token |
 | ``tls_root_certs`` | path of a PEM file with the CA to trust |
 | ``timeout`` | per-call timeout in seconds |
@@ -51,7 +53,6 @@ unfiltered actions needs a ``load()`` per action or ``option("filter_pushdown", 
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -66,14 +67,15 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from compute_client import pushdown, spark_filters, spark_reuse_guard
-from compute_client.flight import ConnectionOptions, FlightSelectClient
+from compute_client.flight import ConnectionOptions, FlightSelectClient, QueryPlan
 from compute_client.spark_common import (
     EndpointPartition,
     connection_options,
     project,
-    read_endpoint,
+    read_endpoints,
     spark_schema,
     split_columns,
+    task_groups,
 )
 from compute_client.spark_stream import FlightSelectStreamReader
 
@@ -139,6 +141,7 @@ class BatchOptions:
     query: str | None
     columns: tuple[str, ...] | None
     filter_pushdown: bool = True
+    num_partitions: int | None = None
 
     @classmethod
     def parse(cls, options: dict[str, str]) -> BatchOptions:
@@ -160,7 +163,8 @@ class BatchOptions:
             bucket = key = None
         return cls(connection_options(options), bucket, key, query,
                    split_columns(options.get("columns")),
-                   _flag(options, "filter_pushdown", default=True))
+                   _flag(options, "filter_pushdown", default=True),
+                   _positive(options, "num_partitions"))
 
     def star_statement(self) -> str:
         """``SELECT *`` over the object (its full server schema)."""
@@ -177,6 +181,34 @@ def _flag(options: dict[str, str], name: str, *, default: bool) -> bool:
     if value is None:
         raise ValueError(f"flight-select: option {name!r} must be true or false, not {text!r}")
     return value
+
+
+def _positive(options: dict[str, str], name: str) -> int | None:
+    """A positive whole-number option (None when absent)."""
+    text = options.get(name)
+    if text is None:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"flight-select: option {name!r} must be a whole number >= 1, "
+                         f"not {text!r}")
+    return value
+
+
+def spark_tasks(plan: QueryPlan, requested: int | None) -> int | None:
+    """How many Spark partitions read ``plan``: ``requested``, else the cores the server
+    computes on (its plan's ``cores``) times the nodes its endpoints name; None: one per
+    endpoint (a server that does not say)."""
+    if requested is not None:
+        return requested
+    cores = plan.about.get("cores")
+    if not isinstance(cores, int) or cores < 1:
+        return None
+    nodes = {e.locations[0] if e.locations else "" for e in plan.endpoints}
+    return cores * max(1, len(nodes))
 
 
 # ---------------------------------------------------------------------------- batch
@@ -272,9 +304,10 @@ class FlightSelectReader(DataSourceReader):
         with FlightSelectClient(self.options.connection) as client:
             plan = client.execute(self.statement())
         by_position = self.options.query is None
-        return [EndpointPartition(json.dumps(e.to_json()), by_position) for e in plan.endpoints]
+        groups = task_groups(plan.endpoints, spark_tasks(plan, self.options.num_partitions))
+        return [EndpointPartition(EndpointPartition.value_of(g), by_position) for g in groups]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, EndpointPartition)
         target = to_arrow_schema(self.schema, timezone="UTC")
-        yield from read_endpoint(self.options.connection, partition, target)
+        yield from read_endpoints(self.options.connection, partition, target)

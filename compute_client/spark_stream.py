@@ -32,7 +32,6 @@ later keys are read).
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -57,7 +56,7 @@ from compute_client.spark_common import (
     EndpointPartition,
     connection_options,
     project,
-    read_endpoint,
+    read_endpoints,
     spark_schema,
     split_columns,
 )
@@ -280,7 +279,7 @@ class FlightSelectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
                     log.warning("skipping %s/%s: deleted before it was fetched (%s)",
                                 self.options.bucket, key, exc.code)
                     continue
-                parts += [FetchPartition(json.dumps(e.to_json()), key) for e in plan.endpoints]
+                parts += [FetchPartition(FetchPartition.value_of([e]), key) for e in plan.endpoints]
         return parts
 
     def statement(self, client: FlightSelectClient, key: str) -> str:
@@ -298,7 +297,7 @@ class FlightSelectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         assert isinstance(partition, FetchPartition)
         target = to_arrow_schema(self.schema, timezone="UTC")
         try:
-            yield from read_endpoint(self.options.connection, partition, target)
+            yield from read_endpoints(self.options.connection, partition, target)
         except RemoteQueryError as exc:
             if exc.code not in _GONE:
                 raise

@@ -638,9 +638,15 @@ class SelectEngine:
 
     def _range_count(self, size: int) -> int:
         """Byte ranges a splittable object of ``size`` bytes is cut into (DataFusion's way):
-        at most ``partition_bytes`` each, and one per core for objects worth splitting."""
+        at most ``partition_bytes`` each, one per core for objects worth splitting, and a
+        multiple of the cores when there are more ranges than cores, so that ranges served a
+        core at a time end in full waves (9 ranges on 2 cores leave one core idle for the
+        whole last range; 10 smaller ones do not)."""
         by_size = -(-size // self.config.partition_bytes)
-        by_cores = min(self.config.parallelism, size // _MIN_SPLIT_BYTES)
+        cores = max(1, self.config.parallelism)
+        if by_size > cores:
+            by_size = -(-by_size // cores) * cores
+        by_cores = min(cores, size // _MIN_SPLIT_BYTES)
         return max(1, by_size, by_cores)
 
     def _scan_range_row_groups(

@@ -366,8 +366,10 @@ class StorageServer(flight.FlightServerBase):
         fields.update(query_id=query_id(first), object=f"{first.bucket}/{first.key}",
                       endpoints=len(endpoints), flavor=first.flavor, reader=plan.reader)
         total_bytes = sum(partition_bytes(t.partition, plan) for t in tickets)
-        # what served the plan, for operators and benchmarks (clients may ignore it)
-        about: dict[str, Any] = {"reader": plan.reader, "endpoints": len(endpoints)}
+        # what served the plan, for operators and benchmarks (clients may ignore it), and
+        # the cores it computes on (the Spark source packs endpoints into a task per core)
+        about: dict[str, Any] = {"reader": plan.reader, "endpoints": len(endpoints),
+                                 "cores": self.engine.config.parallelism}
         if self.cluster is not None:
             # the rows are the union of the endpoints' rows: a cluster may join such plans
             t = plan.translation

@@ -70,12 +70,39 @@ def test_parquet_read_types_and_filters_equal_spark_parquet(
     assert 0 < len(got) < 33
 
 
-def test_every_endpoint_is_a_partition(spark, typed_server: ServerProcess) -> None:
-    remote = _remote(spark, typed_server.location, "t/typed.parquet").load()
+def test_endpoints_are_packed_into_a_partition_per_server_core(
+    spark, typed_server: ServerProcess
+) -> None:
     with FlightSelectClient(ConnectionOptions(typed_server.location)) as client:
         plan = client.execute('SELECT * FROM "t"."typed.parquet"')
-    assert len(plan.endpoints) > 1
-    assert remote.rdd.getNumPartitions() == len(plan.endpoints)
+    endpoints, cores = len(plan.endpoints), plan.about["cores"]
+    assert endpoints > 1 and cores >= 1
+    remote = _remote(spark, typed_server.location, "t/typed.parquet").load()
+    assert remote.rdd.getNumPartitions() == min(endpoints, cores)
+    expected = _ordered_rows(remote)
+    for asked, partitions in ((1, 1), (endpoints, endpoints), (endpoints + 5, endpoints)):
+        frame = _remote(spark, typed_server.location, "t/typed.parquet",
+                        num_partitions=str(asked)).load()
+        assert frame.rdd.getNumPartitions() == partitions
+        # every endpoint read once and in order, whatever the packing
+        assert _ordered_rows(frame) == expected
+
+
+def _ordered_rows(frame) -> list[tuple]:
+    """Rows as text, in the order Spark collects them (partition by partition)."""
+    from pyspark.sql import functions as F
+
+    return [tuple(r) for r in frame.select([F.col(c).cast("string") for c in frame.columns])
+            .collect()]
+
+
+@pytest.mark.parametrize("bad", ["0", "-2", "two", "1.5"])
+def test_num_partitions_must_be_a_positive_whole_number(
+    spark, typed_server: ServerProcess, bad: str
+) -> None:
+    with pytest.raises(Exception, match=r"num_partitions.*whole number >= 1"):
+        _remote(spark, typed_server.location, "t/typed.parquet",
+                num_partitions=bad).load().collect()
 
 
 def test_user_schema_and_columns_option_prune(spark, typed_server: ServerProcess) -> None:

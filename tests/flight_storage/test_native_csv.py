@@ -169,6 +169,28 @@ def test_datafusion_splits_a_file_as_native_ranges_says(tmp_path: Path, count: i
     assert groups == native_ranges(path.stat().st_size, count)
 
 
+@pytest.mark.parametrize(("cores", "ranges_by_size", "expected"),
+                         [(2, 9, 10), (2, 10, 10), (4, 5, 8), (1, 3, 3)])
+def test_ranges_past_the_cores_fill_whole_waves(
+    tmp_path: Path, cores: int, ranges_by_size: int, expected: int
+) -> None:
+    """More ranges than cores round up to a multiple of the cores, each still at most
+    ``partition_bytes``: the endpoints served a core at a time end together."""
+    path = tmp_path / "object.csv"
+    path.write_bytes(b"".join(b"%06d,x\n" % i for i in range(ranges_by_size * 100)))
+    size = path.stat().st_size
+    partition_bytes = -(-size // ranges_by_size)
+    engine = SelectEngine(EngineConfig(partition_bytes=partition_bytes, cores=cores))
+    plan = engine.plan("select _1 from s3object", FileSource(path, "bkt/object.csv", size),
+                       InputSpec("csv", "NONE", {"FileHeaderInfo": "NONE"}))
+    assert plan.reader == "datafusion"
+    assert len(plan.partitions) == expected
+    assert all(p.bytes <= partition_bytes for p in plan.partitions)
+    values = [v for p in plan.partitions for b in engine.execute(plan, [p.partition])
+              for v in b.column(0).to_pylist()]
+    assert values == [f"{i:06d}" for i in range(ranges_by_size * 100)]
+
+
 _FIELD = st.text(alphabet="ab é,", max_size=4).map(lambda s: s.replace(",", ""))
 _QUOTED = st.tuples(_FIELD, st.sampled_from([",", '""', ',""'])).map(
     lambda t: f'"{t[0]}{t[1]}{t[0]}"')
