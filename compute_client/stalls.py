@@ -6,31 +6,27 @@ acknowledges TCP, gRPC keepalive pings from a client are refused by servers as a
 (``too_many_pings``), and a call deadline would bound the whole stream, however healthy. Our
 server sends an empty batch whenever it has sent nothing for ``--keepalive`` seconds (5 by
 default), so a live node is never silent for long, and a silence far longer than that means
-the node is gone. pyarrow has no per-message timeout, hence this hand-written watch: a thread
-reads the stream into a short queue and the caller waits on the queue with a timeout, then
-cancels the call.
+the node is gone. pyarrow has no per-message timeout, hence this hand-written watch: the caller
+reads the stream itself, and a watch thread cancels the call once a read has waited longer than
+the timeout. Only the wait for the server counts: a caller slow to ask for the next batch is
+not a stalled node. (An earlier version read through a queue filled by a reader thread: on a
+900k-row, 16-column result its hand-off per message cost the client 161 ms of CPU against 103 ms
+for a plain read; reading in the caller's thread costs 126 ms.)
 """
 
 from __future__ import annotations
 
-import queue
 import threading
+import time
 from collections.abc import Iterator
-from typing import Literal
 
 import pyarrow as pa
 import pyarrow.flight as flight
 
 from compute_client.errors import StreamStalledError
 
-_PREFETCH = 4
-"""Messages read ahead of the caller (bounds the memory the watch adds)."""
-
-_PUT_SLICE_S = 0.1
-"""How often a blocked reader thread checks whether the caller went away."""
-
-_Message = tuple[Literal["batch"], pa.RecordBatch | None] | tuple[Literal["end"], None] | tuple[
-    Literal["error"], BaseException]
+_CHECK_S = 1.0
+"""Longest pause between two looks of the watch thread (shorter for short timeouts)."""
 
 
 def batches_within(reader: flight.FlightStreamReader,
@@ -45,47 +41,56 @@ def batches_within(reader: flight.FlightStreamReader,
             if chunk.data is not None:
                 yield chunk.data
         return
-    messages: queue.Queue[_Message] = queue.Queue(maxsize=_PREFETCH)
-    gone = threading.Event()
-    thread = threading.Thread(target=_pump, args=(reader, messages, gone), daemon=True,
-                              name="flight-stream-watch")
-    thread.start()
+    watch = _Watch(reader, stall_timeout_s)
     try:
         while True:
+            watch.waiting()
             try:
-                message = messages.get(timeout=stall_timeout_s)
-            except queue.Empty:
-                raise StreamStalledError(
-                    f"no message for {stall_timeout_s:g} s (the node stopped answering)"
-                ) from None
-            if message[0] == "end":
+                chunk = reader.read_chunk()
+            except StopIteration:
                 return
-            if message[0] == "error":
-                raise message[1]
-            if message[1] is not None:
-                yield message[1]
+            except Exception as exc:
+                if watch.stalled:
+                    raise StreamStalledError(
+                        f"no message for {stall_timeout_s:g} s (the node stopped answering)"
+                    ) from exc
+                raise
+            finally:
+                watch.answered()
+            if chunk.data is not None:
+                yield chunk.data
     finally:
-        gone.set()
+        watch.close()
         reader.cancel()
 
 
-def _pump(reader: flight.FlightStreamReader, messages: queue.Queue[_Message],
-          gone: threading.Event) -> None:
-    """Read every message into ``messages`` until the stream ends or the caller goes away."""
+class _Watch:
+    """A thread that cancels ``reader``'s call once one read has waited ``timeout_s``."""
 
-    def put(message: _Message) -> bool:
-        while not gone.is_set():
-            try:
-                messages.put(message, timeout=_PUT_SLICE_S)
-                return True
-            except queue.Full:
-                continue
-        return False
+    def __init__(self, reader: flight.FlightStreamReader, timeout_s: float) -> None:
+        self._reader = reader
+        self._timeout_s = timeout_s
+        self._since: float | None = None  # when the pending read began; None: none pending
+        self._closed = threading.Event()
+        self.stalled = False
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                        name="flight-stream-watch")
+        self._thread.start()
 
-    try:
-        for chunk in reader:
-            if not put(("batch", chunk.data)):
+    def waiting(self) -> None:
+        self._since = time.monotonic()
+
+    def answered(self) -> None:
+        self._since = None
+
+    def close(self) -> None:
+        self._closed.set()
+
+    def _run(self) -> None:
+        pause = min(_CHECK_S, max(0.01, self._timeout_s / 10))
+        while not self._closed.wait(pause):
+            since = self._since
+            if since is not None and time.monotonic() - since > self._timeout_s:
+                self.stalled = True
+                self._reader.cancel()
                 return
-        put(("end", None))
-    except BaseException as exc:  # handed to the caller's thread, which raises it
-        put(("error", exc))

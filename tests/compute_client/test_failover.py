@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import signal
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -177,6 +178,22 @@ def test_stall_watch_gives_every_message_and_ends(replica_a: ServerProcess) -> N
             watched = pa.Table.from_batches(list(batches_within(
                 plain.do_get(flight.Ticket(endpoint.ticket)), stall_timeout_s=30.0)))
     assert watched.equals(direct)
+
+
+def test_a_slow_caller_is_not_a_stalled_node(replica_a: ServerProcess) -> None:
+    """Only the wait for the server counts: a caller that takes longer than the timeout
+    between batches still gets every message."""
+    with FlightSelectClient(ConnectionOptions(replica_a.location)) as client:
+        endpoint = client.execute(BIG_SQL).endpoints[0]
+        with flight.connect(replica_a.location) as plain:
+            direct = plain.do_get(flight.Ticket(endpoint.ticket)).read_all()
+            batches = []
+            for batch in batches_within(plain.do_get(flight.Ticket(endpoint.ticket)),
+                                        stall_timeout_s=0.3):
+                if len(batches) < 3:
+                    time.sleep(0.6)
+                batches.append(batch)
+    assert pa.Table.from_batches(batches).equals(direct)
 
 
 def test_with_every_location_dead_the_error_names_the_endpoint_and_each_location(
