@@ -134,6 +134,16 @@ _DATE_PART_PRECISION: dict[str, int] = {
 
 _EXTRACT_LOCAL_PARTS = frozenset({"year", "month", "day", "hour", "minute", "second", "week"})
 
+_YEAR_BARRIER = "year_range_barrier"
+"""Marks the DOUBLE cast that keeps DataFusion from rewriting ``extract(year …) <op> n``."""
+
+_YEARS_AS_RANGES = range(1678, 2262)
+"""Years n whose January 1st and the next one are both nanosecond timestamps: DataFusion's
+rewrite of ``date_part('year', t) <op> n`` into ``t`` against those two instants is exact
+for them (``t`` itself always is one), and skips computing the year of every row (extract
+of the year compared with 2024 over 623k timestamps: 52 ms with the barrier, 44 ms
+without)."""
+
 # The layout almost every timestamp in data is written in: a full date and time to the
 # second, an optional fraction of up to 9 digits, and an optional ``Z`` or ``±HH:MM`` zone.
 # On text of this layout DataFusion's string -> timestamp cast reads exactly what
@@ -476,6 +486,18 @@ def _written_text(ts: exp.Expression) -> exp.Expression | None:
     if isinstance(ts, exp.Anonymous) and ts.this == U.TO_TIMESTAMP and len(ts.expressions) == 1:
         return ts.expressions[0]
     return None
+
+
+def _year_as_range(side: exp.Expression, other: exp.Expression) -> exp.Expression:
+    """``side`` without its year barrier when ``other`` is an integer literal of
+    :data:`_YEARS_AS_RANGES` (DataFusion then compares timestamps), else ``side``."""
+    inner = side.this if isinstance(side, exp.Cast) else None
+    if not (isinstance(inner, exp.Cast) and inner.meta.get(_YEAR_BARRIER)):
+        return side
+    if not (isinstance(other, exp.Literal) and other.is_int
+            and int(other.this) in _YEARS_AS_RANGES):
+        return side
+    return cast(inner.this.copy(), "BIGINT")
 
 
 def _zone_free_instant(ts: exp.Expression) -> exp.Expression | None:
@@ -1127,7 +1149,9 @@ class Lowering:
             if on_grid is not None:
                 return on_grid
             a, b = self._decimal_operands(left, right)
-        elif pair <= NUMERIC or pair <= TEXTUAL or pair == {BOOL}:
+        elif pair <= NUMERIC:
+            a, b = _year_as_range(left[0], right[0]), _year_as_range(right[0], left[0])
+        elif pair <= TEXTUAL or pair == {BOOL}:
             a, b = left[0], right[0]
         elif TS in pair or NATIVE_TS in pair:
             a = utc_instant(self.as_ts(left))
@@ -1535,8 +1559,11 @@ class Lowering:
         if part in _EXTRACT_LOCAL_PARTS:
             # through DOUBLE: DataFusion 55 rewrites `date_part('year', t) <op> n` into a range
             # of timestamps, NULL when year n is outside nanosecond range (1677..2262), so
-            # `extract(year …) <> 13` was NULL; it does not see through this double cast
+            # `extract(year …) <> 13` was NULL; it does not see through this double cast.
+            # :meth:`compare` lifts it where the rewrite is exact (see _YEARS_AS_RANGES).
             part_value = cast(fn("date_part", lit_str(part), local_time(ts)), "DOUBLE")
+            if part == "year":
+                part_value.meta[_YEAR_BARRIER] = True
             return cast(part_value, "BIGINT"), INT
         offset = cast(fn("get_field", ts, lit_str("offset_minutes")), "BIGINT")
         if part == "timezone_hour":

@@ -126,6 +126,42 @@ def test_timestamp_builtin_branch_agrees_with_the_udf(
     assert _outcome(emitted, text) == _outcome(reference, text)
 
 
+_YEAR_EDGES = [
+    "1677-09-21T00:12:44Z", "1677-12-31T23:59:59Z", "1678-01-01T00:00:00Z",
+    "2023-12-31T23:59:59.999999999Z", "2024-01-01T00:00:00Z", "2024-01-01T00:30:00+01:00",
+    "2023-12-31T23:30:00-01:00", "2261-12-31T23:59:59Z", "2262-01-01T00:00:00Z",
+    "2262-04-11T23:47:16Z", "0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z", "2006T",
+]  # fmt: skip
+_YEAR_COMPARISONS = {"=": int.__eq__, "<>": int.__ne__, "<": int.__lt__, "<=": int.__le__,
+                     ">": int.__gt__, ">=": int.__ge__}
+_FLIPPED = {"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+@pytest.mark.parametrize("year", [13, 1677, 1678, 2023, 2024, 2261, 2262, 3000])
+def test_extracted_year_compared_with_a_literal_year(year: int) -> None:
+    """``extract(year …) <op> n`` as DataFusion's range rewrite answers it (the lowering lets
+    it for 1678 <= n <= 2261) equals Python comparing the extracted year, both ways round, on
+    the years at the edges of nanosecond timestamps and across offsets at New Year."""
+    extract = "extract(year from to_timestamp(_1))"
+    projection = translate(f"select {extract} from s3object", input_format="csv").sql
+    outcomes = {t: _outcome(projection, t) for t in TIMESTAMP_TEXTS + _YEAR_EDGES}
+    texts = [t for t, (kind, _) in outcomes.items() if kind == "value"]
+    years = {t: outcomes[t][1] for t in texts}
+    assert len([t for t in texts if years[t] is not None]) > 20
+    columns = []
+    for op in _YEAR_COMPARISONS:
+        columns += [f"{extract} {op} {year}", f"{year} {_FLIPPED[op]} {extract}"]
+    sql = translate(f"select {', '.join(columns)} from s3object", input_format="csv").sql
+    lifted = sql.count("AS DOUBLE")
+    assert lifted == (0 if 1678 <= year <= 2261 else len(columns))
+    got = _ctx(texts).sql(sql).to_pylist()
+    for text, row in zip(texts, got, strict=True):
+        answers = list(row.values())
+        for i, (op, compare) in enumerate(_YEAR_COMPARISONS.items()):
+            expected = None if years[text] is None else compare(years[text], year)
+            assert answers[2 * i] == answers[2 * i + 1] == expected, (text, op, year)
+
+
 def test_common_layout_rows_never_reach_the_udf() -> None:
     """DataFusion 55 runs a CASE branch only on the rows that reach it (the design relies on
     it): common-layout rows never call the UDF, the other rows do."""
