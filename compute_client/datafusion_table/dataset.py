@@ -11,6 +11,7 @@ its plan into one fragment. The LIMIT is never passed (see
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,12 @@ from compute_client.flight import ConnectionOptions, Endpoint, FlightSelectClien
 from lazy_dataset import Columns, LazyDataset, ScanFunction, project
 
 log = logging.getLogger(__name__)
+
+# The residual filter runs in Acero (``batch.filter(expression)``), which finds the buffers of
+# Arrow data received over Flight unaligned and, by default, prints a warning to stderr for
+# every batch. ``reallocate`` copies such a buffer before Acero reads it. Acero reads the
+# variable once per process, so a user's own setting made earlier wins.
+os.environ.setdefault("ACERO_ALIGNMENT_HANDLING", "reallocate")
 
 
 @dataclass(frozen=True)

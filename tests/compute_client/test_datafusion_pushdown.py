@@ -9,6 +9,9 @@ answers over the same files.
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -252,3 +255,23 @@ def test_scans_are_logged_at_info(typed_server: ServerProcess,
         ctx.sql("SELECT id FROM t WHERE i > 9").to_arrow_table()
     text = caplog.text
     assert """pushed='s3object."i" > 9'""" in text and "endpoint done" in text and "bytes=" in text
+
+
+def test_a_local_residual_prints_nothing_on_stderr(typed_server: ServerProcess) -> None:
+    """Acero, which runs the residual, warns per batch about the unaligned buffers Flight
+    hands over unless told how to treat them; a user of the client must not see that."""
+    script = (
+        "from datafusion import SessionContext\n"
+        "from compute_client.datafusion_source import register_flight_table\n"
+        "ctx = SessionContext()\n"
+        f"table = register_flight_table(ctx, 't', {typed_server.location!r}, 't/typed.parquet')\n"
+        "rows = ctx.sql(\"SELECT id FROM t WHERE dt > DATE '1900-01-01'\").to_arrow_table().num_rows\n"
+        "assert table.last_scan.local, table.last_scan\n"
+        "print(rows)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "ACERO_ALIGNMENT_HANDLING"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=env, timeout=120, cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) > 0
+    assert "aligned" not in done.stderr, done.stderr
