@@ -10,14 +10,18 @@ to each source.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
+from compute_client.errors import RemoteQueryError
 from compute_client.flight import ConnectionOptions, Endpoint, FlightSelectClient
+
+T = TypeVar("T")
 
 
 def connection_options(options: dict[str, str]) -> ConnectionOptions:
@@ -92,37 +96,57 @@ class EndpointPartition(InputPartition):
         return [Endpoint.from_json(e) for e in json.loads(self.value)]
 
 
-def task_groups(endpoints: Sequence[Endpoint], tasks: int | None) -> list[list[Endpoint]]:
-    """``endpoints`` cut into at most ``tasks`` runs of consecutive endpoints, as even as can
-    be (None or more tasks than endpoints: one endpoint each).
+def task_groups(items: Sequence[T], tasks: int | None) -> list[list[T]]:
+    """``items`` (endpoints) cut into at most ``tasks`` runs of consecutive items, as even as
+    can be (None or more tasks than items: one item each).
 
     PySpark runs each task of a Python data source through its Python worker at a fixed cost
     (about 30 ms of wall clock per task on 2 cores in PySpark 4.3.0, measured with a source
     that yields one row per task), so a task per endpoint pays it once per endpoint; a task
     per server core pays it once per core and still keeps every core of the server busy.
     """
-    count = len(endpoints)
+    count = len(items)
     if tasks is None or tasks >= count:
-        return [[e] for e in endpoints]
+        return [[item] for item in items]
     tasks = max(1, tasks)
     size, extra = divmod(count, tasks)
     groups, start = [], 0
     for i in range(tasks):
         stop = start + size + (1 if i < extra else 0)
-        groups.append(list(endpoints[start:stop]))
+        groups.append(list(items[start:stop]))
         start = stop
     return groups
 
 
+def spark_tasks(about: Mapping[str, Any], endpoints: Sequence[Endpoint],
+                requested: int | None) -> int | None:
+    """How many Spark tasks read ``endpoints``: ``requested``, else the cores the server
+    computes on (its plan's ``about["cores"]``) times the nodes the endpoints name; None:
+    one per endpoint (a server that does not say)."""
+    if requested is not None:
+        return requested
+    cores = about.get("cores")
+    if not isinstance(cores, int) or cores < 1:
+        return None
+    nodes = {e.locations[0] if e.locations else "" for e in endpoints}
+    return cores * max(1, len(nodes))
+
+
 def read_endpoints(
-    connection: ConnectionOptions, partition: EndpointPartition, target: pa.Schema
+    connection: ConnectionOptions, partition: EndpointPartition, target: pa.Schema,
+    skip: Callable[[int, RemoteQueryError], bool] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Stream a task's endpoints one after another, conformed to ``target`` (Spark's Arrow
-    schema), over one connection."""
+    schema), over one connection. ``skip(i, error)``: True goes on with the next endpoint
+    after endpoint ``i`` failed with ``error``; without it (or False) the error is raised."""
     with FlightSelectClient(connection) as client:
-        for endpoint in partition.endpoints():
-            for batch in client.read(endpoint):
-                yield conform(batch, target, by_position=partition.by_position)
+        for i, endpoint in enumerate(partition.endpoints()):
+            try:
+                for batch in client.read(endpoint):
+                    yield conform(batch, target, by_position=partition.by_position)
+            except RemoteQueryError as exc:
+                if skip is None or not skip(i, exc):
+                    raise
 
 
 def _cast(column: pa.Array, target: pa.DataType) -> pa.Array:

@@ -67,13 +67,14 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from compute_client import pushdown, spark_filters, spark_reuse_guard
-from compute_client.flight import ConnectionOptions, FlightSelectClient, QueryPlan
+from compute_client.flight import ConnectionOptions, FlightSelectClient
 from compute_client.spark_common import (
     EndpointPartition,
     connection_options,
     project,
     read_endpoints,
     spark_schema,
+    spark_tasks,
     split_columns,
     task_groups,
 )
@@ -198,19 +199,6 @@ def _positive(options: dict[str, str], name: str) -> int | None:
     return value
 
 
-def spark_tasks(plan: QueryPlan, requested: int | None) -> int | None:
-    """How many Spark partitions read ``plan``: ``requested``, else the cores the server
-    computes on (its plan's ``cores``) times the nodes its endpoints name; None: one per
-    endpoint (a server that does not say)."""
-    if requested is not None:
-        return requested
-    cores = plan.about.get("cores")
-    if not isinstance(cores, int) or cores < 1:
-        return None
-    nodes = {e.locations[0] if e.locations else "" for e in plan.endpoints}
-    return cores * max(1, len(nodes))
-
-
 # ---------------------------------------------------------------------------- batch
 class FlightSelectDataSource(DataSource):
     """Reads an object or a raw s3-select query from a flight-select server; also streams
@@ -304,7 +292,8 @@ class FlightSelectReader(DataSourceReader):
         with FlightSelectClient(self.options.connection) as client:
             plan = client.execute(self.statement())
         by_position = self.options.query is None
-        groups = task_groups(plan.endpoints, spark_tasks(plan, self.options.num_partitions))
+        tasks = spark_tasks(plan.about, plan.endpoints, self.options.num_partitions)
+        groups = task_groups(plan.endpoints, tasks)
         return [EndpointPartition(EndpointPartition.value_of(g), by_position) for g in groups]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -16,8 +16,9 @@ Two steps, after the list/fetch design of incremental object-store sources:
   already admitted is never seen. A page is one call of the server's ``ListObjects`` action
   (``{bucket, prefix, start_after, max_keys}``), which returns keys with their sizes.
 * **fetch** (executors): each admitted object is planned with the pushed statement
-  (``SELECT columns FROM "bucket"."key" WHERE <where>``); each of its Flight endpoints is one
-  Spark partition. An object deleted before it is fetched is skipped with a warning.
+  (``SELECT columns FROM "bucket"."key" WHERE <where>``), and the batch's endpoints are packed
+  into a Spark partition per core the server computes on (a Python task costs about 30 ms).
+  An object deleted before it is fetched is skipped with a warning; the task reads the rest.
 
 Offsets (kept by Spark in the checkpoint) are ``{"v": 1, "after": key, "batch": [[key, bytes],
 ...]}``: the last admitted key and the objects of the batch that ends there, so a batch
@@ -35,6 +36,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -51,14 +53,16 @@ from pyspark.sql.types import StructType
 
 from compute_client import pushdown, spark_filters
 from compute_client.errors import RemoteQueryError
-from compute_client.flight import ConnectionOptions, FlightSelectClient
+from compute_client.flight import ConnectionOptions, Endpoint, FlightSelectClient
 from compute_client.spark_common import (
     EndpointPartition,
     connection_options,
     project,
     read_endpoints,
     spark_schema,
+    spark_tasks,
     split_columns,
+    task_groups,
 )
 
 log = logging.getLogger(__name__)
@@ -148,11 +152,11 @@ def stream_schema(options: dict[str, str]) -> StructType:
 
 
 class FetchPartition(EndpointPartition):
-    """One endpoint of one object's fetch."""
+    """Endpoints of the batch's objects that one task reads, and each one's object key."""
 
-    def __init__(self, value: str, key: str) -> None:
+    def __init__(self, value: str, keys: Sequence[str]) -> None:
         super().__init__(value, by_position=True)
-        self.key = key
+        self.keys = list(keys)
 
 
 def _limits(default_files: int | None, default_bytes: int | None,
@@ -268,7 +272,10 @@ class FlightSelectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
 
     # ------------------------------------------------------------------ fetch
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        parts: list[InputPartition] = []
+        """The batch's objects planned, their endpoints packed into a task per server core
+        (per node; a Python task costs about 30 ms, see ``spark_common.task_groups``)."""
+        fetched: list[tuple[str, Endpoint]] = []
+        about: dict[str, Any] = {}
         with FlightSelectClient(self.options.connection) as client:
             for key, _ in end.get("batch", []):
                 try:
@@ -279,8 +286,12 @@ class FlightSelectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
                     log.warning("skipping %s/%s: deleted before it was fetched (%s)",
                                 self.options.bucket, key, exc.code)
                     continue
-                parts += [FetchPartition(FetchPartition.value_of([e]), key) for e in plan.endpoints]
-        return parts
+                about = about or plan.about
+                fetched += [(key, e) for e in plan.endpoints]
+        tasks = spark_tasks(about, [e for _, e in fetched], None)
+        return [FetchPartition(FetchPartition.value_of([e for _, e in group]),
+                               [key for key, _ in group])
+                for group in task_groups(fetched, tasks)]
 
     def statement(self, client: FlightSelectClient, key: str) -> str:
         """The fetch statement of one object: the stream's columns and ``where``."""
@@ -296,13 +307,20 @@ class FlightSelectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, FetchPartition)
         target = to_arrow_schema(self.schema, timezone="UTC")
-        try:
-            yield from read_endpoints(self.options.connection, partition, target)
-        except RemoteQueryError as exc:
+        gone: set[str] = set()
+
+        def skip(index: int, exc: RemoteQueryError) -> bool:
+            """An object deleted before it was fetched is skipped, the task's others read."""
             if exc.code not in _GONE:
-                raise
-            log.warning("skipping %s/%s: deleted before it was fetched (%s)",
-                        self.options.bucket, partition.key, exc.code)
+                return False
+            key = partition.keys[index]
+            if key not in gone:
+                gone.add(key)
+                log.warning("skipping %s/%s: deleted before it was fetched (%s)",
+                            self.options.bucket, key, exc.code)
+            return True
+
+        yield from read_endpoints(self.options.connection, partition, target, skip)
 
     def commit(self, end: dict) -> None:
         self._buffer = [o for o in self._buffer if o.key > str(end["after"])]

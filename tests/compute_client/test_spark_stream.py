@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -137,6 +138,27 @@ def test_deleted_object_is_skipped_with_a_log_line(
     assert ids == ids_of([0, 2])
     assert any("gone/part-001.csv" in r.getMessage() and "deleted" in r.getMessage()
                for r in caplog.records)
+
+
+def test_a_batch_reads_in_a_task_per_server_core_and_skips_only_what_was_deleted(
+    stream_root: Path, stream_server: ServerProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    keys = [add_object(stream_root, "packed/", n) for n in range(5)]
+    reader = _reader(stream_server, "packed/")
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert len(end["batch"]) == 5
+    parts = reader.partitions(start, end)
+    assert 1 <= len(parts) <= min(5, os.cpu_count() or 1)
+    assert sorted(k for p in parts for k in p.keys) == sorted(keys)  # each object once
+    (stream_root / "s" / keys[1]).unlink()  # after planning: its task reads the others
+    ids = []
+    with caplog.at_level(logging.WARNING, logger="compute_client.spark_stream"):
+        for partition in parts:
+            for batch in reader.read(partition):
+                ids += [int(v) for v in batch.column(0).to_pylist()]
+    assert sorted(ids) == ids_of([0, 2, 3, 4])
+    assert sum("packed/part-001.csv" in r.getMessage() for r in caplog.records) == 1
 
 
 def test_fetch_statement_pushes_columns_and_where(

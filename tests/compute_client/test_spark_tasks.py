@@ -3,13 +3,11 @@ be; and how many tasks a plan asks for."""
 
 from __future__ import annotations
 
-import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from compute_client.flight import Endpoint, QueryPlan
-from compute_client.spark_common import EndpointPartition, task_groups
-from compute_client.spark_source import spark_tasks
+from compute_client.flight import Endpoint
+from compute_client.spark_common import EndpointPartition, spark_tasks, task_groups
 
 
 def _endpoints(n: int, locations: tuple[str, ...] = ()) -> list[Endpoint]:
@@ -35,15 +33,11 @@ def test_a_partition_value_round_trips_its_endpoints() -> None:
     assert partition.endpoints() == endpoints
 
 
-def _plan(endpoints: list[Endpoint], about: dict) -> QueryPlan:
-    return QueryPlan(pa.schema([]), tuple(endpoints), -1, -1, about)
-
-
 def test_tasks_are_the_server_cores_per_node_unless_asked() -> None:
     one_node = _endpoints(10)
-    assert spark_tasks(_plan(one_node, {"cores": 2}), None) == 2
-    assert spark_tasks(_plan(one_node, {"cores": 2}), 7) == 7
-    assert spark_tasks(_plan(one_node, {}), None) is None  # a server that does not say
-    assert spark_tasks(_plan(one_node, {"cores": "2"}), None) is None
+    assert spark_tasks({"cores": 2}, one_node, None) == 2
+    assert spark_tasks({"cores": 2}, one_node, 7) == 7
+    assert spark_tasks({}, one_node, None) is None  # a server that does not say
+    assert spark_tasks({"cores": "2"}, one_node, None) is None
     two_nodes = _endpoints(4, ("grpc://a:1",)) + _endpoints(4, ("grpc://b:1",))
-    assert spark_tasks(_plan(two_nodes, {"cores": 3}), None) == 6
+    assert spark_tasks({"cores": 3}, two_nodes, None) == 6
