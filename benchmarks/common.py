@@ -73,9 +73,6 @@ def bench_args(description: str, argv: Sequence[str] | None = None,
         extra(parser)
     args = parser.parse_args(argv)
     args.runs = max(3, args.runs)
-    # Flight hands over Arrow buffers that Acero (pyarrow's batch.filter with an expression,
-    # used by the DataFusion client) finds unaligned; it would warn once per batch.
-    os.environ.setdefault("ACERO_ALIGNMENT_HANDLING", "ignore")
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s",
                         stream=sys.stderr)
     logging.getLogger("benchmarks").setLevel(logging.INFO)

@@ -283,8 +283,7 @@ class FlightSelectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
                 except RemoteQueryError as exc:
                     if exc.code not in _GONE:
                         raise
-                    log.warning("skipping %s/%s: deleted before it was fetched (%s)",
-                                self.options.bucket, key, exc.code)
+                    self._skipped(key, exc)
                     continue
                 about = about or plan.about
                 fetched += [(key, e) for e in plan.endpoints]
@@ -292,6 +291,10 @@ class FlightSelectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         return [FetchPartition(FetchPartition.value_of([e for _, e in group]),
                                [key for key, _ in group])
                 for group in task_groups(fetched, tasks)]
+
+    def _skipped(self, key: str, exc: RemoteQueryError) -> None:
+        log.warning("skipping %s/%s: deleted before it was fetched (%s)",
+                    self.options.bucket, key, exc.code)
 
     def statement(self, client: FlightSelectClient, key: str) -> str:
         """The fetch statement of one object: the stream's columns and ``where``."""
@@ -316,8 +319,7 @@ class FlightSelectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
             key = partition.keys[index]
             if key not in gone:
                 gone.add(key)
-                log.warning("skipping %s/%s: deleted before it was fetched (%s)",
-                            self.options.bucket, key, exc.code)
+                self._skipped(key, exc)
             return True
 
         yield from read_endpoints(self.options.connection, partition, target, skip)

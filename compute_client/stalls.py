@@ -73,9 +73,7 @@ class _Watch:
         self._since: float | None = None  # when the pending read began; None: none pending
         self._closed = threading.Event()
         self.stalled = False
-        self._thread = threading.Thread(target=self._run, daemon=True,
-                                        name="flight-stream-watch")
-        self._thread.start()
+        threading.Thread(target=self._run, daemon=True, name="flight-stream-watch").start()
 
     def waiting(self) -> None:
         self._since = time.monotonic()

@@ -643,7 +643,7 @@ class SelectEngine:
         core at a time end in full waves (9 ranges on 2 cores leave one core idle for the
         whole last range; 10 smaller ones do not)."""
         by_size = -(-size // self.config.partition_bytes)
-        cores = max(1, self.config.parallelism)
+        cores = self.config.parallelism
         if by_size > cores:
             by_size = -(-by_size // cores) * cores
         by_cores = min(cores, size // _MIN_SPLIT_BYTES)
