@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from tests.seaweedfs import SeaweedFS, start_seaweedfs
+
 # CI runs every property test on the same examples (a red CI names a reproducible case); a
 # developer's run explores new ones each time.
 settings.register_profile("ci", derandomize=True, database=None)
@@ -88,7 +90,7 @@ class ServerProcess:
             return self.process.wait()
 
 
-def start_server(data_dir: Path, *extra: str, env: dict[str, str] | None = None) -> ServerProcess:
+def start_server(data_dir: Path | str, *extra: str, env: dict[str, str] | None = None) -> ServerProcess:
     """Start ``python -m flight_storage serve`` and wait for its ``listening on`` line."""
     command = [sys.executable, "-m", "flight_storage", "serve", "--data", str(data_dir),
                "--port", "0", *extra]
@@ -111,7 +113,7 @@ def start_server(data_dir: Path, *extra: str, env: dict[str, str] | None = None)
 
 
 @contextmanager
-def running_server(data_dir: Path, *extra: str, env: dict[str, str] | None = None
+def running_server(data_dir: Path | str, *extra: str, env: dict[str, str] | None = None
                    ) -> Iterator[ServerProcess]:
     """:func:`start_server` for the length of a ``with`` block (a fixture's ``yield``)."""
     server = start_server(data_dir, *extra, env=env)
@@ -134,3 +136,14 @@ def sample_server() -> Iterator[ServerProcess]:
     """One server over data/samples for the whole session."""
     with running_server(SAMPLES) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedFS]:
+    """A real S3-compatible object store (SeaweedFS) for the whole session
+    (``tests/seaweedfs.py``); tests create buckets with unique names in it."""
+    store = start_seaweedfs(tmp_path_factory.mktemp("seaweedfs"))
+    try:
+        yield store
+    finally:
+        store.stop(wait_s=5.0)

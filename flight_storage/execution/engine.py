@@ -71,7 +71,12 @@ from flight_storage.formats.output import RecordWriter
 from flight_storage.formats.scan_range import scan_bounds
 from flight_storage.formats.typed_columns import TypedColumns
 from flight_storage.protocol import Partition
-from flight_storage.storage.sources import ObjectSource, local_path, random_access
+from flight_storage.storage.sources import (
+    ObjectSource,
+    datafusion_location,
+    random_access,
+    version_key,
+)
 from select_dialect import Column, Translation, translate
 from select_dialect.errors import SelectDialectError
 from select_dialect.flavors import CEPH, FLAVOR_NAMES, FLAVORS, engine_rules
@@ -472,18 +477,19 @@ class SelectEngine:
             return dataclasses.replace(plan, native_reason="native readers are off")
         if len(plan.sources) != 1:
             return dataclasses.replace(plan, native_reason=_prefix_reason(plan))
-        path = local_path(plan.source)
-        if path is None:
-            return dataclasses.replace(plan, native_reason="not a file")
+        location = datafusion_location(plan.source)
+        if location is None:
+            return dataclasses.replace(plan, native_reason="not a stored object")
         metadata = self._parquet_file(plan.source).metadata
         try:
-            native, reason = native_parquet_table(path, metadata, plan.input_schema)
+            native, reason = native_parquet_table(location, plan.source.size, metadata,
+                                                  plan.input_schema)
         except Exception as exc:  # DataFusion raises plain exceptions with text only
             return dataclasses.replace(plan, native_reason=f"DataFusion cannot read it ({exc})")
         if native is None:
             return dataclasses.replace(plan, native_reason=reason)
         try:
-            reason = self.nan_surveys.reason(path, plan.input_schema)
+            reason = self.nan_surveys.reason(plan.source, plan.input_schema)
         except (OSError, pa.ArrowException) as exc:
             reason = f"survey failed ({exc})"
         if reason:
@@ -528,21 +534,21 @@ class SelectEngine:
             return None, "typed columns"
         if scan_range is not None:
             return None, "a ScanRange request"
-        path = local_path(plan.source)
-        if path is None:
-            return None, "not a file"
+        location = datafusion_location(plan.source)
+        if location is None:
+            return None, "not a stored object"
         if not reads_compression(plan.input.compression):
             # before the survey: it would decompress the whole object for nothing
             return None, f"{plan.input.compression} input"
         options = self._csv_options(plan.input, plan.flavor, plan.translation)
         try:
-            survey = self.surveys.survey(path, options, plan.input.compression)
+            survey = self.surveys.survey(plan.source, options, plan.input.compression)
         except (OSError, InputFormatError) as exc:
             return None, f"survey failed ({exc})"
         widest = max(survey.max_fields, survey.header_fields)
         if widest > self.config.max_columns:
             return None, f"records of {widest} fields (over --max-columns)"
-        return native_csv_table(path, options, survey, width=len(plan.input_schema),
+        return native_csv_table(location, options, survey, width=len(plan.input_schema),
                                 compression=plan.input.compression)
 
     def _plan_csv(self, expression: str, sources: tuple[ObjectSource, ...], input: InputSpec,
@@ -1030,17 +1036,16 @@ def _plan_key(
     flavor: str,
     scan_range: tuple[int, int] | None,
 ) -> tuple[Any, ...] | None:
-    """What a plan depends on, or None when a source is not a file (nothing to version)."""
+    """What a plan depends on, or None when a source has no version (bytes in memory)."""
     versions = []
     for source in sources:
-        path = local_path(source)
-        if path is None:
-            return None
         try:
-            stat = os.stat(path)
+            version = version_key(source)
         except OSError:
             return None
-        versions.append((str(path), source.name, stat.st_size, stat.st_mtime_ns, stat.st_ino))
+        if version is None:
+            return None
+        versions.append((source.name, version))
     digest = hashlib.sha256(expression.encode("utf-8", "surrogatepass")).digest()
     return (digest, flavor, repr(input), scan_range, tuple(versions))
 

@@ -38,7 +38,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -157,10 +157,11 @@ def _cancel(pending: deque[Future[_ChunkSurvey]]) -> None:
         future.cancel()
 
 
-def survey_file(path: Path, options: CsvInputOptions, compression: str = "NONE") -> CsvSurvey:
-    """:func:`survey_csv` over a file (decompressed as it streams when compressed)."""
+def survey_file(raw: BinaryIO, options: CsvInputOptions, compression: str = "NONE") -> CsvSurvey:
+    """:func:`survey_csv` over an object's stream from its first byte (decompressed as it
+    streams when compressed); closes ``raw``."""
     decoded = [0]
-    with open(path, "rb") as raw, open_decompressed(raw, compression, decoded) as stream:
+    with raw, open_decompressed(raw, compression, decoded) as stream:
         survey = survey_csv(iter(lambda: stream.read(CHUNK_BYTES), b""), options)
     return replace(survey, decoded_bytes=decoded[0])
 

@@ -20,7 +20,6 @@ import dataclasses
 import hashlib
 import json
 import logging
-import os
 import secrets
 import threading
 import time
@@ -36,6 +35,7 @@ from flight_storage import protocol
 from flight_storage.errors import (
     AccessDeniedError,
     InvalidRequestError,
+    ObjectNotFoundError,
     ResourceLimitError,
     StaleTicketError,
     StorageError,
@@ -123,7 +123,7 @@ class StorageServer(flight.FlightServerBase):
     def __init__(self, config: ServerConfig) -> None:
         config.check()
         self.config = config
-        self.catalog = Catalog(config.data_dir)
+        self.catalog = Catalog(config.bucket_sets())
         self.engine = SelectEngine(config.engine)
         self.secret = config.ticket_secret or secrets.token_bytes(32)
         self.users = Users.load(config.users_file) if config.users_file is not None else None
@@ -233,7 +233,7 @@ class StorageServer(flight.FlightServerBase):
 
     def check_access(self, call: CallContext, bucket: str) -> None:
         """Refuse buckets the caller may not read (and names that could leave the root)."""
-        self.catalog.bucket_path(bucket)
+        self.catalog.store(bucket)
         if call.user is not None and not call.user.may_read(bucket):
             raise AccessDeniedError(f"user {call.user.name} may not read bucket {bucket}")
 
@@ -843,10 +843,11 @@ def _check_version(objects: Sequence[ObjectInfo], version: str) -> None:
 def _changed(objects: Sequence[ObjectInfo], version: str) -> StaleTicketError | None:
     """The error to fail a stream with when its objects are no longer ``version``."""
     try:
-        fresh = [dataclasses.replace(o, size=st.st_size, mtime_ns=st.st_mtime_ns)
-                 for o, st in ((o, os.stat(o.path)) for o in objects)]
-    except OSError:
-        fresh = []
+        fresh = [dataclasses.replace(o, version=o.store.head(o.key).version) for o in objects]
+    except (ObjectNotFoundError, AccessDeniedError):
+        fresh = []  # deleted (or replaced by something we may not read)
+    except StorageError:
+        return None  # the store did not answer: the reads say so themselves if it stays down
     if object_version(fresh) == version:
         return None
     return StaleTicketError(
