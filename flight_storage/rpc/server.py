@@ -335,6 +335,7 @@ class StorageServer(flight.FlightServerBase):
                 input_serialization=plan.input.to_request(), user=call.user_name,
                 parameters=parameters, issued_at=issued,
                 object_version=table.version if table is not None else None,
+                planned_by=self.node_name,
             )
             for p in ([Partition("object")] if call.single_endpoint
                       else endpoint_partitions(plan))
@@ -447,6 +448,7 @@ class StorageServer(flight.FlightServerBase):
                 partition=p, input_serialization=plan.input.to_request(),
                 output_serialization=request.ticket_extras(), user=call.user_name,
                 issued_at=issued, object_version=object_version([obj]),
+                planned_by=self.node_name,
             )
             for p in endpoint_partitions(plan)
         ]
@@ -534,16 +536,28 @@ class StorageServer(flight.FlightServerBase):
             obj = self.catalog.object(ticket.bucket, ticket.key)
             objects, spec = (obj,), self._input_spec(obj, ticket.input_serialization)
         if ticket.object_version is not None and ticket.object_version != object_version(objects):
-            raise StaleTicketError(
-                f"{ticket.bucket}/{ticket.key} changed after the query was planned; "
-                "plan it again (GetFlightInfo)",
-                code="PreconditionFailed",
-            )
+            raise self._stale(ticket)
         sources = object_sources(objects)
         plan = self.engine.plan(sql, sources, spec, flavor=ticket.flavor)
         sources[0].read[0] = 0  # count what the scan reads, not the header planning peeked at
         sources[0].processed[0] = 0
         return sources[0], plan, objects
+
+    @property
+    def node_name(self) -> str | None:
+        """This node's name in its cluster (None for a single server)."""
+        return self.config.node_name if self.cluster is not None else None
+
+    def _stale(self, ticket: PartitionTicket) -> StaleTicketError:
+        """The error of a ticket whose objects are not, here, the version it was planned on."""
+        where = f"{ticket.bucket}/{ticket.key}"
+        if ticket.planned_by is not None and ticket.planned_by != self.node_name:
+            return StaleTicketError(
+                f"{where} on node {self.node_name} is not the copy node {ticket.planned_by} "
+                f"planned the query on (their contents differ): make the replicas equal, "
+                "then plan it again", code="PreconditionFailed")
+        return StaleTicketError(f"{where} changed after the query was planned; plan it again "
+                                "(GetFlightInfo)", code="PreconditionFailed")
 
     def _partition_stream(
         self,
