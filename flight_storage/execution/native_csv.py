@@ -27,7 +27,7 @@ import pyarrow as pa
 from datafusion import SessionContext
 from datafusion.options import CsvReadOptions
 
-from flight_storage.formats.csv_guard import CsvSurvey, survey_file
+from flight_storage.formats.csv_guard import CsvSurvey, survey_file, survey_range
 from flight_storage.formats.csv_input import RULES_CEPH, CsvInputOptions
 from flight_storage.storage.sources import DataFusionLocation, ObjectSource, version_key
 from flight_storage.storage.version_cache import VersionCache
@@ -74,6 +74,15 @@ class SurveyCache:
         return self._cache.get(version_key(source),
                                lambda: survey_file(source.open(), options, compression),
                                key, compression)
+
+    def survey_range(self, source: ObjectSource, options: CsvInputOptions, start: int,
+                     stop: int) -> CsvSurvey:
+        """The survey of the lines of ``[start, stop)`` of an uncompressed ``source``, computed
+        at most once per version (see :func:`~flight_storage.formats.csv_guard.survey_range`)."""
+        key = replace(options, empty_is_null=True)
+        return self._cache.get(version_key(source),
+                               lambda: survey_range(source.open(), options, start, stop),
+                               key, "NONE", start, stop)
 
 
 @dataclass(frozen=True)
@@ -139,6 +148,31 @@ class NativeCsvTable:
             else:
                 columns.append(f'"_{i}"')
         ctx.register_view(name, ctx.sql(f'SELECT {", ".join(columns)} FROM "{file_table}"'))
+
+
+@dataclass(frozen=True)
+class DeferredCsvTable:
+    """DataFusion's reader for an object that is not on this machine (an object store's):
+    planning reads only the header, and each byte range is surveyed when it is read
+    (:meth:`SurveyCache.survey_range`), then read by DataFusion where its survey allows
+    (:meth:`resolve`) and by the reference reader where it does not.
+
+    Attributes:
+        location: where DataFusion reads the object.
+        options: the request's CSV options.
+        width: columns the query's table has (``_1 .. _width``).
+        compression: the request's CompressionType (a compressed object is one range).
+    """
+
+    location: DataFusionLocation
+    options: CsvInputOptions
+    width: int
+    compression: str = "NONE"
+
+    def resolve(self, survey: CsvSurvey) -> tuple[NativeCsvTable | None, str]:
+        """The native table for the surveyed range, or None and why not."""
+        return native_csv_table(self.location, self.options, survey, width=self.width,
+                                compression=self.compression)
 
 
 def native_csv_table(

@@ -54,6 +54,9 @@ SESSION_SETTINGS: tuple[tuple[str, str], ...] = (
     # evaluate the filter while decoding: rows that fail it are never materialised
     ("datafusion.execution.parquet.pushdown_filters", "true"),
     ("datafusion.execution.parquet.reorder_filters", "true"),
+    # one 64 KiB read finds most footers (DataFusion 55 asks for 512 KiB, which over an object
+    # store is what planning reads, twice); a larger footer costs a second read
+    ("datafusion.execution.parquet.metadata_size_hint", "65536"),
 )
 """Session settings the native Parquet path relies on (harmless to the other readers)."""
 
@@ -147,21 +150,29 @@ class NanSurvey:
         """Objects read (not served from the cache); tests read it."""
         return self._cache.computed
 
-    def reason(self, source: ObjectSource, schema: pa.Schema) -> str:
-        """Why the native reader would differ (a column holding NaN), or ``""``."""
+    def reason(self, source: ObjectSource, schema: pa.Schema,
+               row_groups: tuple[int, ...] | None = None) -> str:
+        """Why the native reader would differ (a column holding NaN), or ``""``: in the whole
+        object, or in ``row_groups`` only (an object store's object is surveyed partition by
+        partition as it is read, never whole to plan)."""
         floats = [f.name for f in schema if _holds_float(f.type)]
         if not floats:
             return ""
         return self._cache.get(version_key(source),
-                               lambda: _nan_reason(source, schema, floats))
+                               lambda: _nan_reason(source, schema, floats, row_groups),
+                               row_groups)
 
 
-def _nan_reason(source: ObjectSource, schema: pa.Schema, floats: list[str]) -> str:
+def _nan_reason(source: ObjectSource, schema: pa.Schema, floats: list[str],
+                row_groups: tuple[int, ...] | None) -> str:
     nested = [name for name in floats if not pa.types.is_floating(schema.field(name).type)]
     if nested:
         return f"column {nested[0]} nests floating-point values (NaN is not surveyed there)"
     with random_access(source) as file:
-        for batch in pq.ParquetFile(file).iter_batches(batch_size=1 << 16, columns=floats):
+        parquet = pq.ParquetFile(file)
+        groups = list(row_groups) if row_groups is not None else None
+        for batch in parquet.iter_batches(batch_size=1 << 16, columns=floats,
+                                          row_groups=groups):
             for name, column in zip(batch.schema.names, batch.columns, strict=True):
                 if pc.any(pc.is_nan(column)).as_py():
                     return f"column {name} holds NaN (DataFusion orders it above every number)"

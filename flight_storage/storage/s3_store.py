@@ -240,16 +240,23 @@ def _ns(moment: Any) -> int:
     return int(moment.timestamp() * 1_000_000_000) if moment is not None else 0
 
 
+_FIRST_WINDOW = 64 << 10
+_LARGEST_WINDOW = 16 << 20
+
+
 class RangedReader(io.RawIOBase):
-    """A seekable stream of one object version: each read continues a ranged GET (``Range:
-    bytes=pos-``, ``If-Match: <ETag>``) opened at the current position, reopened after a seek.
-    Only the bytes read are asked for (a reader that stops early closes the connection)."""
+    """A seekable stream of one object version, read with ranged GETs (``If-Match: <ETag>``)
+    of growing windows: 64 KiB first (a header peek costs one small request, whatever the
+    object's size; an open-ended GET would have the store send megabytes into socket buffers),
+    doubling up to 16 MiB while the reader keeps reading; a seek starts again small."""
 
     def __init__(self, bucket: S3Bucket, obj: StoredObject, start: int = 0) -> None:
         self._bucket = bucket
         self._obj = obj
         self._pos = start
         self._body: Any = None
+        self._window = _FIRST_WINDOW
+        self._body_end = start
 
     def readable(self) -> bool:
         return True
@@ -266,16 +273,22 @@ class RangedReader(io.RawIOBase):
         if target != self._pos:
             self._drop()
             self._pos = max(0, target)
+            self._window = _FIRST_WINDOW
         return self._pos
 
     def readinto(self, buffer: Any) -> int:
         if self._pos >= self._obj.size or not len(buffer):
             return 0
+        if self._body is not None and self._pos >= self._body_end:
+            self._drop()
+            self._window = min(self._window * 2, _LARGEST_WINDOW)
         if self._body is None:
-            self._body = self._bucket.get_body(self._obj, self._pos)
+            self._body_end = min(self._obj.size, self._pos + max(self._window, len(buffer)))
+            self._body = self._bucket.get_body(self._obj, self._pos, self._body_end)
+        wanted = min(len(buffer), self._body_end - self._pos)
         data = self._bucket.connection.call(
             f"GetObject {self._bucket.name}/{self._obj.key}",
-            lambda: self._body.read(len(buffer)))
+            lambda: self._body.read(wanted))
         n = len(data)
         buffer[:n] = data
         self._pos += n
@@ -360,11 +373,11 @@ class S3Bucket:
                 etag = entry["ETag"]
                 yield StoredObject(key, size, mtime, _version(etag, size, mtime), etag)
 
-    def get_body(self, obj: StoredObject, start: int) -> Any:
-        """The streaming body of ``obj`` from ``start`` to its end, only if it is still
+    def get_body(self, obj: StoredObject, start: int, stop: int) -> Any:
+        """The streaming body of bytes ``[start, stop)`` of ``obj``, only if it is still
         ``obj``'s version (``PreconditionFailed`` otherwise)."""
         arguments: dict[str, Any] = {"Bucket": self.bucket, "Key": self._key(obj.key),
-                                     "Range": f"bytes={start}-"}
+                                     "Range": f"bytes={start}-{stop - 1}"}
         if obj.etag is not None:
             arguments["IfMatch"] = obj.etag
         answer = self._call(f"GetObject {self.name}/{obj.key}",
@@ -372,7 +385,8 @@ class S3Bucket:
         return answer["Body"]
 
     def open(self, obj: StoredObject, start: int = 0) -> BinaryIO:
-        return io.BufferedReader(RangedReader(self, obj, start), 8 << 20)
+        # small reads stay small (a header peek); a scan's large reads pass straight through
+        return io.BufferedReader(RangedReader(self, obj, start), 64 << 10)
 
     def open_random_access(self, obj: StoredObject) -> pa.NativeFile:
         current = self.head(obj.key)
