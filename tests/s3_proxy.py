@@ -80,6 +80,10 @@ class S3Proxy:
         with self._lock:
             update(self.counters)
 
+    def _add_body_bytes(self, n: int) -> None:
+        with self._lock:
+            self.counters.body_bytes += n
+
     def _forward(self, handler: BaseHTTPRequestHandler) -> None:
         self._count(lambda c: (setattr(c, "requests", c.requests + 1),
                                c.methods.append(handler.command)))
@@ -118,7 +122,7 @@ class S3Proxy:
                 chunk = answer.read(1 << 16)
                 if not chunk:
                     break
-                self._count(lambda c, n=len(chunk): setattr(c, "body_bytes", c.body_bytes + n))
+                self._add_body_bytes(len(chunk))
                 if chunked:
                     handler.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
                 else:
