@@ -56,7 +56,7 @@ from flight_storage.request.tables import ResolvedTable, input_spec, object_vers
 from flight_storage.rpc.actions import ACTIONS
 from flight_storage.rpc.auth import TokenSigner, Users
 from flight_storage.rpc.boundary import guarded, rpc_boundary
-from flight_storage.rpc.cluster import MERGED_METADATA, ClusterRole
+from flight_storage.rpc.cluster import MERGED_METADATA, ClusterRole, FleetRole
 from flight_storage.rpc.config import ServerConfig
 from flight_storage.rpc.endpoints import (
     endpoint_partitions,
@@ -147,7 +147,8 @@ class StorageServer(flight.FlightServerBase):
         if config.cluster is not None and config.node_name is not None:
             roots = config.tls_cert.read_bytes() if config.tls_cert is not None else None
             peers = Peers(config.cluster, config.node_name, signer.issue, roots)
-            self.cluster = ClusterRole(
+            role = FleetRole if config.cluster.is_fleet else ClusterRole
+            self.cluster = role(
                 peers, planning_timeout_s=config.query_timeout_s + config.cluster.peer_timeout_s)
             self.location = peers.me.location
             peers.start_checks()
@@ -355,15 +356,12 @@ class StorageServer(flight.FlightServerBase):
     ) -> flight.FlightInfo:
         expires = expiry(tickets[0].issued_at + self.config.ticket_max_age_s)
         first = tickets[0]
-        locations, holders = [], b""
-        if self.cluster is not None and first.bucket:
-            locations = self.cluster.locations(first.bucket, first.key)
-            holders = self.cluster.endpoint_metadata(first.bucket, first.key)
-        endpoints = [
-            flight.FlightEndpoint(protocol.ticket_to_flight(t, self.secret), locations,
-                                  expiration_time=expires, app_metadata=holders)
-            for t in tickets
-        ]
+        endpoints = []
+        for t in tickets:
+            locations, about_nodes = self._where(t)
+            endpoints.append(flight.FlightEndpoint(
+                protocol.ticket_to_flight(t, self.secret), locations, expiration_time=expires,
+                app_metadata=about_nodes))
         fields.update(query_id=query_id(first), object=f"{first.bucket}/{first.key}",
                       endpoints=len(endpoints), flavor=first.flavor, reader=plan.reader)
         total_bytes = sum(partition_bytes(t.partition, plan) for t in tickets)
@@ -379,6 +377,15 @@ class StorageServer(flight.FlightServerBase):
             about["reason"] = plan.native_reason
         return flight.FlightInfo(schema, descriptor, endpoints, total_records, total_bytes,
                                  app_metadata=json.dumps(about).encode())
+
+    def _where(self, ticket: PartitionTicket) -> tuple[list[flight.Location], bytes]:
+        """An endpoint's locations and ``app_metadata``: none for a single server (clients
+        read it here); in a cluster, the nodes that may serve it, in the order to try."""
+        if self.cluster is None or not ticket.bucket:
+            return [], b""
+        partition = ticket.partition.to_dict()
+        return (self.cluster.endpoint_locations(ticket.bucket, ticket.key, partition),
+                self.cluster.endpoint_metadata(ticket.bucket, ticket.key, partition))
 
     def check_query_length(self, query: str, what: str = "query text") -> None:
         """Refuse statements over ``--max-query-chars`` before any work (every entry point)."""
