@@ -357,14 +357,14 @@ class StorageServer(flight.FlightServerBase):
         expires = expiry(tickets[0].issued_at + self.config.ticket_max_age_s)
         first = tickets[0]
         endpoints = []
-        for t in tickets:
-            locations, about_nodes = self._where(t)
+        for ticket in tickets:
+            locations, about_nodes = self._where(ticket)
             endpoints.append(flight.FlightEndpoint(
-                protocol.ticket_to_flight(t, self.secret), locations, expiration_time=expires,
-                app_metadata=about_nodes))
+                protocol.ticket_to_flight(ticket, self.secret), locations,
+                expiration_time=expires, app_metadata=about_nodes))
         fields.update(query_id=query_id(first), object=f"{first.bucket}/{first.key}",
                       endpoints=len(endpoints), flavor=first.flavor, reader=plan.reader)
-        total_bytes = sum(partition_bytes(t.partition, plan) for t in tickets)
+        total_bytes = sum(partition_bytes(ticket.partition, plan) for ticket in tickets)
         # what served the plan, for operators and benchmarks (clients may ignore it), and
         # the cores it computes on (the Spark source packs endpoints into a task per core)
         about: dict[str, Any] = {"reader": plan.reader, "endpoints": len(endpoints),
