@@ -57,6 +57,9 @@ SLOW_MODULES: dict[str, str] = {
     "tests/flight_storage/test_foreign_clients.py": "third-party clients in subprocesses",
     "tests/flight_storage/test_sqlalchemy_clients.py": "SQLAlchemy in a subprocess",
     "tests/compute_client/test_failover.py": "replica servers killed and stopped mid-stream",
+    "tests/flight_storage/test_object_store.py": "a SeaweedFS store, servers per fault",
+    "tests/flight_storage/test_fleet.py": "three nodes over SeaweedFS, one killed mid-stream",
+    "tests/compute_client/test_object_store_clients.py": "a SeaweedFS store and Spark",
 }
 
 

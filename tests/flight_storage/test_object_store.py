@@ -12,12 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import adbc_driver_flightsql.dbapi as flightsql
+import boto3
 import pyarrow as pa
 import pyarrow.flight as flight
 import pyarrow.parquet as pq
 import pytest
+from botocore.config import Config
 
-from tests.conftest import SAMPLES, ServerProcess, running_server
+from tests.conftest import SAMPLES, ServerProcess, running_server, start_server
 from tests.flight_storage.test_server_support import (
     error_document,
     free_port,
@@ -250,3 +252,48 @@ def test_throttling_is_retried_with_back_off_and_bounded(seaweedfs: SeaweedFS,
             _read_endpoints(server.location, sql)
         assert error_document(failed.value)["code"] in ("SlowDown", "ServiceUnavailable")
         assert proxied.counters.throttled <= 4 * 3  # max_attempts per request, few requests
+
+
+# ----------------------------------------------------------------------------- the S3 door
+
+
+def test_the_s3_door_serves_a_store_bucket_and_writes_through(seaweedfs: SeaweedFS) -> None:
+    """Select, Get (with a range), Head and List over a store bucket; in writable mode a
+    PutObject lands in the store (visible to the store's own clients) and DeleteObject
+    removes it there."""
+    bucket = seaweedfs.new_bucket("door")
+    seaweedfs.upload_folder(SAMPLES / "sales" / "orders", bucket, "orders/")
+    server = start_server(f"s3://{bucket}", "--s3-port", "0", "--s3-writable",
+                          env=seaweedfs.env())
+    try:
+        assert server.process.stdout is not None
+        door = server.process.stdout.readline().split("on ", 1)[1].strip()
+        s3 = boto3.client("s3", endpoint_url=door, aws_access_key_id="any",
+                          aws_secret_access_key="any", region_name="us-east-1",
+                          config=Config(s3={"addressing_style": "path"},
+                                        retries={"max_attempts": 1}))
+        key = "orders/2024-01.csv"
+        original = (SAMPLES / "sales" / key).read_bytes()
+        listed = s3.list_objects_v2(Bucket=bucket, Prefix="orders/")["Contents"]
+        assert [o["Key"] for o in listed] == [f"orders/2024-0{m}.csv" for m in (1, 2, 3)]
+        assert s3.head_object(Bucket=bucket, Key=key)["ContentLength"] == len(original)
+        assert s3.get_object(Bucket=bucket, Key=key, Range="bytes=5-24")["Body"].read() == (
+            original[5:25])
+        answer = s3.select_object_content(
+            Bucket=bucket, Key=key, ExpressionType="SQL",
+            Expression="SELECT count(*) FROM s3object",
+            InputSerialization={"CSV": {"FileHeaderInfo": "USE"}},
+            OutputSerialization={"CSV": {}})
+        records = b"".join(e["Records"]["Payload"] for e in answer["Payload"] if "Records" in e)
+        assert int(records) == original.count(b"\n") - 1
+        s3.put_object(Bucket=bucket, Key="new/a.csv", Body=b"x,y\n1,2\n3,4\n")
+        stored = seaweedfs.client().get_object(Bucket=bucket, Key="new/a.csv")["Body"].read()
+        assert stored == b"x,y\n1,2\n3,4\n"
+        with flightsql.connect(server.location, autocommit=True) as conn, conn.cursor() as cur:
+            cur.execute(f'SELECT count(*) FROM "{bucket}"."new/a.csv"')
+            assert cur.fetchall() == [(3,)]
+        s3.delete_object(Bucket=bucket, Key="new/a.csv")
+        remaining = seaweedfs.client().list_objects_v2(Bucket=bucket, Prefix="new/")
+        assert remaining.get("KeyCount", 0) == 0
+    finally:
+        server.stop()
