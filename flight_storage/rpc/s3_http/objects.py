@@ -9,11 +9,12 @@ of fixed elements; no maintained package serves S3 from a directory as a library
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import datetime as dt
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -210,18 +211,46 @@ def new_object_path(catalog: Catalog, bucket: str, key: str) -> Path:
     return path
 
 
-def write_object(path: Path, chunks: list[bytes]) -> None:
-    """Write atomically: a new file renamed over the old (running scans keep the old inode)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".put-")
+async def write_object(path: Path, chunks: AsyncIterable[bytes]) -> None:
+    """Write an object atomically as its bytes arrive, never holding it in memory.
+
+    The chunks go to a new hidden file beside ``path`` that is renamed over it once the
+    iterator ends (running scans keep the old inode). If the iterator raises (a checksum found
+    wrong at the end, a client gone, a body over its bound) or a write fails, the new file and
+    any folder made for it are removed and the old object stays as it was.
+    """
+    made = await asyncio.to_thread(_make_folders, path.parent)
+    fd, temp = await asyncio.to_thread(tempfile.mkstemp, dir=path.parent, prefix=".put-")
+    handle = os.fdopen(fd, "wb")
     try:
-        with os.fdopen(fd, "wb") as handle:
-            for chunk in chunks:
-                handle.write(chunk)
-        os.replace(temp, path)
+        async for chunk in chunks:
+            await asyncio.to_thread(handle.write, chunk)
+        await asyncio.to_thread(handle.close)
+        await asyncio.to_thread(os.replace, temp, path)
     except BaseException:
-        os.unlink(temp)
+        handle.close()
+        await asyncio.to_thread(_discard, Path(temp), made)
         raise
+
+
+def _make_folders(folder: Path) -> list[Path]:
+    """Create ``folder`` and its missing parents; returns those it made, deepest first."""
+    missing = []
+    probe = folder
+    while not probe.exists():
+        missing.append(probe)
+        probe = probe.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    return missing
+
+
+def _discard(temp: Path, made: list[Path]) -> None:
+    temp.unlink(missing_ok=True)
+    for folder in made:
+        try:
+            folder.rmdir()
+        except OSError:  # another upload put something there meanwhile: keep it
+            return
 
 
 def delete_object(catalog: Catalog, bucket: str, key: str) -> None:
