@@ -28,7 +28,7 @@ from flight_storage.errors import StorageError
 from flight_storage.protocol import FLAVOR_HEADER
 from flight_storage.rpc.auth import User
 from flight_storage.rpc.boundary import error_document
-from flight_storage.rpc.s3_http import eventstream, objects, payload, sigv4
+from flight_storage.rpc.s3_http import checksums, eventstream, objects, payload, sigv4
 from flight_storage.rpc.s3_http.door_config import S3DoorConfig
 from flight_storage.rpc.s3_http.s3_errors import S3HttpError, error_xml
 from flight_storage.rpc.s3_http.select_stream import SelectBridge
@@ -214,10 +214,20 @@ class S3Door:
 def _operation(request: Request, bucket: str, key: str) -> tuple[str, str]:
     """``(HTTP method, S3 resource kind)``: the key of the handler table."""
     kind = "object" if key else "bucket" if bucket else "service"
+    query = request.query_params
     if request.method == "POST" and kind == "object":
-        query = request.query_params
         kind = "select" if "select" in query and query.get("select-type") == "2" else "post"
+    elif kind == "bucket":
+        kind = next((sub for (method, name), sub in _BUCKET_SUBRESOURCES.items()
+                     if method == request.method and name in query), kind)
     return request.method, kind
+
+
+_BUCKET_SUBRESOURCES: Final[dict[tuple[str, str], str]] = {
+    ("GET", "versions"): "versions",
+    ("POST", "delete"): "delete",
+}
+"""Bucket calls told apart by a query parameter (``?versions``, ``?delete``)."""
 
 
 # ----------------------------------------------------------------------------- handlers
@@ -249,6 +259,40 @@ async def _list_objects(door: S3Door, call: _Call) -> Response:
     listing = objects.parse_list_request(call.bucket, query)
     body = await run_in_threadpool(objects.list_objects_xml, door.server.catalog, listing)
     return Response(body, media_type=XML)
+
+
+async def _list_versions(door: S3Door, call: _Call) -> Response:
+    door.check_bucket(call)
+    listing = objects.parse_versions_request(call.bucket, dict(call.request.query_params))
+    body = await run_in_threadpool(objects.list_versions_xml, door.server.catalog, listing)
+    return Response(body, media_type=XML)
+
+
+async def _delete_objects(door: S3Door, call: _Call) -> Response:
+    door.check_writable()
+    door.check_bucket(call)
+    headers = call.request.headers
+    if "content-md5" not in headers and not any(
+            h.lower().startswith(checksums.CHECKSUM_PREFIX) for h in headers):
+        raise S3HttpError("InvalidRequest", "Missing required header for this request: "
+                          "Content-MD5 (or x-amz-checksum-*)")
+    body = await door.read_body(call, door.config.max_request_bytes, "MaxMessageLengthExceeded")
+    quiet, keys = objects.parse_delete_request(body)
+    deleted: list[str] = []
+    errors: list[tuple[str, str, str]] = []
+    for key, version in keys:
+        if version not in (None, "", "null"):
+            errors.append((key, "NoSuchVersion", f"{key} has no version {version}"))
+            continue
+        try:
+            await run_in_threadpool(objects.delete_object, door.server.catalog, call.bucket,
+                                    key)
+        except StorageError as exc:
+            document = error_document(exc)
+            errors.append((key, document["code"], document["message"]))
+        else:
+            deleted.append(key)
+    return Response(objects.delete_result_xml(deleted, errors, quiet), media_type=XML)
 
 
 async def _head_bucket(door: S3Door, call: _Call) -> Response:
@@ -319,6 +363,8 @@ _HANDLERS: Final[dict[tuple[str, str], Handler]] = {
     ("POST", "select"): _select,
     ("GET", "service"): _list_buckets,
     ("GET", "bucket"): _list_objects,
+    ("GET", "versions"): _list_versions,
+    ("POST", "delete"): _delete_objects,
     ("HEAD", "bucket"): _head_bucket,
     ("PUT", "bucket"): _create_bucket,
     ("DELETE", "bucket"): _delete_bucket,
