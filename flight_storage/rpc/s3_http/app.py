@@ -5,8 +5,9 @@ its handler through one table, authenticates it from its head (SigV4 when the se
 see ``sigv4.py``) before any of its body is read, and logs one JSON line per call like the
 Flight server's. A handler checks the caller's rights before it reads a body; a body is read
 through ``payload.py`` (framing, signatures and digests checked as it streams, bounded in size
-and time), into memory for a request document, or straight to disk for PutObject. SelectObjectContent goes to the Flight server of the same process
-(``select_stream.py``); the object calls read the same ``Catalog`` (``objects.py``).
+and time), into memory for a request document, or straight to disk for PutObject.
+SelectObjectContent goes to the Flight server of the same process (``select_stream.py``); the
+object calls read the same ``Catalog`` (``objects.py``).
 """
 
 from __future__ import annotations

@@ -40,6 +40,8 @@ COMPUTABLE: Final[dict[str, Callable[[], Any]]] = {
     **({"crc32c": CrtCrc32cChecksum, "crc64nvme": CrtCrc64NvmeChecksum} if HAS_CRT else {}),
 }
 """The algorithms this process computes (botocore's classes: ``update``, ``digest``)."""
+_NOT_DIGESTS: Final = frozenset({CHECKSUM_PREFIX + "type", CHECKSUM_PREFIX + "algorithm"})
+"""Headers of the same prefix that name no digest (``FULL_OBJECT``, ``CRC32``)."""
 
 
 class BodyDigests:
@@ -121,7 +123,7 @@ def declared_digests(headers: Mapping[str, str]) -> BodyDigests:
             raise S3HttpError("InvalidDigest", "The Content-MD5 you specified was invalid.")
         digests.expect("md5", value)
     named = [name for name in headers if name.startswith(CHECKSUM_PREFIX)
-             and name != CHECKSUM_PREFIX + "type"]
+             and name not in _NOT_DIGESTS]
     trailer = headers.get("x-amz-trailer")
     if len(named) + (trailer is not None) > 1:
         raise S3HttpError("InvalidRequest", "Expecting a single x-amz-checksum- header. "
