@@ -94,6 +94,11 @@ def test_the_documented_trailer_upload_decodes() -> None:
     decoder = ChunkedDecoder(signed=True, chain=verified.chain, signed_trailer=True)
     assert _feed(decoder, body, 4096) == b"a" * 66560
     assert decoder.finish() == {"x-amz-checksum-crc32c": "sOO8/Q=="}
+    if "crc32c" in COMPUTABLE:  # the trailer's CRC32C too, where awscrt computes it
+        chain = verify_head(head, {DOC_KEY: DOC_SECRET}.get, now=DOC_TIME).chain
+        whole = PayloadDecoder(dict(head.headers), chain, 1 << 20, "EntityTooLarge")
+        assert _feed(whole, body) == b"a" * 66560
+        whole.finish()
 
 
 @pytest.mark.parametrize("chunk", [0, 1])
@@ -228,11 +233,28 @@ def test_right_digests_of_a_plain_body_pass() -> None:
     decoder.finish()
 
 
-def test_an_algorithm_this_process_cannot_compute_is_refused_by_name() -> None:
-    """CRC32C and CRC64NVME need awscrt; without it they are refused, never stored unchecked."""
-    missing = [a for a in ("crc32c", "crc64nvme") if a not in COMPUTABLE]
-    for algorithm in missing:
+CHECK_VECTORS = {"crc32c": 0xE3069283, "crc64nvme": 0xAE8B14860A799888}
+"""CRC-32C and CRC-64/NVME of b"123456789" (the catalogue's check values)."""
+
+
+@pytest.mark.parametrize("algorithm", sorted(CHECK_VECTORS))
+def test_crc32c_and_crc64nvme_are_verified_or_refused_by_name(algorithm: str) -> None:
+    """They need awscrt (botocore[crt]): with it the digest is checked, without it the
+    header is refused by name, never stored unchecked."""
+    size = 8 if algorithm == "crc64nvme" else 4
+    right = base64.b64encode(CHECK_VECTORS[algorithm].to_bytes(size, "big")).decode()
+    header = f"x-amz-checksum-{algorithm}"
+    if algorithm not in COMPUTABLE:
         with pytest.raises(S3HttpError) as caught:
-            PayloadDecoder({f"x-amz-checksum-{algorithm}": "AAAAAA=="}, None, 10, "X")
+            PayloadDecoder({header: right}, None, 100, "EntityTooLarge")
         assert caught.value.code == "NotImplemented"
-        assert f"x-amz-checksum-{algorithm}" in caught.value.message
+        assert header in caught.value.message
+        return
+    decoder = PayloadDecoder({header: right}, None, 100, "EntityTooLarge")
+    decoder.feed(b"123456789")
+    decoder.finish()
+    wrong = PayloadDecoder({header: right}, None, 100, "EntityTooLarge")
+    wrong.feed(b"123456780")
+    with pytest.raises(S3HttpError) as caught:
+        wrong.finish()
+    assert caught.value.code == "BadDigest"
