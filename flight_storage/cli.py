@@ -98,7 +98,18 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
-    serve.add_argument("--data", required=True, type=Path, help="data directory (buckets)")
+    serve.add_argument(
+        "--data", required=True, action="append", metavar="LOCATION",
+        help="where the buckets are, repeatable: DIR (each top-level folder a bucket), s3:// "
+        "(every bucket of the object store), s3://BUCKET[/PREFIX], or NAME=DIR|s3://... (one "
+        "bucket named NAME); docs/storage.md")
+    store = serve.add_argument_group(
+        "object store (s3:// locations; default: the AWS conventions, AWS_ENDPOINT_URL_S3, "
+        "AWS_ACCESS_KEY_ID, AWS_PROFILE, ...)")
+    store.add_argument("--store-endpoint-url", help="the store's URL, e.g. http://127.0.0.1:8333")
+    store.add_argument("--store-region", help="the signing region (default $AWS_REGION, the "
+                       "profile's, or us-east-1)")
+    store.add_argument("--store-profile", help="a profile of the shared AWS config files")
     serve.add_argument("--host", help="address to bind (default: loopback, 127.0.0.1, or "
                        "the node's address in --cluster)")
     serve.add_argument("--port", type=int, help="port; 0 picks a free one (default: 8815, or "
@@ -213,8 +224,12 @@ def _serve(args: argparse.Namespace) -> int:
     if node is None and args.node is not None:
         print("flight-select: --node needs --cluster FILE", file=sys.stderr)
         return 2
+    from flight_storage.storage.s3_store import S3Settings
+
     config = ServerConfig(
-        data_dir=args.data,
+        data=tuple(args.data),
+        store=S3Settings(endpoint_url=args.store_endpoint_url, region=args.store_region,
+                         profile=args.store_profile),
         host=args.host or (node.bind_host if node is not None else "127.0.0.1"),
         port=args.port if args.port is not None else (node.port if node is not None else 8815),
         cluster=cluster,
@@ -253,7 +268,7 @@ def _serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda signum, frame: stopping.set())
     try:
         server = StorageServer(config)  # serving from here on
-    except (ConfigError, UsersFileError, OSError) as exc:
+    except (ConfigError, UsersFileError, OSError, StorageError) as exc:
         print(f"flight-select: {exc}", file=sys.stderr)
         return 2
     except pa.ArrowException as exc:  # gRPC could not bind: pyarrow says only that

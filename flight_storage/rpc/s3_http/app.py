@@ -190,7 +190,7 @@ class S3Door:
 
     def check_bucket(self, call: _Call) -> None:
         """Refuse a bucket the caller may not use (permissions as over Flight)."""
-        self.server.catalog.bucket_path(call.bucket)
+        self.server.catalog.store(call.bucket)
         if call.user is not None and not call.user.may_read(call.bucket):
             raise S3HttpError("AccessDenied",
                               f"user {call.user.name} may not read bucket {call.bucket}")
@@ -322,7 +322,7 @@ async def _get_object(door: S3Door, call: _Call) -> Response:
     if wanted is not None:
         status = 206
         headers["Content-Range"] = f"bytes {start}-{end}/{obj.size}"
-    body = objects.read_file(obj.path, start, end) if obj.size else iter(())
+    body = objects.read_object(obj, start, end) if obj.size else iter(())
     return StreamingResponse(body, status_code=status, headers=headers,
                              media_type="binary/octet-stream")
 
@@ -346,9 +346,9 @@ async def _delete_bucket(door: S3Door, call: _Call) -> Response:
 async def _put_object(door: S3Door, call: _Call) -> Response:
     door.check_writable()
     door.check_bucket(call)
-    path = objects.new_object_path(door.server.catalog, call.bucket, call.key)
-    await objects.write_object(path, door.body_chunks(call, door.config.max_object_bytes,
-                                                      "EntityTooLarge"))
+    await objects.write_object(door.server.catalog, call.bucket, call.key,
+                               door.body_chunks(call, door.config.max_object_bytes,
+                                                "EntityTooLarge"))
     obj = await run_in_threadpool(door.server.catalog.object, call.bucket, call.key)
     return Response(b"", headers={"ETag": objects.etag(obj)})
 

@@ -2,8 +2,8 @@
 (one version per key), Head/Get, and, on a writable server, CreateBucket, PutObject,
 DeleteObject, DeleteObjects, DeleteBucket.
 
-They read and write the data directory through ``Catalog``, so a key names the same file over
-both doors and no path leaves the data root. Hand-written because the XML bodies are a handful
+They read and write through ``Catalog`` and each bucket's store (a folder or an object store),
+so a key names the same object over both doors and no path leaves a bucket. Hand-written because the XML bodies are a handful
 of fixed elements; no maintained package serves S3 from a directory as a library we could mount
 (MinIO and Ceph are servers of their own).
 """
@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Final
 from xml.sax.saxutils import escape
 
-from flight_storage.errors import AccessDeniedError, ObjectNotFoundError
 from flight_storage.rpc.s3_http.s3_errors import S3HttpError
-from flight_storage.storage.catalog import MAX_KEY_BYTES, Catalog, ObjectInfo
+from flight_storage.storage.catalog import Catalog, ObjectInfo
+from flight_storage.storage.folder_store import FolderBucket
 
 XML_HEADER: Final = '<?xml version="1.0" encoding="UTF-8"?>\n'
 S3_NS: Final = "http://s3.amazonaws.com/doc/2006-03-01/"
@@ -44,16 +44,16 @@ def _iso(ns: int) -> str:
 
 
 def etag(obj: ObjectInfo) -> str:
-    """An ETag that changes with the object (size and modification time, not an MD5: hashing
-    every object on HEAD would read it whole)."""
-    return f'"{obj.mtime_ns:x}-{obj.size:x}"'
+    """The store's ETag, or for a file one that changes with it (size and modification time,
+    not an MD5: hashing every object on HEAD would read it whole)."""
+    return obj.etag or f'"{obj.mtime_ns:x}-{obj.size:x}"'
 
 
 def list_buckets_xml(buckets: list[str], catalog: Catalog) -> bytes:
     """The ListAllMyBucketsResult body."""
     entries = "".join(
         f"<Bucket><Name>{escape(b)}</Name><CreationDate>"
-        f"{_iso((catalog.root / b).stat().st_mtime_ns)}</CreationDate></Bucket>"
+        f"{_iso(catalog.store(b).created_ns())}</CreationDate></Bucket>"
         for b in buckets
     )
     return (f'{XML_HEADER}<ListAllMyBucketsResult xmlns="{S3_NS}"><Owner><ID>{OWNER}</ID>'
@@ -238,10 +238,9 @@ def byte_range(header: str | None, size: int) -> tuple[int, int] | None:
     return start, end
 
 
-def read_file(path: Path, start: int, end: int) -> Iterator[bytes]:
-    """The bytes ``start..end`` (inclusive) of a file, in chunks."""
-    with path.open("rb") as handle:
-        handle.seek(start)
+def read_object(obj: ObjectInfo, start: int, end: int) -> Iterator[bytes]:
+    """The bytes ``start..end`` (inclusive) of an object, in chunks."""
+    with obj.store.open(obj.stored, start) as handle:
         left = end - start + 1
         while left > 0:
             chunk = handle.read(min(READ_CHUNK, left))
@@ -254,112 +253,60 @@ def read_file(path: Path, start: int, end: int) -> Iterator[bytes]:
 # ----------------------------------------------------------------------------- writes
 
 
-def new_object_path(catalog: Catalog, bucket: str, key: str) -> Path:
-    """Where PutObject writes ``key``: inside the bucket, never through a dot-folder or link.
+async def write_object(catalog: Catalog, bucket: str, key: str,
+                       chunks: AsyncIterable[bytes]) -> None:
+    """Store an object atomically as its bytes arrive, never holding it in memory.
 
-    Raises:
-        AccessDeniedError: a name that could leave the bucket or that names a hidden file.
+    The chunks go to a temporary file (beside a folder bucket's objects, so the final rename is
+    atomic) that is handed to the bucket's store once the iterator ends. If the iterator raises
+    (a checksum found wrong at the end, a client gone, a body over its bound) or a write
+    fails, the temporary file is removed and the old object stays as it was.
     """
-    base = catalog.bucket_path(bucket).resolve()
-    parts = key.split("/")
-    if (not key or "\x00" in key or "\\" in key or len(key.encode()) > MAX_KEY_BYTES
-            or any(p in ("", ".", "..") or p.startswith(".") for p in parts)):
-        raise AccessDeniedError(f"invalid key name {key!r}")
-    path = base.joinpath(*parts)
-    parent = path.parent
-    probe = parent
-    while probe != base:  # no existing link on the way down
-        if probe.is_symlink():
-            raise AccessDeniedError(f"key {key!r} passes a symbolic link")
-        probe = probe.parent
-    if path.is_symlink() or path.is_dir():
-        raise AccessDeniedError(f"key {key!r} names a link or a folder")
-    return path
-
-
-async def write_object(path: Path, chunks: AsyncIterable[bytes]) -> None:
-    """Write an object atomically as its bytes arrive, never holding it in memory.
-
-    The chunks go to a new hidden file beside ``path`` that is renamed over it once the
-    iterator ends (running scans keep the old inode). If the iterator raises (a checksum found
-    wrong at the end, a client gone, a body over its bound) or a write fails, the new file and
-    any folder made for it are removed and the old object stays as it was.
-    """
-    made = await asyncio.to_thread(_make_folders, path.parent)
-    fd, temp = await asyncio.to_thread(tempfile.mkstemp, dir=path.parent, prefix=".put-")
+    store = await asyncio.to_thread(catalog.store, bucket)
+    if isinstance(store, FolderBucket):
+        await asyncio.to_thread(store.new_path, key)  # a bad name is refused before the body
+    fd, temp = await asyncio.to_thread(tempfile.mkstemp, dir=store.temporary_folder(),
+                                       prefix=".put-")
     handle = os.fdopen(fd, "wb")
+    size = 0
     try:
         async for chunk in chunks:
             await asyncio.to_thread(handle.write, chunk)
+            size += len(chunk)
         await asyncio.to_thread(handle.close)
-        await asyncio.to_thread(os.replace, temp, path)
+        await asyncio.to_thread(store.put_file, key, Path(temp), size)
     except BaseException:
         handle.close()
-        await asyncio.to_thread(_discard, Path(temp), made)
+        Path(temp).unlink(missing_ok=True)
         raise
 
 
-def _make_folders(folder: Path) -> list[Path]:
-    """Create ``folder`` and its missing parents; returns those it made, deepest first."""
-    missing = []
-    probe = folder
-    while not probe.exists():
-        missing.append(probe)
-        probe = probe.parent
-    folder.mkdir(parents=True, exist_ok=True)
-    return missing
-
-
-def _discard(temp: Path, made: list[Path]) -> None:
-    temp.unlink(missing_ok=True)
-    for folder in made:
-        try:
-            folder.rmdir()
-        except OSError:  # another upload put something there meanwhile: keep it
-            return
-
-
 def delete_object(catalog: Catalog, bucket: str, key: str) -> None:
-    """Remove an object (S3 answers 204 for a key that does not exist) and empty folders."""
-    try:
-        obj = catalog.object(bucket, key)
-    except ObjectNotFoundError as exc:
-        if exc.code == "NoSuchBucket":
-            raise
-        return
-    base = catalog.bucket_path(bucket).resolve()
-    obj.path.unlink(missing_ok=True)
-    folder = obj.path.parent
-    while folder != base and not any(folder.iterdir()):
-        folder.rmdir()
-        folder = folder.parent
+    """Remove an object (S3 answers 204 for a key that does not exist)."""
+    catalog.store(bucket).delete(key)
 
 
 def create_bucket(catalog: Catalog, bucket: str) -> None:
-    """Make a bucket folder (names as S3's: 3-63 lower-case letters, digits, ``.``, ``-``);
-    a bucket that exists already is kept as it is (the caller's rights were checked)."""
+    """Make a bucket (names as S3's: 3-63 lower-case letters, digits, ``.``, ``-``); a
+    bucket that exists already is kept as it is (the caller's rights were checked)."""
     valid = 3 <= len(bucket) <= 63 and all(c.islower() or c.isdigit() or c in ".-"
                                            for c in bucket) and bucket[0].isalnum()
     if not valid or ".." in bucket:
         raise S3HttpError("InvalidBucketName", f"invalid bucket name {bucket!r}")
-    path = catalog.root / bucket
-    if path.is_dir() and not path.is_symlink():
-        return  # the caller may use it: S3 (us-east-1) and Ceph answer 200 to its owner
-    if path.exists() or path.is_symlink():
-        raise S3HttpError("BucketAlreadyExists", f"{bucket} names something that is not a "
-                          "bucket of this server")
-    path.mkdir()
+    if bucket in catalog.buckets():
+        return  # S3 (us-east-1) and Ceph answer 200 to a bucket's owner
+    catalog.bucket_set(bucket).create_bucket(bucket)
 
 
 def delete_bucket(catalog: Catalog, bucket: str) -> None:
     """Remove an empty bucket."""
-    path = catalog.bucket_path(bucket)
-    if any(not entry.name.startswith(".") for entry in os.scandir(path)):
+    store = catalog.store(bucket)
+    if next(iter(store.list()), None) is not None:
         raise S3HttpError("BucketNotEmpty", f"bucket {bucket} is not empty")
-    for entry in os.scandir(path):
-        if entry.is_file(follow_symlinks=False):
-            os.unlink(entry.path)
-    path.rmdir()
+    for bucket_set in catalog.sets:
+        if bucket_set.bucket(bucket) is not None:
+            bucket_set.delete_bucket(bucket)
+            return
 
 
 # ----------------------------------------------------------------------------- DeleteObjects

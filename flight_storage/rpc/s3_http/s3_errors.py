@@ -25,7 +25,6 @@ HTTP_STATUS: Final[dict[str, int]] = {
     "NoSuchBucket": 404,
     "MethodNotAllowed": 405,
     "BucketAlreadyOwnedByYou": 409,
-    "BucketAlreadyExists": 409,
     "BucketNotEmpty": 409,
     "PreconditionFailed": 412,
     "EntityTooLarge": 400,
