@@ -28,6 +28,7 @@ from typing import Any
 import pyarrow as pa
 
 from flight_storage.errors import StorageError
+from flight_storage.rpc.s3_http.door_config import S3DoorConfig
 from select_dialect.flavors import AWS, FLAVOR_NAMES, FLAVORS
 
 QUERY_DEFAULT_FLAVOR = AWS
@@ -169,18 +170,26 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     limits.add_argument("--shutdown-grace", type=float, default=30.0,
                         help="seconds running streams may finish after SIGTERM")
     s3 = serve.add_argument_group("S3 door (the S3 REST API over HTTP, same process)")
+    door = S3DoorConfig()
     s3.add_argument("--s3-port", type=int, help="serve the S3 API on this port (0: a free one); "
                     "off unless given")
-    s3.add_argument("--s3-host", default="127.0.0.1", help="address of the S3 door")
+    s3.add_argument("--s3-host", default=door.host, help="address of the S3 door")
     s3.add_argument("--s3-writable", action="store_true",
                     help="allow CreateBucket, PutObject, DeleteObject, DeleteBucket")
-    s3.add_argument("--s3-max-request-kb", type=int, default=256,
+    s3.add_argument("--s3-max-request-kb", type=int, default=door.max_request_bytes >> 10,
                     help="largest SelectObjectContent (or other non-upload) request body")
-    s3.add_argument("--s3-max-object-mb", type=int, default=64, help="largest PutObject body")
-    s3.add_argument("--s3-body-timeout", type=float, default=60.0,
+    s3.add_argument("--s3-max-object-mb", type=int, default=door.max_object_bytes >> 20,
+                    help="largest PutObject body (streamed to disk, not held in memory)")
+    s3.add_argument("--s3-body-timeout", type=float, default=door.body_timeout_s,
                     help="seconds a client has to send its request body")
-    s3.add_argument("--s3-max-connections", type=int, default=64,
+    s3.add_argument("--s3-header-timeout", type=float, default=door.header_timeout_s,
+                    help="seconds a connection has to send a whole request head, from opening "
+                    "or from its previous answer; then it is closed")
+    s3.add_argument("--s3-max-connections", type=int, default=door.max_connections,
                     help="connections served at once; more are answered 503")
+    s3.add_argument("--s3-flavor", choices=FLAVOR_NAMES, default=door.flavor,
+                    help="flavour of a SelectObjectContent request whose "
+                    "x-flight-select-flavor header names none (ceph: answer as Ceph RGW)")
     serve.add_argument("--log-level", default="INFO")
 
 
@@ -286,14 +295,14 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _start_s3_door(args: argparse.Namespace, server: Any, config: Any) -> Any:
     """Start the S3 door next to ``server``; exits the process if it cannot listen."""
-    from flight_storage.rpc.s3_http.app import S3DoorConfig
     from flight_storage.rpc.s3_http.gateway import S3Gateway
 
     door = S3DoorConfig(
         host=args.s3_host, port=args.s3_port, writable=args.s3_writable,
         max_request_bytes=args.s3_max_request_kb << 10,
         max_object_bytes=args.s3_max_object_mb << 20, body_timeout_s=args.s3_body_timeout,
-        max_connections=args.s3_max_connections,
+        header_timeout_s=args.s3_header_timeout, max_connections=args.s3_max_connections,
+        flavor=args.s3_flavor,
     )
     problem = door.refusal(authenticated=config.users_file is not None,
                            allow_anonymous=config.allow_anonymous,

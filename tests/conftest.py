@@ -45,6 +45,7 @@ SLOW_MODULES: dict[str, str] = {
     "tests/compute_client/tpch/test_tpch.py": "TPC-H data generation and queries",
     "tests/fuzz/test_differential.py": "generated queries against the oracle",
     "tests/flight_storage/test_server_reliability.py": "hostile clients, kill -9",
+    "tests/flight_storage/test_s3_door_hostile.py": "384 MiB of refused uploads, silent sockets",
     "tests/flight_storage/test_cluster_failover.py": "a cluster node killed mid-query",
     "tests/flight_storage/test_server_integrity.py": "objects changed under running streams",
     "tests/flight_storage/test_server_operations.py": "graceful shutdown timings",

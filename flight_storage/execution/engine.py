@@ -224,7 +224,16 @@ class SelectPlan:
             output_is_json=t.output_is_json, is_aggregate=t.is_aggregate,
             row_as_record=t.row_as_record,
             rows_keep_their_width=(t.select_star and self.input.format == "csv"
-                                   and self.input.columns is None))
+                                   and self.input.columns is None),
+            ceph_escape=self._ceph_escape())
+
+    def _ceph_escape(self) -> str:
+        """The escape character of Ceph's CSV reader for this input (its default when the
+        input is not CSV or disables escaping), which Ceph's ALWAYS quoting uses."""
+        default = csv_input.CsvInputOptions.from_request(None, CEPH).escape or "\\"
+        if self.rules != CEPH or self.input.format != "csv":
+            return default
+        return csv_input.CsvInputOptions.from_request(self.input.options, CEPH).escape or default
 
     @property
     def reader(self) -> str:
