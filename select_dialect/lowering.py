@@ -41,6 +41,7 @@ from sqlglot import exp
 
 from select_dialect import udf_names as U
 from select_dialect.errors import QuerySemanticError, UnsupportedFeatureError
+from select_dialect.flavors import Flavor
 from select_dialect.s3select import Missing
 from select_dialect.timestamp_format import strftime_for
 
@@ -628,7 +629,7 @@ class Lowering:
 
     Args:
         input_format: ``csv``, ``json`` or ``parquet``.
-        flavor: ``ceph`` or ``aws``.
+        flavor: the flavour whose rules apply (its flags; never its name).
         columns: Parquet columns (name, type) in file order.
         header: CSV header names (``FileHeaderInfo USE``), in file order.
         table_names: names that may prefix a column (``s3object``, the FROM alias, ...).
@@ -641,7 +642,7 @@ class Lowering:
         self,
         *,
         input_format: str,
-        flavor: str,
+        flavor: Flavor,
         columns: Sequence[Column] | None,
         header: Sequence[str] | None,
         table_names: Iterable[str],
@@ -761,12 +762,12 @@ class Lowering:
         steps = self._steps(node)
         if steps is None:
             return None
-        if self.flavor == "ceph" and len(steps) == 1 and isinstance(steps[0], _Quoted):
+        if self.flavor.double_quotes_are_strings and len(steps) == 1 and isinstance(steps[0], _Quoted):
             return None  # a Ceph string literal
         names = [s for s in steps if isinstance(s, str) and s is not _ANY_INDEX]
         if not names:
             return None
-        if self.flavor == "aws" and names[-1] is not steps[-1]:
+        if self.flavor.unnamed_index_paths and names[-1] is not steps[-1]:
             return None  # MinIO names a path that ends in an index `_N`, like an expression
         last = names[-1]
         if self.input_format == "json" and len(names) == 1 and names[0].lower() in self.table_names | {"_1"}:
@@ -946,7 +947,7 @@ class Lowering:
             raise UnsupportedFeatureError(f"unsupported reference: {_describe(node)}")
         first = steps[0]
         # Ceph: a bare double-quoted name is a string literal.
-        if self.flavor == "ceph" and len(steps) == 1 and isinstance(first, _Quoted):
+        if self.flavor.double_quotes_are_strings and len(steps) == 1 and isinstance(first, _Quoted):
             return lit_str(str(first)), STRING
         if len(steps) == 1 and isinstance(first, str) and not isinstance(first, _Quoted):
             if first.lower() == "missing":
@@ -966,7 +967,7 @@ class Lowering:
     def _name(self, name: str) -> Typed:
         quoted = isinstance(name, _Quoted)
         key = name.lower()
-        if (key in self.aliases and not quoted) or (key in self.aliases and self.flavor == "aws"):
+        if key in self.aliases and (not quoted or self.flavor.aws_names):
             if key not in self._alias_stack:
                 return self._alias(key)
             if not self._is_column(name):
@@ -998,7 +999,7 @@ class Lowering:
     def _check_unambiguous(self, name: str, names: Sequence[str]) -> None:
         """AWS: an unquoted name matching several names that differ in case is an error (a
         quoted name picks one; Ceph takes the exact match, else the first)."""
-        if self.flavor == "ceph":
+        if not self.flavor.aws_names:
             return
         spellings = sorted({n for n in names if n.lower() == name.lower()})
         if len(spellings) > 1:
@@ -1021,7 +1022,7 @@ class Lowering:
                     "to USE to name them by the first line")
         return QuerySemanticError(
             f"alias {{{name}}} or column not exist in schema{hint}",
-            code="ProcessingTimeError" if self.flavor == "ceph" else "MissingHeaderName",
+            code=self.flavor.missing_column_code,
         )
 
     def _is_column(self, name: str) -> bool:
@@ -1033,7 +1034,7 @@ class Lowering:
         for i, header_name in enumerate(self.header):
             if header_name == name:
                 return i + 1
-        if not quoted or self.flavor == "ceph":
+        if not quoted or not self.flavor.aws_names:
             for i, header_name in enumerate(self.header):
                 if header_name.lower() == name.lower():
                     return i + 1
@@ -1043,7 +1044,7 @@ class Lowering:
         if not isinstance(name, _Quoted):
             self._check_unambiguous(name, [c.name for c in self.columns])
         match = next((c for c in self.columns if c.name == name), None)
-        if match is None and (self.flavor == "ceph" or not isinstance(name, _Quoted)):
+        if match is None and (not self.flavor.aws_names or not isinstance(name, _Quoted)):
             match = next((c for c in self.columns if c.name.lower() == name.lower()), None)
         if match is None and positional:
             index = int(positional.group(1))
@@ -1076,7 +1077,7 @@ class Lowering:
         AWS's rules: a quoted key matches its own case only; an unquoted one matches any case,
         and several keys of one object matching it is an AmbiguousFieldName. Ceph matches
         every key case-insensitively, the last of several winning."""
-        if self.flavor == "ceph":
+        if not self.flavor.aws_names:
             return "key"
         return "exact_key" if isinstance(step, _Quoted) else "only_key"
 
@@ -1165,7 +1166,8 @@ class Lowering:
             a, b = self.as_kind(left, FLOAT), self.as_kind(right, FLOAT)
         elif JSON in pair and pair & TEXTUAL:
             a, b = self.as_string(left), self.as_string(right)
-        elif pair == {JSON, BOOL} and self.flavor == "aws" and klass in (exp.EQ, exp.NEQ):
+        elif (pair == {JSON, BOOL} and self.flavor.json_bool_typed_equality
+              and klass in (exp.EQ, exp.NEQ)):
             # AWS/MinIO: values of different types are unequal (42 != true, "true" != true);
             # a JSON boolean's text is exactly true/false.
             json_side, bool_side = (left, right) if lk == JSON else (right, left)
@@ -1533,7 +1535,7 @@ class Lowering:
         if start_node is None:
             raise QuerySemanticError("substring needs a start position")
         start = self._integer(self.lower(start_node))
-        if self.flavor == "aws":
+        if self.flavor.substring_start_clamped:
             start = fn("greatest", start, exp.Literal.number(1))
         args = [subject, start]
         if length_node is not None:
@@ -1656,7 +1658,7 @@ class Lowering:
         part = self._date_part_arg(args[0], "date_add")
         amount = self._integer(self.lower(args[1]))
         ts = self.as_ts(self.lower(args[2]))
-        if part == "year" and self.flavor == "ceph":
+        if part == "year" and self.flavor.year_keeps_month_end:
             part = U.CEPH_YEAR  # boost's years: the last day of a month stays the last
         return fn(U.DATE_ADD, lit_str(part), amount, ts), TS
 
@@ -1683,7 +1685,7 @@ class Lowering:
             raise QuerySemanticError("utcnow takes no arguments")
         now = fn("date_trunc", lit_str("second"), fn("now"))
         # Ceph prints utcnow() with "+00:00" (no zone written); AWS writes "Z".
-        convert = U.TIMESTAMP_FROM_UTC if self.flavor == "ceph" else U.TIMESTAMP_Z
+        convert = U.TIMESTAMP_Z if self.flavor.utcnow_in_z else U.TIMESTAMP_FROM_UTC
         return fn(convert, now, exp.Literal.number(4)), TS
 
     def _add(self, args: list[exp.Expression]) -> Typed:
@@ -1696,7 +1698,7 @@ class Lowering:
         """Ceph's ``version()``: the s3select engine version whose dialect this follows."""
         if args:
             raise QuerySemanticError("version takes no arguments")
-        if self.flavor != "ceph":
+        if not self.flavor.version_function:
             raise UnsupportedFeatureError("unsupported function: version")
         return lit_str(CEPH_S3SELECT_VERSION), STRING
 

@@ -300,7 +300,7 @@ def _translate(
                           and _is_star(projections[0], from_clause.table_names))
     lowering = Lowering(
         input_format=input_format,
-        flavor=rules,
+        flavor=FLAVORS[flavor],
         columns=columns,
         header=header,
         table_names=from_clause.table_names,
