@@ -112,6 +112,19 @@ AGGREGATE_KINDS: dict[tuple[str, Kind], Kind] = {
     ("avg", DECIMAL): DECIMAL,
 }
 
+# Standard SQL (Flavor.sql_types): the SQL type a kind is, for error messages, and which kinds
+# SUM/AVG and arithmetic take and MIN/MAX order as themselves (DataFusion 55, DuckDB 1.x and
+# PostgreSQL refuse sum(VARCHAR), sum(BOOLEAN), VARCHAR + INTEGER; they order text as text).
+SQL_TYPE_NAMES: dict[Kind, str] = {
+    INT: "BIGINT", FLOAT: "DOUBLE", DECIMAL: "DECIMAL", STRING: "VARCHAR", FIELD: "VARCHAR",
+    BOOL: "BOOLEAN", TS: "TIMESTAMP", NATIVE_TS: "TIMESTAMP", NULL: "NULL", JSON: "JSON",
+}
+_SQL_NUMBERS = NUMERIC | {NULL, JSON}  # a JSON value is typed by its text: numbers are numbers
+_SQL_ORDERED = NUMERIC | TEXTUAL | {BOOL, TS, NATIVE_TS}
+_OPERATOR_SIGNS: dict[type[exp.Expression], str] = {
+    exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%", exp.Pow: "^",
+}
+
 _INT_RE = re.compile(r"^\d+$")
 _NUMBER_TEXT_RE = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 _POSITIONAL_RE = re.compile(r"^_(\d+)$")
@@ -809,6 +822,8 @@ class Lowering:
             return fn(U.JSON_TO_STRING, node)
         if kind == TS:
             return fn(U.TIMESTAMP_TO_STRING, node)
+        if kind == NATIVE_TS and self.flavor.sql_types:  # DataFusion's text: no zone
+            return cast(paren(node), "VARCHAR")
         if kind == NATIVE_TS:
             return fn(U.TIMESTAMP_TO_STRING, self.as_ts(typed))
         if kind == NULL:
@@ -857,6 +872,48 @@ class Lowering:
         if kind == JSON:
             return fn(U.TO_TIMESTAMP, fn(U.JSON_TO_STRING, node))
         raise QuerySemanticError(f"a {kind} value cannot be used as a timestamp")
+
+    def as_native_ts(self, typed: Typed) -> exp.Expression:
+        """SQL's ``CAST(x AS TIMESTAMP)`` (standard flavour): DataFusion's zone-less timestamp.
+        Text is read by DataFusion's cast (an offset is converted to UTC; text that is no
+        timestamp fails the query, naming it); an s3-select timestamp gives its instant."""
+        node, kind = typed
+        if kind == NATIVE_TS and isinstance(node, exp.Cast) and node.to.is_type("timestamp"):
+            return node
+        if kind in TEXTUAL or kind == NATIVE_TS:
+            return cast(paren(node), "TIMESTAMP")
+        if kind == TS:
+            return utc_instant(node)
+        if kind == JSON:
+            return cast(fn(U.JSON_TO_STRING, node), "TIMESTAMP")
+        if kind == NULL:
+            return cast(exp.Null(), "TIMESTAMP")
+        raise QuerySemanticError(f"cannot cast {SQL_TYPE_NAMES[kind]} to TIMESTAMP",
+                                 code="InvalidCast")
+
+    def _sql_numbers(self, node: exp.Expression, *operands: tuple[exp.Expression, Typed]
+                     ) -> None:
+        """Standard SQL: arithmetic takes numbers only (no text read as a number)."""
+        kinds = [typed[1] for _, typed in operands]
+        wrong = [(source, typed[1]) for source, typed in operands if typed[1] not in _SQL_NUMBERS]
+        if not wrong:
+            return
+        sign = _OPERATOR_SIGNS.get(type(node), "-")
+        types = f" {sign} ".join(SQL_TYPE_NAMES[k] for k in kinds)
+        source, kind = wrong[0]
+        raise QuerySemanticError(
+            f"{types if len(kinds) > 1 else sign + types} is not defined: {_describe(source)} "
+            f"is {SQL_TYPE_NAMES[kind]}{_cast_hint(source, kind, '{}')}",
+            code="InvalidDataType")
+
+    def _sql_argument_error(self, name: str, source: exp.Expression, kind: Kind
+                            ) -> QuerySemanticError:
+        """Standard SQL: ``sum``/``avg`` of something that is not a number."""
+        return QuerySemanticError(
+            f"{name}({SQL_TYPE_NAMES[kind]}) is not defined: {name} takes a number and "
+            f"{_describe(source)} is {SQL_TYPE_NAMES[kind]}"
+            f"{_cast_hint(source, kind, name + '({})')}",
+            code="IncorrectSqlFunctionArgumentType")
 
     def _cast(self, typed: Typed, target: str) -> Typed:
         node, kind = typed
@@ -909,6 +966,8 @@ class Lowering:
         typed = self.lower(inner)
         if typed[1] == NULL:
             return typed
+        if self.flavor.sql_types:
+            self._sql_numbers(node, (inner, typed))
         number = self.as_number(typed)
         return exp.Neg(this=paren(number)), (typed[1] if typed[1] in NUMERIC else FLOAT)
 
@@ -1120,6 +1179,8 @@ class Lowering:
     def _arithmetic(self, node: exp.Expression) -> Typed:
         left = self.lower(node.this)
         right = self.lower(node.expression)
+        if self.flavor.sql_types:
+            self._sql_numbers(node, (node.this, left), (node.expression, right))
         for side in (left, right):
             if side[1] == STRING and isinstance(side[0], exp.Literal):
                 raise QuerySemanticError("illegal binary operation with string")
@@ -1154,6 +1215,8 @@ class Lowering:
             a, b = _year_as_range(left[0], right[0]), _year_as_range(right[0], left[0])
         elif pair <= TEXTUAL or pair == {BOOL}:
             a, b = left[0], right[0]
+        elif self.flavor.sql_types and NATIVE_TS in pair and pair <= TEXTUAL | {NATIVE_TS}:
+            a, b = self.as_native_ts(left), self.as_native_ts(right)  # SQL: text is cast
         elif TS in pair or NATIVE_TS in pair:
             a = utc_instant(self.as_ts(left))
             b = utc_instant(self.as_ts(right))
@@ -1471,6 +1534,8 @@ class Lowering:
         if kinds <= NUMERIC | {JSON, FIELD}:
             target = NUMBER_COERCION[frozenset(_number_kind(k) for k in kinds)]
             return [self._unified_number((n, k), target) for n, k in values], target
+        if self.flavor.sql_types and NATIVE_TS in kinds and kinds <= TEXTUAL | {NATIVE_TS}:
+            return [self.as_native_ts(v) for v in values], NATIVE_TS
         if kinds <= {TS, NATIVE_TS} | TEXTUAL:
             if kinds & {TS, NATIVE_TS}:
                 return [self.as_ts(v) for v in values], TS
@@ -1508,6 +1573,8 @@ class Lowering:
         typed = self.lower(node.this)
         if target == "decimal":
             return self._cast_to_decimal(typed, to)
+        if self.flavor.sql_types and to.this == exp.DataType.Type.TIMESTAMP:
+            return self.as_native_ts(typed), NATIVE_TS
         return self._cast(typed, target)
 
     def _cast_to_decimal(self, typed: Typed, to: exp.DataType) -> Typed:
@@ -1590,6 +1657,8 @@ class Lowering:
         self._no_nested_aggregate(node.this)
         typed = self.lower(node.this)
         name = "sum" if isinstance(node, exp.Sum) else "avg"
+        if self.flavor.sql_types and typed[1] not in _SQL_NUMBERS:
+            raise self._sql_argument_error(name, node.this, typed[1])
         return fn(name, self.as_number(typed)), AGGREGATE_KINDS.get((name, typed[1]), FLOAT)
 
     def _min_max(self, node: exp.Expression) -> Typed:
@@ -1598,7 +1667,8 @@ class Lowering:
         self._no_nested_aggregate(node.this)
         typed = self.lower(node.this)
         name = "min" if isinstance(node, exp.Min) else "max"
-        if typed[1] in NUMERIC or typed[1] == STRING:
+        ordered = _SQL_ORDERED if self.flavor.sql_types else NUMERIC | {STRING}
+        if typed[1] in ordered:  # SQL orders text as text, timestamps as instants
             return fn(name, typed[0]), typed[1]
         if typed[1] == NULL:  # still an aggregate: one row, whatever the input
             return fn(name, typed_null(FLOAT)), NULL
@@ -1768,6 +1838,13 @@ def _part_name(node: exp.Expression) -> str:
     if isinstance(node, exp.Literal) and node.is_string:
         return node.this.lower()
     raise QuerySemanticError(f"expected a date part, got {_describe(node)}")
+
+
+def _cast_hint(source: exp.Expression, kind: Kind, shape: str) -> str:
+    """For text: how to ask for a number (``; cast it: sum(CAST(_1 AS DOUBLE))``)."""
+    if kind not in TEXTUAL:
+        return ""
+    return "; cast it to a number: " + shape.format(f"CAST({_describe(source)} AS DOUBLE)")
 
 
 def _number_kind(kind: Kind) -> Kind:
