@@ -632,6 +632,21 @@ def _through_builtins(ts: exp.Expression,
     return slow
 
 
+_NATIVE_TIMESTAMP_TYPE = "Timestamp(ns)"
+
+
+def native_timestamp(node: exp.Expression) -> exp.Expression:
+    """``CAST(node AS TIMESTAMP)``, written ``arrow_cast`` (the same cast kernel): DataFusion
+    names a CAST after its operand, so ``min(CAST(t AS TIMESTAMP))`` and ``min(t)`` in one
+    query were two aggregates of one name (a "duplicate field name" error)."""
+    return fn("arrow_cast", node, lit_str(_NATIVE_TIMESTAMP_TYPE))
+
+
+def _is_native_timestamp(node: exp.Expression) -> bool:
+    return (isinstance(node, exp.Anonymous) and node.this == "arrow_cast"
+            and node.expressions[1:] == [lit_str(_NATIVE_TIMESTAMP_TYPE)])
+
+
 def is_aggregate(node: exp.Expression) -> bool:
     """True when ``node`` contains an aggregate call."""
     return any(isinstance(n, exp.AggFunc) for n in node.walk())
@@ -878,18 +893,26 @@ class Lowering:
         Text is read by DataFusion's cast (an offset is converted to UTC; text that is no
         timestamp fails the query, naming it); an s3-select timestamp gives its instant."""
         node, kind = typed
-        if kind == NATIVE_TS and isinstance(node, exp.Cast) and node.to.is_type("timestamp"):
+        if kind == NATIVE_TS and _is_native_timestamp(node):
             return node
         if kind in TEXTUAL or kind == NATIVE_TS:
-            return cast(paren(node), "TIMESTAMP")
+            return native_timestamp(node)
         if kind == TS:
-            return utc_instant(node)
+            return native_timestamp(utc_instant(node))
         if kind == JSON:
-            return cast(fn(U.JSON_TO_STRING, node), "TIMESTAMP")
+            return native_timestamp(fn(U.JSON_TO_STRING, node))
         if kind == NULL:
-            return cast(exp.Null(), "TIMESTAMP")
+            return native_timestamp(exp.Null())
         raise QuerySemanticError(f"cannot cast {SQL_TYPE_NAMES[kind]} to TIMESTAMP",
                                  code="InvalidCast")
+
+    def null_of(self, kind: Kind) -> exp.Expression:
+        """A NULL of ``kind`` (:func:`typed_null`); in standard SQL a timestamp's NULL is a
+        TIMESTAMP, so NULLIF and COALESCE of timestamps stay timestamps. (The s3-select flavours
+        keep their VARCHAR NULL here: NULLIF of a Parquet timestamp there is text.)"""
+        if kind == NATIVE_TS and self.flavor.sql_types:
+            return native_timestamp(exp.Null())
+        return typed_null(kind)
 
     def _sql_numbers(self, node: exp.Expression, *operands: tuple[exp.Expression, Typed]
                      ) -> None:
@@ -1530,7 +1553,7 @@ class Lowering:
             return [node for node, _ in values], NULL
         if len(kinds) == 1:
             kind = kinds.pop()
-            return [node if k != NULL else typed_null(kind) for node, k in values], kind
+            return [node if k != NULL else self.null_of(kind) for node, k in values], kind
         if kinds <= NUMERIC | {JSON, FIELD}:
             target = NUMBER_COERCION[frozenset(_number_kind(k) for k in kinds)]
             return [self._unified_number((n, k), target) for n, k in values], target
@@ -1714,7 +1737,7 @@ class Lowering:
         if first[1] == NULL:
             return exp.Null(), NULL
         equal = self.compare(exp.EQ, first, second)
-        return exp.Case(ifs=[exp.If(this=equal, true=typed_null(first[1]))], default=first[0].copy()), first[1]
+        return exp.Case(ifs=[exp.If(this=equal, true=self.null_of(first[1]))], default=first[0].copy()), first[1]
 
     def _date_part_arg(self, node: exp.Expression, function: str) -> str:
         part = _part_name(node)
