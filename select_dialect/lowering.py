@@ -1669,8 +1669,8 @@ class Lowering:
         if arg is None or isinstance(arg, exp.Star) or (isinstance(arg, exp.Literal)):
             return fn("count", exp.Star()), INT
         typed = self.lower(arg)
-        if typed[1] == NULL:
-            return fn("count", typed_null(INT)), INT
+        if typed[1] == NULL or _boolean_constant(typed[0]) is None:  # no row has a value
+            return fn("count", exp.Null()), INT
         self._no_nested_aggregate(arg)
         if typed[1] == JSON:  # a JSON null is not counted
             return fn("count", _without_json_null(typed[0])), INT
@@ -1682,7 +1682,10 @@ class Lowering:
         name = "sum" if isinstance(node, exp.Sum) else "avg"
         if self.flavor.sql_types and typed[1] not in _SQL_NUMBERS:
             raise self._sql_argument_error(name, node.this, typed[1])
-        return fn(name, self.as_number(typed)), AGGREGATE_KINDS.get((name, typed[1]), FLOAT)
+        kind = AGGREGATE_KINDS.get((name, typed[1]), FLOAT)
+        if _boolean_constant(typed[0]) is None:
+            return self._aggregate_of_null(kind), kind
+        return fn(name, self.as_number(typed)), kind
 
     def _min_max(self, node: exp.Expression) -> Typed:
         if node.expressions:
@@ -1691,12 +1694,24 @@ class Lowering:
         typed = self.lower(node.this)
         name = "min" if isinstance(node, exp.Min) else "max"
         ordered = _SQL_ORDERED if self.flavor.sql_types else NUMERIC | {STRING}
+        if typed[1] == NULL or _boolean_constant(typed[0]) is None:
+            kind = typed[1] if typed[1] in ordered else NULL
+            return self._aggregate_of_null(kind), kind  # still an aggregate: one row
         if typed[1] in ordered:  # SQL orders text as text, timestamps as instants
             return fn(name, typed[0]), typed[1]
-        if typed[1] == NULL:  # still an aggregate: one row, whatever the input
-            return fn(name, typed_null(FLOAT)), NULL
         number = self.as_number(typed)
         return fn(name, number), FLOAT
+
+    def _aggregate_of_null(self, kind: Kind) -> exp.Expression:
+        """SUM/AVG/MIN/MAX of a NULL constant: a NULL of ``kind``, still an aggregate (one row
+        per group), written ``max(NULL)`` under the cast. DataFusion names an aggregate of
+        ``CAST(NULL AS T)`` after the NULL alone, so two of them of different types in one
+        query collided ("duplicate unqualified field name")."""
+        null = (typed_null(FLOAT) if kind == NULL else self.null_of(kind)).copy()
+        inner = null.find(exp.Null)
+        assert inner is not None  # every typed NULL holds one
+        inner.replace(fn("max", exp.Null()))
+        return null
 
     def _no_nested_aggregate(self, node: exp.Expression | None) -> None:
         if node is not None and is_aggregate(node):

@@ -328,6 +328,7 @@ def standard_cases(draw: Any) -> StandardCase:
     shape = draw(st.sampled_from(["rows", "rows", "aggregate", "grouped", "distinct"]))
     where = gen.predicate(2) if draw(st.booleans()) else None
     key: Sql | None = None
+    having: Sql | None = None
     if shape == "aggregate":
         items = [gen.aggregate() for _ in range(draw(st.integers(1, 3)))]
     elif shape == "grouped":
@@ -335,6 +336,10 @@ def standard_cases(draw: Any) -> StandardCase:
         key = gen.column(draw(st.sampled_from([STR, STR, INT, TS]))) or gen.column(STR)
         assert key is not None  # every column is text
         items = [key] + [gen.aggregate() for _ in range(draw(st.integers(1, 2)))]
+        if draw(st.booleans()):
+            measure = gen.aggregate()
+            having = gen._binary(measure, draw(st.sampled_from(["=", "<>", "<", ">="])),
+                                 gen.literal(measure.kind, nullable=False), BOOL)
     else:
         items = [gen.expr(draw(st.sampled_from([INT, FLOAT, STR, STR, BOOL, TS])), 2)
                  for _ in range(draw(st.integers(1, 3)))]
@@ -348,6 +353,8 @@ def standard_cases(draw: Any) -> StandardCase:
             text += f" WHERE {getattr(where, side)}"
         if key is not None:
             text += f" GROUP BY {getattr(key, side)}"
+        if having is not None:
+            text += f" HAVING {getattr(having, side)}"
         texts.append(text)
     ordered = shape == "grouped" or (shape == "rows" and draw(st.booleans()))
     if ordered:
