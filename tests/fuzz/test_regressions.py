@@ -293,3 +293,11 @@ def test_standard_aggregates_of_nulls_of_different_types() -> None:
     rows = _standard(b"a\n1\n", "SELECT COUNT(CAST(NULL AS BIGINT)), COUNT(CAST(NULL AS DOUBLE)), "
                                 "MIN(CAST(NULL AS VARCHAR)), AVG(CAST(NULL AS DOUBLE)) FROM s3object")
     assert rows == [(0, 0, None, None)]
+
+
+def test_aggregates_that_datafusion_would_name_alike() -> None:
+    """``COUNT(CAST(1 AS VARCHAR)), COUNT(*)`` failed: DataFusion names a CAST after its
+    operand and ``count(*)`` ``count(1)`` (fix: ``select_dialect.aggregate_names``)."""
+    rows = _standard(b"a\n1\n2\n", "SELECT COUNT(CAST(1 AS VARCHAR)), COUNT(*), "
+                                   "MIN(CAST(a AS BIGINT)), MIN(a) FROM s3object")
+    assert rows == [(2, 2, 1, "1")]
