@@ -632,19 +632,13 @@ def _through_builtins(ts: exp.Expression,
     return slow
 
 
-_NATIVE_TIMESTAMP_TYPE = "Timestamp(ns)"
-
-
 def native_timestamp(node: exp.Expression) -> exp.Expression:
-    """``CAST(node AS TIMESTAMP)``, written ``arrow_cast`` (the same cast kernel): DataFusion
-    names a CAST after its operand, so ``min(CAST(t AS TIMESTAMP))`` and ``min(t)`` in one
-    query were two aggregates of one name (a "duplicate field name" error)."""
-    return fn("arrow_cast", node, lit_str(_NATIVE_TIMESTAMP_TYPE))
+    """SQL's ``CAST(node AS TIMESTAMP)`` (DataFusion's timestamp of nanoseconds, no zone)."""
+    return cast(paren(node), "TIMESTAMP")
 
 
 def _is_native_timestamp(node: exp.Expression) -> bool:
-    return (isinstance(node, exp.Anonymous) and node.this == "arrow_cast"
-            and node.expressions[1:] == [lit_str(_NATIVE_TIMESTAMP_TYPE)])
+    return type(node) is exp.Cast and node.to.is_type(exp.DataType.Type.TIMESTAMP)
 
 
 def is_aggregate(node: exp.Expression) -> bool:

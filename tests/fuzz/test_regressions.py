@@ -269,8 +269,7 @@ def test_nullif_of_timestamps_is_a_timestamp() -> None:
 
 def test_an_aggregate_of_a_cast_and_of_its_column_in_one_query() -> None:
     """``MIN(CAST(t AS TIMESTAMP)), MIN(t)`` failed with "duplicate unqualified field name":
-    DataFusion names a CAST after its operand (fix: ``lowering.native_timestamp`` writes the
-    cast as ``arrow_cast``)."""
+    DataFusion names a CAST after its operand (fix: ``select_dialect.aggregate_names``)."""
     rows = _standard(b"t\n2014-07-26\n1995-09-06T07:41:59\n",
                      "SELECT MIN(CAST(t AS TIMESTAMP)), MIN(t), MAX(CAST(t AS TIMESTAMP)) "
                      "FROM s3object")
