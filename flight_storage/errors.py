@@ -14,6 +14,9 @@
     └── StoreUnavailableError      ServiceUnavailable, SlowDown: the object store did not answer
                                    (unreachable, throttling past the retries) -> unavailable
 
+``StoppedError`` is not among them: it ends work whose query was told to stop (timed out,
+cancelled, the server stopping), after the client has been answered; no client sees it.
+
 The server converts these at one boundary into Flight errors whose ``extra_info`` is the
 JSON of :meth:`StorageError.to_dict`; anything else is an internal error with an incident id.
 """
@@ -131,3 +134,8 @@ class StoreUnavailableError(StorageError):
 
     code = "ServiceUnavailable"
     status = "unavailable"
+
+
+class StoppedError(Exception):
+    """Work told to stop (its query timed out or was cancelled, or the server is stopping)
+    ends with this at its next read; it never reaches a client (see the module docstring)."""

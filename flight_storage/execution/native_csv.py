@@ -29,7 +29,12 @@ from datafusion.options import CsvReadOptions
 
 from flight_storage.formats.csv_guard import CsvSurvey, survey_file, survey_range
 from flight_storage.formats.csv_input import RULES_CEPH, CsvInputOptions
-from flight_storage.storage.sources import DataFusionLocation, ObjectSource, version_key
+from flight_storage.storage.sources import (
+    DataFusionLocation,
+    ObjectSource,
+    stop_switch,
+    version_key,
+)
 from flight_storage.storage.version_cache import VersionCache
 
 _COMPRESSION = {"NONE": "", "GZIP": "gzip", "BZIP2": "bz2", "ZSTD": "zstd"}
@@ -71,18 +76,20 @@ class SurveyCache:
         """The survey of ``source`` as it is now, computed at most once per version. The survey
         reads the record layout, not how an empty field is read, so one survey serves both."""
         key = replace(options, empty_is_null=True)
-        return self._cache.get(version_key(source),
-                               lambda: survey_file(source.open(), options, compression),
-                               key, compression)
+        return self._cache.get(
+            version_key(source),
+            lambda: survey_file(source.open(), options, compression, stop_switch(source)),
+            key, compression)
 
     def survey_range(self, source: ObjectSource, options: CsvInputOptions, start: int,
                      stop: int) -> CsvSurvey:
         """The survey of the lines of ``[start, stop)`` of an uncompressed ``source``, computed
         at most once per version (see :func:`~flight_storage.formats.csv_guard.survey_range`)."""
         key = replace(options, empty_is_null=True)
-        return self._cache.get(version_key(source),
-                               lambda: survey_range(source.open(), options, start, stop),
-                               key, "NONE", start, stop)
+        return self._cache.get(
+            version_key(source),
+            lambda: survey_range(source.open(), options, start, stop, stop_switch(source)),
+            key, "NONE", start, stop)
 
 
 @dataclass(frozen=True)

@@ -39,11 +39,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from datafusion import SessionConfig, SessionContext
 
+from flight_storage.errors import StoppedError
 from flight_storage.execution.native_csv import native_ranges
 from flight_storage.storage.sources import (
     DataFusionLocation,
     ObjectSource,
     random_access,
+    stop_switch,
     version_key,
 )
 from flight_storage.storage.version_cache import VersionCache
@@ -171,8 +173,11 @@ def _nan_reason(source: ObjectSource, schema: pa.Schema, floats: list[str],
     with random_access(source) as file:
         parquet = pq.ParquetFile(file)
         groups = list(row_groups) if row_groups is not None else None
+        stop = stop_switch(source)
         for batch in parquet.iter_batches(batch_size=1 << 16, columns=floats,
                                           row_groups=groups):
+            if stop is not None and stop.is_set():
+                raise StoppedError("survey stopped: its query ended")
             for name, column in zip(batch.schema.names, batch.columns, strict=True):
                 if pc.any(pc.is_nan(column)).as_py():
                     return f"column {name} holds NaN (DataFusion orders it above every number)"

@@ -8,6 +8,7 @@ layer to dispatch actions.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from threading import Event
@@ -56,7 +57,8 @@ class ActionHost(Protocol):
 
     def cancel_endpoints(self, call: CallContext, info_bytes: bytes) -> pb.CancelStatus: ...
 
-    def bounded(self, call: CallContext, what: str, work: Callable[[], T]) -> T: ...
+    def bounded(self, call: CallContext, what: str,
+                work: Callable[[threading.Event], T]) -> T: ...
 
 
 def _create_prepared(host: ActionHost, call: CallContext, body: bytes) -> list[flight.Result]:
@@ -112,7 +114,7 @@ def _list_objects(host: ActionHost, call: CallContext, body: bytes) -> list[flig
         raise InvalidRequestError(f"ListObjects takes JSON {{bucket, prefix, start_after, "
                                   f"max_keys}} ({exc})") from None
     host.check_access(call, bucket)
-    page = host.bounded(call, "ListObjects", lambda: host.catalog.list_page(
+    page = host.bounded(call, "ListObjects", lambda stop: host.catalog.list_page(
         bucket, prefix, start_after, min(max_keys, 10000)))
     document = {
         "objects": [{"key": o.key, "size": o.size, "mtime_ns": o.mtime_ns}

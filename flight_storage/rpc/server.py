@@ -392,8 +392,10 @@ class StorageServer(flight.FlightServerBase):
         check_query_length(query, self.config.engine.max_query_chars, what=what,
                            setting="--max-query-chars")
 
-    def bounded(self, call: CallContext, what: str, work: Callable[[], T]) -> T:
-        """Planning-like work under a compute slot and the query timeout."""
+    def bounded(self, call: CallContext, what: str,
+                work: Callable[[threading.Event], T]) -> T:
+        """Planning-like work under a compute slot and the query timeout; ``work`` gets the
+        stop switch set when the call gives up (its object sources should share it)."""
         return self.streams.run_planning(work, call.is_cancelled, what)
 
     def plan_statement(
@@ -403,7 +405,7 @@ class StorageServer(flight.FlightServerBase):
         self.check_query_length(query)
         refuse_writes(query)  # before the table: INSERT INTO a new key is not NoSuchKey
 
-        def plan() -> tuple[ResolvedTable | None, SelectPlan]:
+        def plan(stop: threading.Event) -> tuple[ResolvedTable | None, SelectPlan]:
             # all of it in the slot: splitting and scanning a long statement takes time too
             reference, sql = split_table_reference(query)
             if reference is None:
@@ -421,7 +423,8 @@ class StorageServer(flight.FlightServerBase):
             self.check_access(call, reference.bucket)
             table = resolve_table(self.catalog, reference.bucket, reference.key,
                                   reference.input_serialization)
-            return table, self.engine.plan(_bound(sql, parameters), object_sources(table.objects),
+            return table, self.engine.plan(_bound(sql, parameters),
+                                           object_sources(table.objects, stop),
                                            table.input, flavor=flavor)
 
         return self.bounded(call, "planning", plan)
@@ -443,8 +446,8 @@ class StorageServer(flight.FlightServerBase):
         obj = self.catalog.object(request.bucket, request.key)
         spec = self._input_spec(obj, request.input_serialization)
         flavor = call.s3_request_flavor
-        plan = self.bounded(call, "planning", lambda: self.engine.plan(
-            request.expression, object_source(obj), spec, flavor=flavor,
+        plan = self.bounded(call, "planning", lambda stop: self.engine.plan(
+            request.expression, object_source(obj, stop), spec, flavor=flavor,
             scan_range=request.scan_range(obj.size)))
         if request.output_serialization is not None:
             plan.record_writer(request.output_serialization)  # refuse bad settings now
@@ -486,7 +489,7 @@ class StorageServer(flight.FlightServerBase):
         if command is None:
             raise protocol.UnknownCommandError(name)
         # Metadata may plan (GetTables with schemas): the same slot and deadline as queries.
-        table = self.bounded(call, name, lambda: command.build(self, call, message))
+        table = self.bounded(call, name, lambda stop: command.build(self, call, message))
         cluster = self._cluster_call(context)
         if cluster is not None and name in MERGED_METADATA:
             table = cluster.merged_metadata(call, self._headers(context), ticket, table)
@@ -511,7 +514,7 @@ class StorageServer(flight.FlightServerBase):
         fields.update(query_id=query_id(ticket), object=f"{ticket.bucket}/{ticket.key}",
                       partition=ticket.partition.to_dict())
         source, plan, objects = self.bounded(call, "planning",
-                                              lambda: self._plan_ticket(call, ticket))
+                                              lambda stop: self._plan_ticket(call, ticket, stop))
         stream = self._partition_stream(context, ticket, plan, source, fields, key, objects)
         return flight.GeneratorStream(stream.schema, guarded(stream.items))
 
@@ -526,7 +529,7 @@ class StorageServer(flight.FlightServerBase):
         return flight.GeneratorStream(plan.arrow_schema, guarded(iter(batches)))
 
     def _plan_ticket(
-        self, call: CallContext, ticket: PartitionTicket
+        self, call: CallContext, ticket: PartitionTicket, stop: threading.Event
     ) -> tuple[StoppableSource, SelectPlan, Sequence[ObjectInfo]]:
         if ticket.output_serialization is None:  # a Flight SQL statement
             reference, sql = split_table_reference(ticket.query)
@@ -544,7 +547,7 @@ class StorageServer(flight.FlightServerBase):
             objects, spec = (obj,), self._input_spec(obj, ticket.input_serialization)
         if ticket.object_version is not None and ticket.object_version != object_version(objects):
             raise self._stale(ticket)
-        sources = object_sources(objects)
+        sources = object_sources(objects, stop)
         plan = self.engine.plan(sql, sources, spec, flavor=ticket.flavor)
         sources[0].read[0] = 0  # count what the scan reads, not the header planning peeked at
         sources[0].processed[0] = 0
