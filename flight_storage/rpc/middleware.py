@@ -70,6 +70,9 @@ class CallContext:
     """The flavour the call header names; None: each surface's default (see below)."""
     peer: str
     single_endpoint: bool = False
+    """One endpoint for a whole statement (``flight_storage.rpc.endpoint_readers``)."""
+    endpoints_reason: str = ""
+    """Why :attr:`single_endpoint` is what it is (the call log's ``endpoints_for``)."""
     is_cancelled: Callable[[], bool] = dataclasses.field(default=lambda: False, compare=False)
 
     @property

@@ -2,7 +2,8 @@
 
 Every call a node makes to a peer carries the caller's identity as a bearer token this node
 issues for the caller's user (nodes share the ticket secret, so the peer accepts it, and no
-password travels between nodes), the caller's flavour and endpoint headers, and
+password travels between nodes), the caller's flavour header, the endpoint choice this node
+made for the caller (the peer sees this node's user agent, not the client's), and
 :data:`FORWARDED_HEADER` naming this node, so the peer answers from its own data only and
 never forwards again. Each call is bounded by the cluster file's ``peer_timeout_s``; a peer
 that does not answer is marked down and the error names it.
@@ -24,6 +25,12 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from flight_storage.errors import NodeUnavailableError
+from flight_storage.protocol import (
+    ENDPOINTS_HEADER,
+    ENDPOINTS_PARTITIONED,
+    ENDPOINTS_SINGLE,
+    FLAVOR_HEADER,
+)
 from flight_storage.rpc.middleware import CallContext, log_event
 from flight_storage.storage.cluster import ClusterDescription, ClusterNode
 
@@ -32,7 +39,7 @@ FORWARDED_HEADER: Final = "x-flight-select-forwarded"
 T = TypeVar("T")
 _FRESH_S: Final = 1.0
 """How long a peer found down is taken as down without asking again."""
-_PASSED_HEADERS: Final = ("x-flight-select-flavor", "x-flight-select-endpoints")
+_PASSED_HEADERS: Final = (FLAVOR_HEADER,)
 
 
 class PeerUnreachable(Exception):
@@ -84,6 +91,9 @@ class Peers:
         for name in _PASSED_HEADERS:
             for value in headers.get(name, []):
                 sent.append((name.encode(), value.encode()))
+        # the caller's endpoint choice, made here: the peer sees this node's user agent
+        choice = ENDPOINTS_SINGLE if call.single_endpoint else ENDPOINTS_PARTITIONED
+        sent.append((ENDPOINTS_HEADER.encode(), choice.encode()))
         return flight.FlightCallOptions(headers=sent,
                                         timeout=timeout_s or self.cluster.peer_timeout_s)
 
