@@ -92,7 +92,8 @@ def choose_endpoints(headers: Mapping[str, Sequence[str]]) -> EndpointChoice:
         if value not in _VALUES:
             raise InvalidRequestError(
                 f"unknown value {value!r} in {ENDPOINTS_HEADER}; use single or partitioned")
-        return EndpointChoice(single=value == ENDPOINTS_SINGLE, reason=f"{ENDPOINTS_HEADER}: {value}")
+        return EndpointChoice(single=value == ENDPOINTS_SINGLE,
+                              reason=f"{ENDPOINTS_HEADER}: {value}")
     agent = (headers.get("user-agent") or [""])[0]
     for reader in EVERY_ENDPOINT_READERS:
         if agent.startswith(reader.user_agent_prefix):

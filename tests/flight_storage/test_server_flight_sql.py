@@ -19,6 +19,7 @@ from flight_storage.protocol import pb
 from tests.conftest import SAMPLES, ServerProcess, start_server
 from tests.flight_storage.test_server_support import (
     MEDIUM_ROWS,
+    PARTITIONED,
     error_document,
     events,
     make_data,
@@ -232,7 +233,8 @@ def test_partitions_one_endpoint_each_read_separately(server: ServerProcess) -> 
 
 def test_flight_info_endpoints_totals_and_schema(server: ServerProcess) -> None:
     client = flight.connect(server.location)
-    info = client.get_flight_info(statement_descriptor('SELECT _1, _2, _3 FROM "big"."medium.csv"'))
+    info = client.get_flight_info(statement_descriptor('SELECT _1, _2, _3 FROM "big"."medium.csv"'),
+                                  PARTITIONED)
     size = (Path(server.process.args[5]) / "big" / "medium.csv").stat().st_size
     assert len(info.endpoints) >= 2
     assert info.total_bytes == size
@@ -276,7 +278,8 @@ def test_close_session_is_accepted(server: ServerProcess) -> None:
 
 def test_cancel_flight_info_stops_its_endpoints(server: ServerProcess) -> None:
     client = flight.connect(server.location)
-    info = client.get_flight_info(statement_descriptor('SELECT _1, _2, _3 FROM "big"."medium.csv"'))
+    info = client.get_flight_info(statement_descriptor('SELECT _1, _2, _3 FROM "big"."medium.csv"'),
+                                  PARTITIONED)
     request = pb.CancelFlightInfoRequest(info=info.serialize())
     results = list(client.do_action(flight.Action("CancelFlightInfo",
                                                   request.SerializeToString())))
