@@ -3,26 +3,76 @@
 # create .venv-clients (once) with the clients we did not write that cannot share .venv
 # (awswrangler pins pyarrow<26; sqlalchemy-adbc needs SQLAlchemy>=2, flightsql-dbapi <2): the
 # tests run them in a subprocess against the server.
-# Safe to re-run: an up-to-date environment is left as it is.
+# Safe to re-run: an up-to-date environment is left as it is (and says so in one line).
+# A first run takes minutes; it prints a line per step (packages resolved, large downloads,
+# wheels built, the install) and keeps pip's whole output in <venv>/pip-install.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
+
+say() { printf 'setup [%3ds]: %s\n' "$SECONDS" "$*"; }
+
+# pip's output reduced to the steps a person waits on: every 25th package resolved, each file
+# of 10 MB or more, each wheel built from source, the install itself, and pip's errors.
+progress() {
+  awk -v every=25 '
+    function step(text) { printf "  %s\n", text; fflush() }
+    /^Collecting / { if (++n % every == 0) step(n " packages resolved (now " $2 ")"); next }
+    /(Downloading|Using cached|Processing) .*\(([0-9.]+ [MG]B)\)/ {
+      size = $0; sub(/.*\(/, "", size); sub(/\).*/, "", size)
+      split(size, parts, " ")
+      if (parts[2] == "GB" || parts[1] + 0 >= 10) {
+        file = $0; sub(/^ *(Downloading|Using cached|Processing) /, "", file); sub(/ \(.*/, "", file)
+        sub(/.*\//, "", file); step("fetched " file " (" size ")")
+      }
+      next
+    }
+    /Building (wheel|editable) for .*: started/ { step("building " $4 " from source"); next }
+    /^Installing collected packages:/ { step("installing " n " packages (the longest step)"); next }
+    /^Successfully installed/ { step("installed " (NF - 2) " packages"); next }
+    /^(ERROR|error)/ { print; fflush() }
+  '
+}
+
+# install VENV WHAT PIP-ARGS...: pip install into VENV, reporting progress; on failure the end
+# of the log is shown.
+install() {
+  local venv=$1 what=$2
+  shift 2
+  local log="$venv/pip-install.log"
+  say "installing $what into $venv (pip's output: $log)"
+  if ! { "$venv/bin/python" -m pip install --progress-bar off "$@" 2>&1 | tee "$log" |
+           progress; }; then
+    say "pip failed; the end of $log:"
+    tail -n 20 "$log" >&2
+    exit 1
+  fi
+}
+
 if [ ! -x .venv/bin/python ]; then
+  say "creating .venv with $("$PYTHON" --version)"
   "$PYTHON" -m venv .venv
 fi
 stamp=.venv/.flight-select-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -e ".[dev]"
+  install .venv "pip" --quiet --upgrade pip
+  install .venv "flight-select with Spark, ADBC, the S3 door and the test tools (a few \
+minutes the first time)" -e ".[dev]"
   touch "$stamp"
+else
+  say ".venv is up to date"
 fi
 clients_requirements=tests/flight_storage/clients/requirements.txt
 if [ ! -x .venv-clients/bin/python ]; then
+  say "creating .venv-clients (clients that cannot share .venv: $clients_requirements)"
   "$PYTHON" -m venv .venv-clients
 fi
 clients_stamp=.venv-clients/.flight-select-installed
 if [ ! -f "$clients_stamp" ] || [ "$clients_requirements" -nt "$clients_stamp" ]; then
-  .venv-clients/bin/python -m pip install --quiet --upgrade pip
-  .venv-clients/bin/python -m pip install --quiet -r "$clients_requirements"
+  install .venv-clients "pip" --quiet --upgrade pip
+  install .venv-clients "awswrangler, sqlalchemy-adbc and the ADBC driver" \
+    -r "$clients_requirements"
   touch "$clients_stamp"
+else
+  say ".venv-clients is up to date"
 fi
