@@ -17,18 +17,24 @@ say() { printf 'setup [%3ds]: %s\n' "$SECONDS" "$*"; }
 progress() {
   awk -v every=25 '
     function step(text) { printf "  %s\n", text; fflush() }
-    /^Collecting / { if (++n % every == 0) step(n " packages resolved (now " $2 ")"); next }
-    /(Downloading|Using cached|Processing) .*\(([0-9.]+ [MG]B)\)/ {
+    /^(Collecting|Processing) / {
+      if (++n % every == 0) {
+        name = $2; sub(/.*\//, "", name); step(n " packages resolved (now " name ")")
+      }
+    }
+    /(Downloading|Using cached) .*\(([0-9.]+ [MG]B)\)/ {
       size = $0; sub(/.*\(/, "", size); sub(/\).*/, "", size)
       split(size, parts, " ")
       if (parts[2] == "GB" || parts[1] + 0 >= 10) {
-        file = $0; sub(/^ *(Downloading|Using cached|Processing) /, "", file); sub(/ \(.*/, "", file)
+        file = $0; sub(/^ *(Downloading|Using cached) /, "", file); sub(/ \(.*/, "", file)
         sub(/.*\//, "", file); step("fetched " file " (" size ")")
       }
       next
     }
-    /Building (wheel|editable) for .*: started/ { step("building " $4 " from source"); next }
-    /^Installing collected packages:/ { step("installing " n " packages (the longest step)"); next }
+    /Building (wheel|editable) for .*: started/ { step("building " $4); next }
+    /^Installing collected packages:/ {
+      step("installing " split($0, names, ", ") " packages (the longest step)"); next
+    }
     /^Successfully installed/ { step("installed " (NF - 2) " packages"); next }
     /^(ERROR|error)/ { print; fflush() }
   '
