@@ -89,6 +89,9 @@ _ANY_MESSAGES: Final[Mapping[str, type[Message]]] = {
         pb.DoPutPreparedStatementResult,
         pb.ActionCancelQueryRequest,
         pb.ActionCancelQueryResult,
+        pb.ActionBeginTransactionRequest,
+        pb.ActionBeginTransactionResult,
+        pb.ActionEndTransactionRequest,
     )
 }
 
@@ -98,6 +101,8 @@ FLIGHT_ACTIONS: Final[Mapping[str, tuple[type[Message], bool]]] = {
     "CreatePreparedStatement": (pb.ActionCreatePreparedStatementRequest, True),
     "ClosePreparedStatement": (pb.ActionClosePreparedStatementRequest, True),
     "CancelQuery": (pb.ActionCancelQueryRequest, True),
+    "BeginTransaction": (pb.ActionBeginTransactionRequest, True),
+    "EndTransaction": (pb.ActionEndTransactionRequest, True),
     "CancelFlightInfo": (pb.CancelFlightInfoRequest, False),
     "CloseSession": (pb.CloseSessionRequest, False),
 }
