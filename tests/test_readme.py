@@ -39,11 +39,18 @@ def _orders() -> list[dict[str, str]]:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[ServerProcess]:
-    process = start_server(ROOT / "data" / "samples")
+    """The README's server on the samples, with its S3 door (``door`` has its URL)."""
+    process = start_server(ROOT / "data" / "samples", "--s3-port", "0")
     try:
         yield process
     finally:
         process.stop()
+
+
+@pytest.fixture(scope="module")
+def door(server: ServerProcess) -> str:
+    assert server.process.stdout is not None
+    return server.process.stdout.readline().split("s3 listening on ", 1)[1].strip()
 
 
 def _run_python(code: str) -> subprocess.CompletedProcess[str]:
@@ -64,16 +71,10 @@ def test_readme_adbc_snippet(server: ServerProcess) -> None:
     assert ast.literal_eval(result.stdout) == expected
 
 
-def test_readme_boto3_snippet() -> None:
+def test_readme_boto3_snippet(door: str) -> None:
     """The S3 door's boto3 example prints the records it selected."""
-    code = _block("python", "select_object_content")
-    door = start_server(ROOT / "data" / "samples", "--s3-port", "0")
-    try:
-        assert door.process.stdout is not None
-        url = door.process.stdout.readline().split("s3 listening on ", 1)[1].strip()
-        result = _run_python(code.replace("http://127.0.0.1:9000", url))
-    finally:
-        door.stop()
+    code = _block("python", "select_object_content").replace("http://127.0.0.1:9000", door)
+    result = _run_python(code)
     assert result.returncode == 0 and result.stderr == "", result.stderr
     shipped = [r["order_id"] for r in _orders() if r["status"] == "shipped"]
     assert result.stdout.split() == shipped
