@@ -101,10 +101,16 @@ class ServerConfig:
         """Refuse unsafe or inconsistent settings.
 
         Raises:
-            ConfigError: no authentication on a non-loopback address (unless
-                ``allow_anonymous``), half a TLS key pair, mutual TLS without TLS, or a limit
-                that is not positive.
+            ConfigError: a data root that is not a folder, no authentication on a
+                non-loopback address (unless ``allow_anonymous``), half a TLS key pair,
+                mutual TLS without TLS, or a limit that is not positive.
         """
+        if not self.data_dir.is_dir():
+            what = "is not a folder" if self.data_dir.exists() else "does not exist"
+            raise ConfigError(
+                f"--data {self.data_dir} {what}: name the folder whose top-level folders are "
+                "the buckets (e.g. --data data/samples)"
+            )
         if not self.loopback and self.users_file is None and not self.allow_anonymous:
             raise ConfigError(
                 f"refusing to serve {self.host} without authentication: pass --auth USERS_FILE "

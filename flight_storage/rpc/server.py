@@ -146,7 +146,7 @@ class StorageServer(flight.FlightServerBase):
         self.cluster: ClusterRole | None = None
         if config.cluster is not None and config.node_name is not None:
             roots = config.tls_cert.read_bytes() if config.tls_cert is not None else None
-            peers = Peers(config.cluster, config.node_name, signer.issue, roots)
+            peers = Peers(config.cluster, config.node_name, signer, roots)
             self.cluster = ClusterRole(
                 peers, planning_timeout_s=config.query_timeout_s + config.cluster.peer_timeout_s)
             self.location = peers.me.location
