@@ -55,30 +55,35 @@ install() {
   fi
 }
 
-if [ ! -x .venv/bin/python ]; then
-  say "creating .venv with $("$PYTHON" --version)"
-  "$PYTHON" -m venv .venv
-fi
-stamp=.venv/.flight-select-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  install .venv "pip" --quiet --upgrade pip
-  install .venv "flight-select with Spark, ADBC, the S3 door and the test tools (a few \
-minutes the first time)" -e ".[dev]"
-  touch "$stamp"
-else
-  say ".venv is up to date"
-fi
+# prepare VENV REQUIREMENTS WHAT PIP-ARGS...: create VENV and install into it unless it was
+# installed from the same REQUIREMENTS file content (file times change with every clone). A
+# VENV that is a link belongs to another checkout (a worktree sharing it) and is left alone:
+# installing would point its editable install at this checkout.
+prepare() {
+  local venv=$1 requirements=$2 what=$3
+  shift 3
+  if [ -L "$venv" ]; then
+    say "$venv links to $(readlink "$venv"): left as it is"
+    return
+  fi
+  if [ ! -x "$venv/bin/python" ]; then
+    say "creating $venv with $("$PYTHON" --version)"
+    "$PYTHON" -m venv "$venv"
+  fi
+  local stamp="$venv/.flight-select-installed"
+  if [ "$(cat "$stamp" 2>/dev/null)" = "$(sha256sum < "$requirements")" ]; then
+    say "$venv is up to date"
+    return
+  fi
+  install "$venv" "pip" --quiet --upgrade pip
+  install "$venv" "$what" "$@"
+  sha256sum < "$requirements" > "$stamp"
+}
+
+prepare .venv pyproject.toml \
+  "flight-select with Spark, ADBC, the S3 door and the test tools (minutes the first time)" \
+  -e ".[dev]"
 clients_requirements=tests/flight_storage/clients/requirements.txt
-if [ ! -x .venv-clients/bin/python ]; then
-  say "creating .venv-clients (clients that cannot share .venv: $clients_requirements)"
-  "$PYTHON" -m venv .venv-clients
-fi
-clients_stamp=.venv-clients/.flight-select-installed
-if [ ! -f "$clients_stamp" ] || [ "$clients_requirements" -nt "$clients_stamp" ]; then
-  install .venv-clients "pip" --quiet --upgrade pip
-  install .venv-clients "awswrangler, sqlalchemy-adbc and the ADBC driver" \
-    -r "$clients_requirements"
-  touch "$clients_stamp"
-else
-  say ".venv-clients is up to date"
-fi
+prepare .venv-clients "$clients_requirements" \
+  "awswrangler, sqlalchemy-adbc and the ADBC driver (clients that cannot share .venv)" \
+  -r "$clients_requirements"
