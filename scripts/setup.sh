@@ -32,10 +32,11 @@ progress() {
       next
     }
     /Building (wheel|editable) for .*: started/ { step("building " $4); next }
+    function packages(count) { return count " package" (count == 1 ? "" : "s") }
     /^Installing collected packages:/ {
-      step("installing " split($0, names, ", ") " packages (the longest step)"); next
+      step("installing " packages(split($0, names, ", ")) " (the longest step)"); next
     }
-    /^Successfully installed/ { step("installed " (NF - 2) " packages"); next }
+    /^Successfully installed/ { step("installed " packages(NF - 2)); next }
     /^(ERROR|error)/ { print; fflush() }
   '
 }
