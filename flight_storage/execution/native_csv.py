@@ -22,15 +22,15 @@ i)``. ``tests/flight_storage/test_native_csv.py`` pins both facts against the re
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import pyarrow as pa
 from datafusion import SessionContext
 from datafusion.options import CsvReadOptions
 
-from flight_storage.execution.version_cache import VersionCache
-from flight_storage.formats.csv_guard import CsvSurvey, survey_file
+from flight_storage.formats.csv_guard import CsvSurvey, survey_file, survey_range
 from flight_storage.formats.csv_input import RULES_CEPH, CsvInputOptions
+from flight_storage.storage.sources import DataFusionLocation, ObjectSource, version_key
+from flight_storage.storage.version_cache import VersionCache
 
 _COMPRESSION = {"NONE": "", "GZIP": "gzip", "BZIP2": "bz2", "ZSTD": "zstd"}
 """DataFusion's name of each CompressionType the native path takes (concatenated members and
@@ -66,12 +66,23 @@ class SurveyCache:
         """Surveys computed (not served from the cache); tests and benchmarks read it."""
         return self._cache.computed
 
-    def survey(self, path: Path, options: CsvInputOptions, compression: str) -> CsvSurvey:
-        """The survey of ``path`` as it is now, computed at most once per version. The survey
+    def survey(self, source: ObjectSource, options: CsvInputOptions,
+               compression: str) -> CsvSurvey:
+        """The survey of ``source`` as it is now, computed at most once per version. The survey
         reads the record layout, not how an empty field is read, so one survey serves both."""
         key = replace(options, empty_is_null=True)
-        return self._cache.get(path, lambda: survey_file(path, options, compression),
+        return self._cache.get(version_key(source),
+                               lambda: survey_file(source.open(), options, compression),
                                key, compression)
+
+    def survey_range(self, source: ObjectSource, options: CsvInputOptions, start: int,
+                     stop: int) -> CsvSurvey:
+        """The survey of the lines of ``[start, stop)`` of an uncompressed ``source``, computed
+        at most once per version (see :func:`~flight_storage.formats.csv_guard.survey_range`)."""
+        key = replace(options, empty_is_null=True)
+        return self._cache.get(version_key(source),
+                               lambda: survey_range(source.open(), options, start, stop),
+                               key, "NONE", start, stop)
 
 
 @dataclass(frozen=True)
@@ -79,7 +90,7 @@ class NativeCsvTable:
     """How DataFusion reads one object for one query.
 
     Attributes:
-        path: the file.
+        location: where DataFusion reads the object.
         options: the request's CSV options.
         survey: what the survey found (native).
         width: columns the query's table has (``_1 .. _width``).
@@ -89,7 +100,7 @@ class NativeCsvTable:
         compression: the request's CompressionType (the survey read the decompressed bytes).
     """
 
-    path: Path
+    location: DataFusionLocation
     options: CsvInputOptions
     survey: CsvSurvey
     width: int
@@ -114,11 +125,12 @@ class NativeCsvTable:
             quote=self.survey.quote,
             schema=schema,
             # DataFusion filters a table's files by this suffix; the whole name always matches
-            file_extension=self.path.name,
+            file_extension=self.location.url.rsplit("/", 1)[-1],
             truncated_rows=True,
             file_compression_type=_COMPRESSION[self.compression],
         )
-        ctx.register_csv(file_table, str(self.path), options=options)
+        self.location.register(ctx)
+        ctx.register_csv(file_table, self.location.url, options=options)
         columns = []
         for i in range(1, self.width + 1):
             if i > self.file_width:
@@ -138,8 +150,33 @@ class NativeCsvTable:
         ctx.register_view(name, ctx.sql(f'SELECT {", ".join(columns)} FROM "{file_table}"'))
 
 
+@dataclass(frozen=True)
+class DeferredCsvTable:
+    """DataFusion's reader for an object that is not on this machine (an object store's):
+    planning reads only the header, and each byte range is surveyed when it is read
+    (:meth:`SurveyCache.survey_range`), then read by DataFusion where its survey allows
+    (:meth:`resolve`) and by the reference reader where it does not.
+
+    Attributes:
+        location: where DataFusion reads the object.
+        options: the request's CSV options.
+        width: columns the query's table has (``_1 .. _width``).
+        compression: the request's CompressionType (a compressed object is one range).
+    """
+
+    location: DataFusionLocation
+    options: CsvInputOptions
+    width: int
+    compression: str = "NONE"
+
+    def resolve(self, survey: CsvSurvey) -> tuple[NativeCsvTable | None, str]:
+        """The native table for the surveyed range, or None and why not."""
+        return native_csv_table(self.location, self.options, survey, width=self.width,
+                                compression=self.compression)
+
+
 def native_csv_table(
-    path: Path,
+    location: DataFusionLocation,
     options: CsvInputOptions,
     survey: CsvSurvey,
     *,
@@ -149,7 +186,7 @@ def native_csv_table(
     """The native table for a query reading ``width`` columns, or None and the reason why not.
 
     Args:
-        path: the object's file.
+        location: where DataFusion reads the object.
         options: the request's CSV options (flavour rules included).
         survey: the object's survey under ``options``.
         width: columns ``_1 .. _width`` the query's table has.
@@ -171,4 +208,5 @@ def native_csv_table(
             )
         coalesce_empty = min(width, low)
     strip = survey.doubled_quotes and options.rules == RULES_CEPH and options.escape != options.quote
-    return NativeCsvTable(path, options, survey, width, coalesce_empty, strip, compression), ""
+    return NativeCsvTable(location, options, survey, width, coalesce_empty, strip,
+                          compression), ""

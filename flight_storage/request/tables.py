@@ -18,7 +18,7 @@ from flight_storage.errors import InvalidRequestError, ObjectNotFoundError
 from flight_storage.execution.engine import InputSpec
 from flight_storage.formats.typed_columns import TypedColumns
 from flight_storage.storage.catalog import Catalog, ObjectInfo, TableConfig
-from flight_storage.storage.sources import FileSource
+from flight_storage.storage.sources import StoredSource
 
 
 @dataclass(frozen=True)
@@ -32,9 +32,9 @@ class ResolvedTable:
     is_prefix: bool
 
     @property
-    def sources(self) -> tuple[FileSource, ...]:
+    def sources(self) -> tuple[StoredSource, ...]:
         """The objects as engine sources, named ``bucket/key``."""
-        return tuple(FileSource(o.path, f"{o.bucket}/{o.key}", o.size) for o in self.objects)
+        return tuple(StoredSource(o) for o in self.objects)
 
     @property
     def size(self) -> int:
@@ -43,15 +43,16 @@ class ResolvedTable:
 
     @property
     def version(self) -> str:
-        """A fingerprint of the objects as they are now (keys, sizes, modification times)."""
+        """A fingerprint of the objects as they are now (keys and versions)."""
         return object_version(self.objects)
 
 
 def object_version(objects: Sequence[ObjectInfo]) -> str:
-    """Fingerprint of objects: a ticket planned against them is refused once they change."""
+    """Fingerprint of objects (their keys and content versions, ``storage/stores.py``): a
+    ticket planned against them is refused once one changes."""
     digest = hashlib.sha256()
     for o in objects:
-        digest.update(f"{o.key}\0{o.size}\0{o.mtime_ns}\n".encode())
+        digest.update(f"{o.key}\0{o.version}\n".encode())
     return digest.hexdigest()[:24]
 
 
