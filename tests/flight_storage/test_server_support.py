@@ -153,8 +153,9 @@ def statement_descriptor(sql: str) -> flight.FlightDescriptor:
     )
 
 
-PARTITIONED = flight.FlightCallOptions(
-    headers=[(protocol.ENDPOINTS_HEADER.encode(), protocol.ENDPOINTS_PARTITIONED.encode())])
+PARTITIONED_HEADERS = [(protocol.ENDPOINTS_HEADER.encode(),
+                        protocol.ENDPOINTS_PARTITIONED.encode())]
+PARTITIONED = flight.FlightCallOptions(headers=PARTITIONED_HEADERS)
 """Call options of a pyarrow client that reads every endpoint and asks for one per partition
 (without them a statement's FlightInfo has one endpoint)."""
 
