@@ -378,7 +378,9 @@ def _cluster(args: argparse.Namespace) -> int:
     password = os.environ.get("FLIGHT_SELECT_PASSWORD", "") if args.user else None
     nodes = cluster_status(cluster, args.user, password)
     print(json.dumps(nodes, indent=2) if args.json else format_status(nodes))
-    return 0 if all(n["up"] for n in nodes) else 1
+    if not all(n["up"] for n in nodes):
+        return 1  # a node is down
+    return 2 if any(n["objects"] is None for n in nodes) else 0  # up, credentials refused
 
 
 def _add_user(args: argparse.Namespace) -> int:

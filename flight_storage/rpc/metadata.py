@@ -64,7 +64,10 @@ def _sql_info(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
         SqlInfo.FLIGHT_SQL_SERVER_READ_ONLY: True,
         SqlInfo.FLIGHT_SQL_SERVER_SQL: True,
         SqlInfo.FLIGHT_SQL_SERVER_SUBSTRAIT: False,
-        SqlInfo.FLIGHT_SQL_SERVER_TRANSACTION: 0,  # SQL_SUPPORTED_TRANSACTION_NONE
+        # SQL_SUPPORTED_TRANSACTION_TRANSACTION: BeginTransaction/EndTransaction are answered
+        # (read-only, nothing to commit), so DB-API clients can turn autocommit off; with NONE
+        # the ADBC driver refuses and its DB-API layer warns at every connect.
+        SqlInfo.FLIGHT_SQL_SERVER_TRANSACTION: 1,
         SqlInfo.FLIGHT_SQL_SERVER_CANCEL: True,
         SqlInfo.FLIGHT_SQL_SERVER_STATEMENT_TIMEOUT: int(host.config.query_timeout_s),
         SqlInfo.FLIGHT_SQL_SERVER_TRANSACTION_TIMEOUT: 0,

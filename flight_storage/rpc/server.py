@@ -58,6 +58,7 @@ from flight_storage.rpc.auth import TokenSigner, Users
 from flight_storage.rpc.boundary import guarded, rpc_boundary
 from flight_storage.rpc.cluster import MERGED_METADATA, ClusterRole, FleetRole
 from flight_storage.rpc.config import ServerConfig
+from flight_storage.rpc.endpoint_readers import choose_endpoints
 from flight_storage.rpc.endpoints import (
     endpoint_partitions,
     expiry,
@@ -96,7 +97,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 FLAVOR_HEADER: Final = protocol.FLAVOR_HEADER
-ENDPOINTS_HEADER: Final = protocol.ENDPOINTS_HEADER
 _BOUND_HANDLES: Final = 1024
 """Parameters bound by DoPut kept per handle, for clients that keep the first handle."""
 _SHUTDOWN_AFTER_ABORT_S: Final = 5.0
@@ -146,7 +146,7 @@ class StorageServer(flight.FlightServerBase):
         self.cluster: ClusterRole | None = None
         if config.cluster is not None and config.node_name is not None:
             roots = config.tls_cert.read_bytes() if config.tls_cert is not None else None
-            peers = Peers(config.cluster, config.node_name, signer.issue, roots)
+            peers = Peers(config.cluster, config.node_name, signer, roots)
             role = FleetRole if config.cluster.is_fleet else ClusterRole
             self.cluster = role(
                 peers, planning_timeout_s=config.query_timeout_s + config.cluster.peer_timeout_s)
@@ -200,16 +200,13 @@ class StorageServer(flight.FlightServerBase):
                 f"unknown flavor {flavor!r} in {FLAVOR_HEADER}; use one of "
                 f"{', '.join(FLAVOR_NAMES)}"
             )
-        endpoints = (headers.get(ENDPOINTS_HEADER) or ["partitioned"])[0].strip().lower()
-        if endpoints not in ("single", "partitioned"):
-            raise InvalidRequestError(
-                f"unknown value {endpoints!r} in {ENDPOINTS_HEADER}; use single or partitioned"
-            )
+        endpoints = choose_endpoints(headers)
         user = middleware.user if middleware is not None else None
         if middleware is not None:
             middleware.fields["peer"] = context.peer()
         return CallContext(user=user, flavor=flavor, peer=context.peer(),
-                           single_endpoint=endpoints == "single",
+                           single_endpoint=endpoints.single,
+                           endpoints_reason=endpoints.reason,
                            is_cancelled=context.is_cancelled)
 
     @staticmethod
@@ -341,6 +338,7 @@ class StorageServer(flight.FlightServerBase):
             for p in ([Partition("object")] if call.single_endpoint
                       else endpoint_partitions(plan))
         ]
+        fields["endpoints_for"] = call.endpoints_reason
         total_records = known_rows(plan)
         return self._flight_info(plan.arrow_schema, descriptor, tickets, plan, total_records,
                                  fields)

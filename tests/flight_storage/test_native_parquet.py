@@ -278,11 +278,11 @@ def test_server_endpoints_read_in_any_order_give_every_row_once(
 ) -> None:
     from pyarrow import flight
 
-    from tests.flight_storage.test_server_support import statement_descriptor
+    from tests.flight_storage.test_server_support import PARTITIONED, statement_descriptor
 
     client = flight.connect(native_server.location)
     info = client.get_flight_info(statement_descriptor(
-        "SELECT a FROM \"bkt\".\"rows.parquet\" WHERE s <> 'x5'"))
+        "SELECT a FROM \"bkt\".\"rows.parquet\" WHERE s <> 'x5'"), PARTITIONED)
     about = json.loads(info.app_metadata)
     assert about["reader"] == "datafusion" and about["endpoints"] == len(info.endpoints) > 2
     parts = {i: client.do_get(e.ticket).read_all()

@@ -21,6 +21,7 @@ from botocore.config import Config
 
 from tests.conftest import SAMPLES, ServerProcess, running_server, start_server
 from tests.flight_storage.test_server_support import (
+    PARTITIONED_HEADERS,
     error_document,
     free_port,
     statement_descriptor,
@@ -164,7 +165,7 @@ def test_a_range_its_survey_refuses_is_read_by_the_reference_reader(
 def _read_endpoints(location: str, sql: str,
                     headers: list[tuple[bytes, bytes]] | None = None) -> pa.Table:
     client = flight.connect(location)
-    call = flight.FlightCallOptions(headers=headers or [])
+    call = flight.FlightCallOptions(headers=[*(headers or []), *PARTITIONED_HEADERS])
     info = client.get_flight_info(statement_descriptor(sql), call)
     return pa.concat_tables(client.do_get(e.ticket, call).read_all() for e in info.endpoints)
 
