@@ -1042,10 +1042,11 @@ class SelectEngine:
     # ------------------------------------------------------------------ helpers
     def _csv_options(self, input: InputSpec, flavor: str,
                      translation: Translation | None = None) -> csv_input.CsvInputOptions:
-        """The CSV reading rules of ``flavor``'s engine (``standard`` reads as AWS), an empty
-        field kept as ``''`` where the translation reads it as NULL itself."""
+        """The CSV reading rules of ``flavor`` (``standard`` reads as AWS, and refuses a quote
+        that never closes), an empty field kept as ``''`` where the translation reads it as
+        NULL itself."""
         options = csv_input.CsvInputOptions.from_request(
-            input.options, engine_rules(flavor), max_record_size=self.config.max_record_bytes
+            input.options, flavor, max_record_size=self.config.max_record_bytes
         )
         if translation is not None and translation.keeps_empty_fields:
             return replace(options, empty_is_null=False)

@@ -13,9 +13,9 @@ names, both as tables:
 
 * **Header** (DuckDB's rule): the first record is a header when it breaks a column's type,
   that is, pyarrow types some column from the records after it (``int64``, ``timestamp``, ...)
-  but only ``string`` once the first record is included; or when every column is text
-  (DuckDB's sniffer cannot tell a header from data there and assumes one). A one-record sample
-  is a header only when it is all text.
+  but only ``string`` once the first record is included. Where every column is text the
+  header cannot be told from data; DuckDB then assumes one, we do not (the object keeps S3
+  Select's reading, a configuration entry says otherwise), and a one-record sample has none.
 * **Types**: :data:`TYPE_NAMES` maps pyarrow's inferred types onto the column types of
   ``.flight-select.json`` (a timestamp with or without zone is ``timestamp``: UTC, a value
   without zone read as UTC). A column pyarrow types but DataFusion's reader would not read
@@ -148,6 +148,8 @@ def sniff_csv(sample: bytes, options: CsvInputOptions, *, header: bool | None = 
         >>> t = sniff_csv(b"id,ts\\n1,2024-08-16 20:29:54\\n", CsvInputOptions(rules="rfc"))
         >>> t.has_header, t.names, t.types
         (True, ('id', 'ts'), ('int64', 'timestamp'))
+        >>> sniff_csv(b"a,b\\nc,d\\n", CsvInputOptions(rules="rfc")).has_header  # all text
+        False
     """
     reason = _options_reason(options)
     if reason:
@@ -155,13 +157,19 @@ def sniff_csv(sample: bytes, options: CsvInputOptions, *, header: bool | None = 
     if not sample.strip():
         return SniffedTable(reason="the object is empty")
     try:
-        everything = _read(sample, options, skip_rows=0)
-        rest = _read(sample, options, skip_rows=1) if everything.num_rows > 1 else None
-    except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
+        return _sniff(sample, options, header)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         return SniffedTable(reason=f"pyarrow cannot read the sample ({_first_line(exc)})")
+
+
+def _sniff(sample: bytes, options: CsvInputOptions, header: bool | None) -> SniffedTable:
+    everything = _read(sample, options, skip_rows=0)
+    if any(pa.types.is_binary(f.type) for f in everything.schema):
+        return SniffedTable(reason="invalid UTF-8 in the sample")
+    rest = _read(sample, options, skip_rows=1) if everything.num_rows > 1 else None
     all_types = [_type_name(f.type) for f in everything.schema]
     if rest is None:
-        has_header = all(t == "string" for t in all_types) if header is None else header
+        has_header = bool(header)
         types = ["string"] * len(all_types) if has_header else all_types
         data = everything.slice(1) if has_header else everything
     else:
@@ -170,9 +178,7 @@ def sniff_csv(sample: bytes, options: CsvInputOptions, *, header: bool | None = 
             return SniffedTable(reason="the first record and the others differ in width")
         broken = any(r != "string" and a == "string"
                      for r, a in zip(rest_types, all_types, strict=True))
-        has_header = broken or all(t == "string" for t in all_types)
-        if header is not None:
-            has_header = header
+        has_header = broken if header is None else header
         types = rest_types if has_header else all_types
         data = rest if has_header else everything
     first = _first_record(sample, options) if has_header else []
@@ -201,7 +207,14 @@ def _parse_options(options: CsvInputOptions) -> pa_csv.ParseOptions:
         escape_char=escape,
         newlines_in_values=options.quoted_record_delimiter,
         ignore_empty_lines=True,
+        # a record of another width says nothing of the types (the reader refuses a wider one
+        # and NULL-fills a shorter one)
+        invalid_row_handler=_skip,
     )
+
+
+def _skip(row: object) -> str:
+    return "skip"
 
 
 def _read(sample: bytes, options: CsvInputOptions, *, skip_rows: int,

@@ -11,7 +11,7 @@ Everything else keeps S3 Select's reading (no header, every field a string ``_1 
 | an S3 request (over Flight or the S3 door), or a statement in the ``ceph``/``aws`` flavour | no: S3 Select's semantics |
 | a statement giving ``FileHeaderInfo`` in ``WITH (...)`` | no: the statement says how to read it |
 | an object a configuration entry covers | only when the entry says ``"sniff": true`` (the entry's ``FileHeaderInfo`` then wins over the sniffed header); ``columns`` win over any sniffing |
-| any other CSV object, server started without ``--no-sniff`` | yes |
+| any other CSV object, server started without ``--no-sniff`` | when its first record is a header (it breaks a column's type): a headerless object keeps S3 Select's reading, since its columns can only be named ``_1 .. _N``, S3 Select's positional strings, and typing them would change what ``_1 = '7'`` means |
 
 A prefix table's objects share the schema sniffed from its first object. What a sample says is
 kept per object version and read options in a :class:`~flight_storage.execution.version_cache.VersionCache`,
@@ -32,7 +32,7 @@ from flight_storage.formats.csv_sniff import SniffedTable, TableReading, read_sa
 from flight_storage.formats.typed_columns import TypedColumns
 from flight_storage.storage.catalog import TableConfig
 from flight_storage.storage.sources import ObjectSource, local_path
-from select_dialect.flavors import STANDARD, engine_rules
+from select_dialect.flavors import STANDARD
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +85,8 @@ class TableSniffer:
             log.info("%s: not sniffed (%s); read as S3 Select reads it", source.name,
                      sniffed.reason)
             return spec
+        if entry is None and not sniffed.has_header:
+            return spec
         bad_values = (entry.bad_values if entry is not None else None) or self.reading.bad_values
         columns = TypedColumns.from_config(sniffed.columns, bad_values=bad_values, sniffed=True)
         options = {**spec.options, "FileHeaderInfo": "USE" if sniffed.has_header else "NONE"}
@@ -93,7 +95,7 @@ class TableSniffer:
     def sniffed(self, source: ObjectSource, spec: InputSpec, header: bool | None
                 ) -> SniffedTable:
         """What ``source``'s sample says under ``spec``'s options (cached per version)."""
-        options = CsvInputOptions.from_request(spec.options, engine_rules(STANDARD))
+        options = CsvInputOptions.from_request(spec.options, STANDARD)
 
         def compute() -> SniffedTable:
             with source.open() as raw, open_decompressed(raw, spec.compression) as stream:
