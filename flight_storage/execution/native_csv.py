@@ -31,6 +31,7 @@ i)``. ``tests/flight_storage/test_native_csv.py`` pins both facts against the re
 
 from __future__ import annotations
 
+import mmap
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -61,10 +62,12 @@ _READ_ERRORS: tuple[tuple[re.Pattern[str], int], ...] = (
                 r"'(?P<value>.*?)'", re.S), 1),
     (re.compile(r"incorrect number of fields for line (?P<line>\d+), expected (?P<width>\d+) "
                 r"got (?P<got>\d+)"), 0),
+    (re.compile(r"can't parse the string value (?P<value>.*?) to decimal"), 0),
 )
 """arrow-csv's errors (checked on DataFusion 55): a value that does not parse (0-based line,
-the header counted), a timestamp that does not parse, a record wider than the schema (1-based).
-Each counts from the first line of the partition's byte range."""
+the header counted), a timestamp that does not parse, a record wider than the schema (1-based),
+each counting from the first line of the partition's byte range; a decimal that does not parse
+(no line, no column: :func:`find_field` looks for the value)."""
 
 _COMPRESSION = {"NONE": "", "GZIP": "gzip", "BZIP2": "bz2", "ZSTD": "zstd"}
 """DataFusion's name of each CompressionType the native path takes (concatenated members and
@@ -244,6 +247,14 @@ class NativeCsvTable:
         if matched is None:
             return None
         found, shift = matched
+        if "line" not in found:  # a decimal: where is the value?
+            assert self.columns is not None
+            decimals = [i for i, t in enumerate(self.columns.types, start=1)
+                        if pa.types.is_decimal(arrow_type(t))]
+            where = None if self.compression != "NONE" else find_field(
+                self.path, found["value"], decimals, self.options.field_delimiter)
+            line, column = where if where is not None else (None, decimals[0])
+            return self.columns.bad_value(self.object_name, line, column, found["value"])
         relative = int(found["line"]) + shift
         if "width" in found:
             width = int(found["width"])
@@ -289,6 +300,34 @@ def locate_line(path: Path, range_starts: list[int], relative: int,
                 break
             offset += len(row)
     return candidates[0] if candidates else None
+
+
+_CHUNK = 16 << 20
+
+
+def find_field(path: Path, value: str, columns: list[int], delimiter: str
+               ) -> tuple[int, int] | None:
+    """The first ``(line, column)`` of ``path`` (both 1-based) where one of ``columns`` holds
+    exactly ``value`` (quoted or not), or None: the place of an error that names only the value.
+    Searches the bytes for the value, on an error's path only."""
+    needle = value.encode("utf-8", "replace")
+    if not needle:
+        return None
+    sep = delimiter.encode("utf-8")
+    with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        line, counted, at = 1, 0, data.find(needle)
+        while at != -1:
+            line += sum(data[lo:min(lo + _CHUNK, at)].count(b"\n")
+                        for lo in range(counted, at, _CHUNK))
+            counted = at
+            start = data.rfind(b"\n", 0, at) + 1
+            end = data.find(b"\n", at)
+            fields = data[start:end if end != -1 else len(data)].rstrip(b"\r").split(sep)
+            for column in columns:
+                if column <= len(fields) and fields[column - 1].strip(b'"') == needle:
+                    return line, column
+            at = data.find(needle, at + len(needle))
+    return None
 
 
 def _quoted(index: int) -> str:
