@@ -15,6 +15,7 @@ import os
 import platform
 import secrets
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -251,6 +252,13 @@ def remove_work(*paths: Path) -> None:
 
 
 # --------------------------------------------------------------------------- servers
+def free_port(address: str = "127.0.0.1") -> int:
+    """A port free on ``address`` now (cluster and fleet files name fixed ports)."""
+    with socket.socket() as s:
+        s.bind((address, 0))
+        return int(s.getsockname()[1])
+
+
 class MemorySampler:
     """Samples the resident set size of some processes in a thread; keeps the peak.
 
@@ -326,14 +334,17 @@ class Server:
                 self.process.wait()
 
 
-def start_server(data_dir: Path, *extra: str, secret_file: Path | None = None) -> Server:
-    """Run ``python -m flight_storage serve`` on a free loopback port; wait until it listens."""
+def start_server(data_dir: Path | str, *extra: str, secret_file: Path | None = None,
+                 env: Mapping[str, str] | None = None) -> Server:
+    """Run ``python -m flight_storage serve`` on a free loopback port; wait until it listens
+    (``data_dir`` may be any ``--data`` location; ``env`` adds to the environment, e.g. an
+    object store's ``AWS_*`` variables)."""
     command = [sys.executable, "-m", "flight_storage", "serve", "--data", str(data_dir),
                "--port", "0", "--log-level", "WARNING", *extra]
     if secret_file is not None:
         command += ["--ticket-secret-file", str(secret_file)]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, cwd=ROOT)
+                               text=True, cwd=ROOT, env={**os.environ, **(env or {})})
     server = Server("", process)
     assert process.stderr is not None and process.stdout is not None
     threading.Thread(target=lambda: server.log_lines.extend(iter(process.stderr.readline, "")),
@@ -354,14 +365,16 @@ class ServerGroup:
     ``i`` on replica ``i % n`` (tickets are stateless, so any replica serves any of them).
     """
 
-    def __init__(self, data_dir: Path, processes: int = 1, *extra: str) -> None:
+    def __init__(self, data_dir: Path | str, processes: int = 1, *extra: str,
+                 env: Mapping[str, str] | None = None) -> None:
         WORK.mkdir(parents=True, exist_ok=True)
         self._secret = WORK / f".ticket-secret-{os.getpid()}"
         self._secret.write_text(secrets.token_hex(32))
         self.servers: list[Server] = []
         try:
             for _ in range(processes):
-                self.servers.append(start_server(data_dir, *extra, secret_file=self._secret))
+                self.servers.append(start_server(data_dir, *extra, secret_file=self._secret,
+                                                 env=env))
         except BaseException:
             self.close()
             raise

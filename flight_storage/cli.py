@@ -28,6 +28,7 @@ from typing import Any
 import pyarrow as pa
 
 from flight_storage.errors import StorageError
+from flight_storage.rpc.s3_http.door_config import S3DoorConfig
 from select_dialect.flavors import AWS, FLAVOR_NAMES, FLAVORS
 
 QUERY_DEFAULT_FLAVOR = AWS
@@ -100,7 +101,18 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     from flight_storage.formats.csv_sniff import TableReading
     from flight_storage.formats.typed_columns import BAD_VALUES
 
-    serve.add_argument("--data", required=True, type=Path, help="data directory (buckets)")
+    serve.add_argument(
+        "--data", required=True, action="append", metavar="LOCATION",
+        help="where the buckets are, repeatable: DIR (each top-level folder a bucket), s3:// "
+        "(every bucket of the object store), s3://BUCKET[/PREFIX], or NAME=DIR|s3://... (one "
+        "bucket named NAME); docs/storage.md")
+    store = serve.add_argument_group(
+        "object store (s3:// locations; default: the AWS conventions, AWS_ENDPOINT_URL_S3, "
+        "AWS_ACCESS_KEY_ID, AWS_PROFILE, ...)")
+    store.add_argument("--store-endpoint-url", help="the store's URL, e.g. http://127.0.0.1:8333")
+    store.add_argument("--store-region", help="the signing region (default $AWS_REGION, the "
+                       "profile's, or us-east-1)")
+    store.add_argument("--store-profile", help="a profile of the shared AWS config files")
     serve.add_argument("--host", help="address to bind (default: loopback, 127.0.0.1, or "
                        "the node's address in --cluster)")
     serve.add_argument("--port", type=int, help="port; 0 picks a free one (default: 8815, or "
@@ -175,18 +187,26 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     limits.add_argument("--shutdown-grace", type=float, default=30.0,
                         help="seconds running streams may finish after SIGTERM")
     s3 = serve.add_argument_group("S3 door (the S3 REST API over HTTP, same process)")
+    door = S3DoorConfig()
     s3.add_argument("--s3-port", type=int, help="serve the S3 API on this port (0: a free one); "
                     "off unless given")
-    s3.add_argument("--s3-host", default="127.0.0.1", help="address of the S3 door")
+    s3.add_argument("--s3-host", default=door.host, help="address of the S3 door")
     s3.add_argument("--s3-writable", action="store_true",
                     help="allow CreateBucket, PutObject, DeleteObject, DeleteBucket")
-    s3.add_argument("--s3-max-request-kb", type=int, default=256,
+    s3.add_argument("--s3-max-request-kb", type=int, default=door.max_request_bytes >> 10,
                     help="largest SelectObjectContent (or other non-upload) request body")
-    s3.add_argument("--s3-max-object-mb", type=int, default=64, help="largest PutObject body")
-    s3.add_argument("--s3-body-timeout", type=float, default=60.0,
+    s3.add_argument("--s3-max-object-mb", type=int, default=door.max_object_bytes >> 20,
+                    help="largest PutObject body (streamed to disk, not held in memory)")
+    s3.add_argument("--s3-body-timeout", type=float, default=door.body_timeout_s,
                     help="seconds a client has to send its request body")
-    s3.add_argument("--s3-max-connections", type=int, default=64,
+    s3.add_argument("--s3-header-timeout", type=float, default=door.header_timeout_s,
+                    help="seconds a connection has to send a whole request head, from opening "
+                    "or from its previous answer; then it is closed")
+    s3.add_argument("--s3-max-connections", type=int, default=door.max_connections,
                     help="connections served at once; more are answered 503")
+    s3.add_argument("--s3-flavor", choices=FLAVOR_NAMES, default=door.flavor,
+                    help="flavour of a SelectObjectContent request whose "
+                    "x-flight-select-flavor header names none (ceph: answer as Ceph RGW)")
     serve.add_argument("--log-level", default="INFO")
 
 
@@ -222,8 +242,12 @@ def _serve(args: argparse.Namespace) -> int:
     if node is None and args.node is not None:
         print("flight-select: --node needs --cluster FILE", file=sys.stderr)
         return 2
+    from flight_storage.storage.s3_store import S3Settings
+
     config = ServerConfig(
-        data_dir=args.data,
+        data=tuple(args.data),
+        store=S3Settings(endpoint_url=args.store_endpoint_url, region=args.store_region,
+                         profile=args.store_profile),
         host=args.host or (node.bind_host if node is not None else "127.0.0.1"),
         port=args.port if args.port is not None else (node.port if node is not None else 8815),
         cluster=cluster,
@@ -264,7 +288,7 @@ def _serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda signum, frame: stopping.set())
     try:
         server = StorageServer(config)  # serving from here on
-    except (ConfigError, UsersFileError, OSError) as exc:
+    except (ConfigError, UsersFileError, OSError, StorageError) as exc:
         print(f"flight-select: {exc}", file=sys.stderr)
         return 2
     except pa.ArrowException as exc:  # gRPC could not bind: pyarrow says only that
@@ -291,14 +315,14 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _start_s3_door(args: argparse.Namespace, server: Any, config: Any) -> Any:
     """Start the S3 door next to ``server``; exits the process if it cannot listen."""
-    from flight_storage.rpc.s3_http.app import S3DoorConfig
     from flight_storage.rpc.s3_http.gateway import S3Gateway
 
     door = S3DoorConfig(
         host=args.s3_host, port=args.s3_port, writable=args.s3_writable,
         max_request_bytes=args.s3_max_request_kb << 10,
         max_object_bytes=args.s3_max_object_mb << 20, body_timeout_s=args.s3_body_timeout,
-        max_connections=args.s3_max_connections,
+        header_timeout_s=args.s3_header_timeout, max_connections=args.s3_max_connections,
+        flavor=args.s3_flavor,
     )
     problem = door.refusal(authenticated=config.users_file is not None,
                            allow_anonymous=config.allow_anonymous,

@@ -10,7 +10,9 @@
     ├── StaleTicketError           PreconditionFailed: the objects changed since planning
     ├── ResourceLimitError         query too long, too many queries, memory, timeout -> resource exhausted
     ├── WrongNodeError             WrongNode: this cluster node does not hold the object
-    └── NodeUnavailableError       NodeUnavailable: no node holding the object answered -> unavailable
+    ├── NodeUnavailableError       NodeUnavailable: no node holding the object answered -> unavailable
+    └── StoreUnavailableError      ServiceUnavailable, SlowDown: the object store did not answer
+                                   (unreachable, throttling past the retries) -> unavailable
 
 The server converts these at one boundary into Flight errors whose ``extra_info`` is the
 JSON of :meth:`StorageError.to_dict`; anything else is an internal error with an incident id.
@@ -121,3 +123,11 @@ class NodeUnavailableError(StorageError):
 
     def to_dict(self) -> dict[str, Any]:
         return {**super().to_dict(), "nodes": self.nodes}
+
+
+class StoreUnavailableError(StorageError):
+    """The object store behind a bucket did not answer (the message names its endpoint, never
+    its credentials): unreachable, timed out, or still throttling after the bounded retries."""
+
+    code = "ServiceUnavailable"
+    status = "unavailable"

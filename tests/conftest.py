@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from tests.seaweedfs import SeaweedFS, start_seaweedfs
+
 # CI runs every property test on the same examples (a red CI names a reproducible case); a
 # developer's run explores new ones each time.
 settings.register_profile("ci", derandomize=True, database=None)
@@ -43,6 +45,7 @@ SLOW_MODULES: dict[str, str] = {
     "tests/compute_client/tpch/test_tpch.py": "TPC-H data generation and queries",
     "tests/fuzz/test_differential.py": "generated queries against the oracle",
     "tests/flight_storage/test_server_reliability.py": "hostile clients, kill -9",
+    "tests/flight_storage/test_s3_door_hostile.py": "384 MiB of refused uploads, silent sockets",
     "tests/flight_storage/test_cluster_failover.py": "a cluster node killed mid-query",
     "tests/flight_storage/test_server_integrity.py": "objects changed under running streams",
     "tests/flight_storage/test_server_operations.py": "graceful shutdown timings",
@@ -55,6 +58,9 @@ SLOW_MODULES: dict[str, str] = {
     "tests/flight_storage/test_foreign_clients.py": "third-party clients in subprocesses",
     "tests/flight_storage/test_sqlalchemy_clients.py": "SQLAlchemy in a subprocess",
     "tests/compute_client/test_failover.py": "replica servers killed and stopped mid-stream",
+    "tests/flight_storage/test_object_store.py": "a SeaweedFS store, servers per fault",
+    "tests/flight_storage/test_fleet.py": "three nodes over SeaweedFS, one killed mid-stream",
+    "tests/compute_client/test_object_store_clients.py": "a SeaweedFS store and Spark",
 }
 
 
@@ -88,7 +94,7 @@ class ServerProcess:
             return self.process.wait()
 
 
-def start_server(data_dir: Path, *extra: str, env: dict[str, str] | None = None) -> ServerProcess:
+def start_server(data_dir: Path | str, *extra: str, env: dict[str, str] | None = None) -> ServerProcess:
     """Start ``python -m flight_storage serve`` and wait for its ``listening on`` line."""
     command = [sys.executable, "-m", "flight_storage", "serve", "--data", str(data_dir),
                "--port", "0", *extra]
@@ -111,7 +117,7 @@ def start_server(data_dir: Path, *extra: str, env: dict[str, str] | None = None)
 
 
 @contextmanager
-def running_server(data_dir: Path, *extra: str, env: dict[str, str] | None = None
+def running_server(data_dir: Path | str, *extra: str, env: dict[str, str] | None = None
                    ) -> Iterator[ServerProcess]:
     """:func:`start_server` for the length of a ``with`` block (a fixture's ``yield``)."""
     server = start_server(data_dir, *extra, env=env)
@@ -134,3 +140,14 @@ def sample_server() -> Iterator[ServerProcess]:
     """One server over data/samples for the whole session."""
     with running_server(SAMPLES) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedFS]:
+    """A real S3-compatible object store (SeaweedFS) for the whole session
+    (``tests/seaweedfs.py``); tests create buckets with unique names in it."""
+    store = start_seaweedfs(tmp_path_factory.mktemp("seaweedfs"))
+    try:
+        yield store
+    finally:
+        store.stop(wait_s=5.0)

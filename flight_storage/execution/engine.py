@@ -48,6 +48,7 @@ from flight_storage.execution import udfs
 from flight_storage.execution.arrow_result import arrow_result_schema, to_arrow_result
 from flight_storage.execution.engine_errors import engine_error, guard_reader
 from flight_storage.execution.native_csv import (
+    DeferredCsvTable,
     NativeCsvTable,
     SurveyCache,
     native_csv_table,
@@ -68,13 +69,20 @@ from flight_storage.execution.streaming_dataset import (
     chain_scans,
     generic_scan,
 )
-from flight_storage.execution.version_cache import VersionCache
 from flight_storage.formats import compression, csv_input, json_input
+from flight_storage.formats.csv_guard import CsvSurvey, options_reason
 from flight_storage.formats.output import RecordWriter
 from flight_storage.formats.scan_range import scan_bounds
 from flight_storage.formats.typed_columns import BAD_VALUES_NULL, TypedColumns, cast_or_null
 from flight_storage.protocol import Partition
-from flight_storage.storage.sources import ObjectSource, local_path, random_access
+from flight_storage.storage.sources import (
+    DataFusionLocation,
+    ObjectSource,
+    datafusion_location,
+    random_access,
+    version_key,
+)
+from flight_storage.storage.version_cache import VersionCache
 from select_dialect import Column, Translation, translate
 from select_dialect.errors import SelectDialectError
 from select_dialect.flavors import CEPH, FLAVOR_NAMES, FLAVORS, engine_rules
@@ -204,7 +212,7 @@ class SelectPlan:
     result_schema: pa.Schema
     partitions: tuple[PlannedPartition, ...]
     header: tuple[str, ...] | None = None
-    native: NativeCsvTable | NativeParquetTable | None = None
+    native: NativeCsvTable | NativeParquetTable | DeferredCsvTable | None = None
     native_reason: str = "not a CSV or Parquet object"
     warnings: tuple[str, ...] = ()
     """What clients should know of the answer (fields of a ``bad_values`` ``null`` table read
@@ -223,7 +231,16 @@ class SelectPlan:
             output_is_json=t.output_is_json, is_aggregate=t.is_aggregate,
             row_as_record=t.row_as_record,
             rows_keep_their_width=(t.select_star and self.input.format == "csv"
-                                   and self.input.columns is None))
+                                   and self.input.columns is None),
+            ceph_escape=self._ceph_escape())
+
+    def _ceph_escape(self) -> str:
+        """The escape character of Ceph's CSV reader for this input (its default when the
+        input is not CSV or disables escaping), which Ceph's ALWAYS quoting uses."""
+        default = csv_input.CsvInputOptions.from_request(None, CEPH).escape or "\\"
+        if self.rules != CEPH or self.input.format != "csv":
+            return default
+        return csv_input.CsvInputOptions.from_request(self.input.options, CEPH).escape or default
 
     @property
     def reader(self) -> str:
@@ -377,6 +394,7 @@ class SelectEngine:
         self.config = config or EngineConfig()
         self.surveys = SurveyCache()
         self.nan_surveys = NanSurvey()
+        self.parquet_footers: VersionCache[pq.FileMetaData] = VersionCache(1024)
         self._bad_values: VersionCache[list[tuple[int, int, str]]] = VersionCache()
         self._plans: OrderedDict[tuple[Any, ...], SelectPlan] = OrderedDict()
         self._plans_lock = threading.Lock()
@@ -496,10 +514,10 @@ class SelectEngine:
                 return plan.native.bad_values(_session(self.config))
             return self._count_bad_values(plan, source, columns)
 
-        path = local_path(source)
+        version = version_key(source)
         options = self._csv_options(plan.input, plan.flavor, plan.translation)
-        found = count() if path is None else self._bad_values.get(
-            path, count, columns, options, plan.input.compression)
+        found = count() if version is None else self._bad_values.get(
+            version, count, columns, options, plan.input.compression)
         return tuple(
             f"{source.name}: {n} value{'s' if n > 1 else ''} of column {i} "
             f"({columns.names[i - 1]}) {'are' if n > 1 else 'is'} not a valid "
@@ -536,22 +554,21 @@ class SelectEngine:
             return dataclasses.replace(plan, native_reason="native readers are off")
         if len(plan.sources) != 1:
             return dataclasses.replace(plan, native_reason=_prefix_reason(plan))
-        path = local_path(plan.source)
-        if path is None:
-            return dataclasses.replace(plan, native_reason="not a file")
-        metadata = self._parquet_file(plan.source).metadata
+        location = datafusion_location(plan.source)
+        if location is None:
+            return dataclasses.replace(plan, native_reason="not a stored object")
+        metadata = self._parquet_metadata(plan.source)
         try:
-            native, reason = native_parquet_table(path, metadata, plan.input_schema)
+            native, reason = native_parquet_table(location, plan.source.size, metadata,
+                                                  plan.input_schema)
         except Exception as exc:  # DataFusion raises plain exceptions with text only
             return dataclasses.replace(plan, native_reason=f"DataFusion cannot read it ({exc})")
         if native is None:
             return dataclasses.replace(plan, native_reason=reason)
-        try:
-            reason = self.nan_surveys.reason(path, plan.input_schema)
-        except (OSError, pa.ArrowException) as exc:
-            reason = f"survey failed ({exc})"
-        if reason:
-            return dataclasses.replace(plan, native_reason=reason)
+        if location.local:  # an object store's object is surveyed per partition as it is read
+            reason = self._nan_reason(plan, None)
+            if reason:
+                return dataclasses.replace(plan, native_reason=reason)
         count = native.partition_count(self._range_count(native.size))
         if count > 1 and self._native_partition_count(plan, native, count) != count:
             count = 1  # DataFusion keeps this query's scan whole (see below)
@@ -564,6 +581,13 @@ class SelectEngine:
             for groups in native.split(count) if groups
         ) or plan.partitions
         return dataclasses.replace(plan, native=native, native_reason="", partitions=partitions)
+
+    def _nan_reason(self, plan: SelectPlan, row_groups: tuple[int, ...] | None) -> str:
+        """Why DataFusion's Parquet reader would read ``row_groups`` (None: all) differently."""
+        try:
+            return self.nan_surveys.reason(plan.source, plan.input_schema, row_groups)
+        except (OSError, pa.ArrowException) as exc:
+            return f"survey failed ({exc})"
 
     def _native_partition_count(
         self, plan: SelectPlan, native: NativeParquetTable, count: int
@@ -582,7 +606,7 @@ class SelectEngine:
 
     def _native_csv(
         self, plan: SelectPlan, scan_range: tuple[int, int] | None
-    ) -> tuple[NativeCsvTable | None, str]:
+    ) -> tuple[NativeCsvTable | DeferredCsvTable | None, str]:
         """DataFusion's CSV reader for the plan's object, or None and why not."""
         if not self.config.native_readers:
             return None, "native readers are off"
@@ -590,23 +614,50 @@ class SelectEngine:
             return None, _prefix_reason(plan)
         if scan_range is not None:
             return None, "a ScanRange request"
-        path = local_path(plan.source)
-        if path is None:
-            return None, "not a file"
+        location = datafusion_location(plan.source)
+        if location is None:
+            return None, "not a stored object"
         if not reads_compression(plan.input.compression):
             # before the survey: it would decompress the whole object for nothing
             return None, f"{plan.input.compression} input"
         options = self._csv_options(plan.input, plan.flavor, plan.translation)
+        if not location.local:
+            reason = options_reason(options)
+            if reason:
+                return None, reason
+            return DeferredCsvTable(location, options, len(plan.input_schema),
+                                    plan.input.compression, plan.input.columns,
+                                    plan.source), ""
         try:
-            survey = self.surveys.survey(path, options, plan.input.compression)
+            survey = self.surveys.survey(plan.source, options, plan.input.compression)
         except (OSError, InputFormatError) as exc:
             return None, f"survey failed ({exc})"
+        return self._checked_native_csv(location, options, survey, plan)
+
+    def _checked_native_csv(self, location: DataFusionLocation, options: Any,
+                            survey: CsvSurvey, plan: SelectPlan
+                            ) -> tuple[NativeCsvTable | None, str]:
         widest = max(survey.max_fields, survey.header_fields)
         if widest > self.config.max_columns:
             return None, f"records of {widest} fields (over --max-columns)"
-        return native_csv_table(path, options, survey, width=len(plan.input_schema),
+        return native_csv_table(location, options, survey, width=len(plan.input_schema),
                                 compression=plan.input.compression, columns=plan.input.columns,
-                                object_name=plan.source.name)
+                                source=plan.source)
+
+    def _surveyed_range(self, plan: SelectPlan, deferred: DeferredCsvTable,
+                        span: tuple[int, int] | None) -> NativeCsvTable | None:
+        """The native table of a deferred plan for the bytes ``span`` (None: the whole
+        object), surveyed now (and cached), or None when the reference reader must read it."""
+        try:
+            if span is None and plan.input.compression != "NONE":
+                survey = self.surveys.survey(plan.source, deferred.options, plan.input.compression)
+            else:
+                start, stop = span if span is not None else (0, plan.source.size)
+                survey = self.surveys.survey_range(plan.source, deferred.options, start, stop)
+        except (OSError, InputFormatError):
+            return None  # the reference reader reads it, and reports what is wrong
+        native, _ = self._checked_native_csv(deferred.location, deferred.options, survey, plan)
+        return native
 
     def _plan_csv(self, expression: str, sources: tuple[ObjectSource, ...], input: InputSpec,
                   flavor: str) -> tuple[Translation, pa.Schema, list[str] | None]:
@@ -647,7 +698,7 @@ class SelectEngine:
 
     def _plan_parquet(self, expression: str, sources: tuple[ObjectSource, ...],
                       input: InputSpec, flavor: str) -> tuple[Translation, pa.Schema, None]:
-        file_schema = _without_views(self._parquet_file(sources[0]).schema_arrow)
+        file_schema = _without_views(self._parquet_metadata(sources[0]).schema.to_arrow_schema())
         columns = [Column(f.name, _dialect_type(f.type)) for f in file_schema]
         translation = self._translate(expression, input_format="parquet", flavor=flavor,
                                       columns=columns)
@@ -718,7 +769,7 @@ class SelectEngine:
         """The one partition of a Parquet ScanRange request: the byte range itself, which the
         Parquet scan reads as the row groups starting inside it (AWS's rule)."""
         start, stop = scan_bounds(scan_range, source.size)
-        metadata = self._parquet_file(source).metadata
+        metadata = self._parquet_metadata(source)
         groups = row_groups_starting_in(row_group_starts(metadata), start, stop)
         return (
             PlannedPartition(
@@ -729,7 +780,7 @@ class SelectEngine:
         )
 
     def _row_group_partitions(self, source: ObjectSource) -> tuple[PlannedPartition, ...]:
-        metadata = self._parquet_file(source).metadata
+        metadata = self._parquet_metadata(source)
         groups = list(range(metadata.num_row_groups))
         step = max(1, self.config.row_groups_per_partition)
         return tuple(
@@ -850,13 +901,18 @@ class SelectEngine:
     def _native_stream(
         self,
         plan: SelectPlan,
-        native: NativeCsvTable | NativeParquetTable,
+        native: NativeCsvTable | NativeParquetTable | DeferredCsvTable,
         chosen: Sequence[Partition],
     ) -> Iterator[pa.RecordBatch] | None:
         """DataFusion reading the file itself, or None when ``chosen`` is not one of its
         partitions (the reference reader then serves them)."""
         whole = [p.partition for p in plan.partitions]
-        if list(chosen) == whole or [p.kind for p in chosen] == ["object"]:
+        everything = list(chosen) == whole or [p.kind for p in chosen] == ["object"]
+        resolved = self._verified_native(plan, native, chosen, everything)
+        if resolved is None:
+            return None
+        native = resolved
+        if everything:
             if _order_free(plan.translation):
                 cores = self.config.parallelism
                 if isinstance(native, NativeParquetTable):
@@ -877,6 +933,30 @@ class SelectEngine:
         if wanted not in pieces:
             return None
         return self._run_native(plan, native, count, pieces.index(wanted), chosen[0])
+
+    def _verified_native(
+        self, plan: SelectPlan, native: NativeCsvTable | NativeParquetTable | DeferredCsvTable,
+        chosen: Sequence[Partition], everything: bool,
+    ) -> NativeCsvTable | NativeParquetTable | None:
+        """The native table once the chosen partitions are proven to read as the reference
+        does: at once for an object of this machine (planning surveyed it), by a survey of
+        just those partitions now for an object store's (None: the reference reads them)."""
+        if isinstance(native, DeferredCsvTable):
+            span = None
+            if not everything:
+                if len(chosen) != 1 or chosen[0].kind != "byte_range":
+                    return None
+                assert chosen[0].start is not None and chosen[0].end is not None
+                span = (chosen[0].start, chosen[0].end)
+            return self._surveyed_range(plan, native, span)
+        if isinstance(native, NativeParquetTable) and not native.location.local:
+            groups = None if everything else tuple(
+                g for p in chosen for g in (p.row_groups if p.kind == "row_groups" else ()))
+            if groups == ():
+                return None
+            if self._nan_reason(plan, groups):
+                return None
+        return native
 
     def _run_native(
         self,
@@ -1003,7 +1083,7 @@ class SelectEngine:
             groups = list(partition.row_groups)
         elif partition.kind == "byte_range":  # a ScanRange request
             assert partition.start is not None and partition.end is not None
-            starts = row_group_starts(self._parquet_file(source).metadata)
+            starts = row_group_starts(self._parquet_metadata(source))
             groups = row_groups_starting_in(starts, partition.start, partition.end)
         schema = plan.input_schema
 
@@ -1057,9 +1137,21 @@ class SelectEngine:
         processed = getattr(source, "processed", None)
         return compression.open_decompressed(source.open(), input.compression, processed)
 
+    def _parquet_metadata(self, source: ObjectSource) -> pq.FileMetaData:
+        """The footer of a Parquet object, read once per object version (planning asks for
+        it several times; over an object store each read is a request)."""
+        try:
+            version = version_key(source)
+        except OSError:
+            version = None
+        if version is None:
+            return self._parquet_file(source).metadata
+        return self.parquet_footers.get(version, lambda: self._parquet_file(source).metadata)
+
     def _parquet_file(self, source: ObjectSource) -> pq.ParquetFile:
         try:
-            return pq.ParquetFile(source.open())
+            # positioned reads: the footer alone, not a stream's read-ahead
+            return pq.ParquetFile(random_access(source))
         except (pa.ArrowInvalid, OSError) as exc:
             raise InputFormatError(
                 f"{source.name}: not a readable Parquet object ({exc})", code="InvalidParquet"
@@ -1070,7 +1162,7 @@ class SelectEngine:
     ) -> int:
         with self._open(source, input) as stream:
             for batch in csv_input.iter_csv_batches(
-                stream, options, num_columns=None, batch_rows=1024
+                stream, options, num_columns=None, batch_rows=1024, block_size=64 << 10
             ):
                 return batch.num_columns
         return 0
@@ -1106,17 +1198,16 @@ def _plan_key(
     flavor: str,
     scan_range: tuple[int, int] | None,
 ) -> tuple[Any, ...] | None:
-    """What a plan depends on, or None when a source is not a file (nothing to version)."""
+    """What a plan depends on, or None when a source has no version (bytes in memory)."""
     versions = []
     for source in sources:
-        path = local_path(source)
-        if path is None:
-            return None
         try:
-            stat = os.stat(path)
+            version = version_key(source)
         except OSError:
             return None
-        versions.append((str(path), source.name, stat.st_size, stat.st_mtime_ns, stat.st_ino))
+        if version is None:
+            return None
+        versions.append((source.name, version))
     digest = hashlib.sha256(expression.encode("utf-8", "surrogatepass")).digest()
     return (digest, flavor, repr(input), scan_range, tuple(versions))
 

@@ -12,6 +12,12 @@ what one query needs (how many columns, the flavour's empty-field rule) and
   field is ``""`` where DataFusion reads NULL, so columns every record has are
   ``coalesce(_i, '')``; columns no record has are NULL in both readers.
 
+Byte-range partitions are DataFusion's own file-scan partitions: with ``n`` target partitions
+DataFusion cuts a file of ``size`` bytes at multiples of ``ceil(size / n)`` and gives each record
+to the range holding its first byte (AWS's ScanRange rule). :func:`native_ranges` computes that
+split; the engine plans its endpoints with it and executes range ``i`` as ``ctx.execute(plan,
+i)``. ``tests/flight_storage/test_native_csv.py`` pins both facts against the reference reader.
+
 A typed table (configured or sniffed columns, ``formats/typed_columns.py``) gives DataFusion
 its types: the file table is exactly as wide as the columns (a wider record is DataFusion's
 error, a shorter one NULL-filled) and DataFusion's reader converts the fields itself; the view
@@ -31,21 +37,20 @@ i)``. ``tests/flight_storage/test_native_csv.py`` pins both facts against the re
 
 from __future__ import annotations
 
-import mmap
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import pyarrow as pa
 from datafusion import SessionContext
 from datafusion.options import CsvReadOptions
 
 from flight_storage.errors import InputFormatError
-from flight_storage.execution.version_cache import VersionCache
-from flight_storage.formats.csv_guard import CsvSurvey, survey_file
+from flight_storage.formats.csv_guard import CsvSurvey, survey_file, survey_range
 from flight_storage.formats.csv_input import RULES_CEPH, CsvInputOptions
 from flight_storage.formats.typed_columns import BAD_VALUES_NULL, TypedColumns, arrow_type
+from flight_storage.storage.sources import DataFusionLocation, ObjectSource, version_key
+from flight_storage.storage.version_cache import VersionCache
 
 _SQL_TYPES: tuple[tuple[str, str], ...] = (
     ("int64", "BIGINT"), ("int32", "INT"), ("float64", "DOUBLE"), ("double", "DOUBLE"),
@@ -103,12 +108,23 @@ class SurveyCache:
         """Surveys computed (not served from the cache); tests and benchmarks read it."""
         return self._cache.computed
 
-    def survey(self, path: Path, options: CsvInputOptions, compression: str) -> CsvSurvey:
-        """The survey of ``path`` as it is now, computed at most once per version. The survey
+    def survey(self, source: ObjectSource, options: CsvInputOptions,
+               compression: str) -> CsvSurvey:
+        """The survey of ``source`` as it is now, computed at most once per version. The survey
         reads the record layout, not how an empty field is read, so one survey serves both."""
         key = replace(options, empty_is_null=True)
-        return self._cache.get(path, lambda: survey_file(path, options, compression),
+        return self._cache.get(version_key(source),
+                               lambda: survey_file(source.open(), options, compression),
                                key, compression)
+
+    def survey_range(self, source: ObjectSource, options: CsvInputOptions, start: int,
+                     stop: int) -> CsvSurvey:
+        """The survey of the lines of ``[start, stop)`` of an uncompressed ``source``, computed
+        at most once per version (see :func:`~flight_storage.formats.csv_guard.survey_range`)."""
+        key = replace(options, empty_is_null=True)
+        return self._cache.get(version_key(source),
+                               lambda: survey_range(source.open(), options, start, stop),
+                               key, "NONE", start, stop)
 
 
 @dataclass(frozen=True)
@@ -116,7 +132,7 @@ class NativeCsvTable:
     """How DataFusion reads one object for one query.
 
     Attributes:
-        path: the file.
+        location: where DataFusion reads the object.
         options: the request's CSV options.
         survey: what the survey found (native).
         width: columns the query's table has (``_1 .. _width``).
@@ -125,10 +141,10 @@ class NativeCsvTable:
             ``"a""b"`` as ``ab``; a field left empty is NULL).
         compression: the request's CompressionType (the survey read the decompressed bytes).
         columns: the typed table's columns (None: Utf8 ``_1 .. _N``).
-        object_name: ``bucket/key``, for errors.
+        source: the object, for errors (which line a reader error is on).
     """
 
-    path: Path
+    location: DataFusionLocation
     options: CsvInputOptions
     survey: CsvSurvey
     width: int
@@ -136,7 +152,7 @@ class NativeCsvTable:
     strip_quotes: bool = False
     compression: str = "NONE"
     columns: TypedColumns | None = None
-    object_name: str = ""
+    source: ObjectSource | None = None
 
     @property
     def file_width(self) -> int:
@@ -151,6 +167,11 @@ class NativeCsvTable:
         """A typed table whose fields the view converts with ``try_cast`` (``bad_values``
         ``null``) rather than DataFusion's reader."""
         return self.columns is not None and self.columns.bad_values == BAD_VALUES_NULL
+
+    @property
+    def object_name(self) -> str:
+        """The object's name, for errors."""
+        return self.source.name if self.source is not None else self.location.url
 
     def _file_schema(self) -> pa.Schema:
         if self.columns is None or self.converts_in_view:
@@ -169,11 +190,12 @@ class NativeCsvTable:
             quote=self.survey.quote,
             schema=schema,
             # DataFusion filters a table's files by this suffix; the whole name always matches
-            file_extension=self.path.name,
+            file_extension=self.location.url.rsplit("/", 1)[-1],
             truncated_rows=True,
             file_compression_type=_COMPRESSION[self.compression],
         )
-        ctx.register_csv(file_table, str(self.path), options=options)
+        self.location.register(ctx)
+        ctx.register_csv(file_table, self.location.url, options=options)
         if self.columns is not None:
             ctx.register_view(name, ctx.sql(
                 f'SELECT {", ".join(self._typed_columns())} FROM "{file_table}"'))
@@ -251,8 +273,8 @@ class NativeCsvTable:
             assert self.columns is not None
             decimals = [i for i, t in enumerate(self.columns.types, start=1)
                         if pa.types.is_decimal(arrow_type(t))]
-            where = None if self.compression != "NONE" else find_field(
-                self.path, found["value"], decimals, self.options.field_delimiter)
+            where = None if self.compression != "NONE" or self.source is None else find_field(
+                self.source, found["value"], decimals, self.options.field_delimiter)
             line, column = where if where is not None else (None, decimals[0])
             return self.columns.bad_value(self.object_name, line, column, found["value"])
         relative = int(found["line"]) + shift
@@ -271,26 +293,26 @@ class NativeCsvTable:
 
     def _locate(self, range_starts: list[int], relative: int,
                 matches: Callable[[bytes], bool]) -> int | None:
-        if self.compression != "NONE":  # one partition, from the first line
+        if self.compression != "NONE" or self.source is None:  # one partition from line 1
             return relative
-        return locate_line(self.path, range_starts, relative, matches)
+        return locate_line(self.source, range_starts, relative, matches)
 
 
 def _at(line: int | None) -> str:
     return f"line {line}: " if line is not None else ""
 
 
-def locate_line(path: Path, range_starts: list[int], relative: int,
+def locate_line(source: ObjectSource, range_starts: list[int], relative: int,
                 matches: Callable[[bytes], bool]) -> int | None:
-    """The line of ``path`` (1-based) that is line ``relative`` of a byte range starting at
+    """The line of ``source`` (1-based) that is line ``relative`` of a byte range starting at
     one of ``range_starts`` (a range's first line is the first one starting at or after its
     start) and whose text ``matches``; the first candidate when none does. One pass over the
-    file, on an error's path only."""
+    object, on an error's path only."""
     pending = sorted(range_starts)
     candidates: list[int] = []
     offset = 0
-    with open(path, "rb") as file:
-        for number, row in enumerate(file, start=1):
+    with source.open() as stream:
+        for number, row in enumerate(stream, start=1):
             while pending and pending[0] <= offset:
                 pending.pop(0)
                 candidates.append(number - 1 + relative)
@@ -302,31 +324,21 @@ def locate_line(path: Path, range_starts: list[int], relative: int,
     return candidates[0] if candidates else None
 
 
-_CHUNK = 16 << 20
-
-
-def find_field(path: Path, value: str, columns: list[int], delimiter: str
+def find_field(source: ObjectSource, value: str, columns: list[int], delimiter: str
                ) -> tuple[int, int] | None:
-    """The first ``(line, column)`` of ``path`` (both 1-based) where one of ``columns`` holds
-    exactly ``value`` (quoted or not), or None: the place of an error that names only the value.
-    Searches the bytes for the value, on an error's path only."""
+    """The first ``(line, column)`` of ``source`` (both 1-based) where one of ``columns`` holds
+    exactly ``value`` (quoted or not), or None: the place of an error that names only the
+    value. One pass over the object, on an error's path only."""
     needle = value.encode("utf-8", "replace")
-    if not needle:
-        return None
     sep = delimiter.encode("utf-8")
-    with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        line, counted, at = 1, 0, data.find(needle)
-        while at != -1:
-            line += sum(data[lo:min(lo + _CHUNK, at)].count(b"\n")
-                        for lo in range(counted, at, _CHUNK))
-            counted = at
-            start = data.rfind(b"\n", 0, at) + 1
-            end = data.find(b"\n", at)
-            fields = data[start:end if end != -1 else len(data)].rstrip(b"\r").split(sep)
+    with source.open() as stream:
+        for number, row in enumerate(stream, start=1):
+            if needle not in row:
+                continue
+            fields = row.rstrip(b"\r\n").split(sep)
             for column in columns:
                 if column <= len(fields) and fields[column - 1].strip(b'"') == needle:
-                    return line, column
-            at = data.find(needle, at + len(needle))
+                    return number, column
     return None
 
 
@@ -349,26 +361,56 @@ def _try_cast(field: str, type_name: str) -> str:
 _UNITS = {"s": "Second", "ms": "Millisecond", "us": "Microsecond", "ns": "Nanosecond"}
 
 
+@dataclass(frozen=True)
+class DeferredCsvTable:
+    """DataFusion's reader for an object that is not on this machine (an object store's):
+    planning reads only the header, and each byte range is surveyed when it is read
+    (:meth:`SurveyCache.survey_range`), then read by DataFusion where its survey allows
+    (:meth:`resolve`) and by the reference reader where it does not.
+
+    Attributes:
+        location: where DataFusion reads the object.
+        options: the request's CSV options.
+        width: columns the query's table has (``_1 .. _width``).
+        compression: the request's CompressionType (a compressed object is one range).
+        columns: the typed table's columns, if it is one.
+        source: the object, for errors.
+    """
+
+    location: DataFusionLocation
+    options: CsvInputOptions
+    width: int
+    compression: str = "NONE"
+    columns: TypedColumns | None = None
+    source: ObjectSource | None = None
+
+    def resolve(self, survey: CsvSurvey) -> tuple[NativeCsvTable | None, str]:
+        """The native table for the surveyed range, or None and why not."""
+        return native_csv_table(self.location, self.options, survey, width=self.width,
+                                compression=self.compression, columns=self.columns,
+                                source=self.source)
+
+
 def native_csv_table(
-    path: Path,
+    location: DataFusionLocation,
     options: CsvInputOptions,
     survey: CsvSurvey,
     *,
     width: int,
     compression: str = "NONE",
     columns: TypedColumns | None = None,
-    object_name: str = "",
+    source: ObjectSource | None = None,
 ) -> tuple[NativeCsvTable | None, str]:
     """The native table for a query reading ``width`` columns, or None and the reason why not.
 
     Args:
-        path: the object's file.
+        location: where DataFusion reads the object.
         options: the request's CSV options (flavour rules included).
         survey: the object's survey under ``options``.
         width: columns ``_1 .. _width`` the query's table has.
         compression: the request's CompressionType.
         columns: the typed table's columns, if it is one.
-        object_name: ``bucket/key``, for errors.
+        source: the object, for errors.
     """
     if not survey.native:
         return None, survey.reason
@@ -386,5 +428,5 @@ def native_csv_table(
             )
         coalesce_empty = min(width, low)
     strip = survey.doubled_quotes and options.rules == RULES_CEPH and options.escape != options.quote
-    return NativeCsvTable(path, options, survey, width, coalesce_empty, strip, compression,
-                          columns, object_name), ""
+    return NativeCsvTable(location, options, survey, width, coalesce_empty, strip,
+                          compression, columns, source), ""

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -41,7 +40,13 @@ import pyarrow.parquet as pq
 from datafusion import SessionConfig, SessionContext
 
 from flight_storage.execution.native_csv import native_ranges
-from flight_storage.execution.version_cache import VersionCache
+from flight_storage.storage.sources import (
+    DataFusionLocation,
+    ObjectSource,
+    random_access,
+    version_key,
+)
+from flight_storage.storage.version_cache import VersionCache
 
 SESSION_SETTINGS: tuple[tuple[str, str], ...] = (
     # plain Utf8 as pyarrow reads it (views are DataFusion 55's default)
@@ -49,6 +54,9 @@ SESSION_SETTINGS: tuple[tuple[str, str], ...] = (
     # evaluate the filter while decoding: rows that fail it are never materialised
     ("datafusion.execution.parquet.pushdown_filters", "true"),
     ("datafusion.execution.parquet.reorder_filters", "true"),
+    # one 64 KiB read finds most footers (DataFusion 55 asks for 512 KiB, which over an object
+    # store is what planning reads, twice); a larger footer costs a second read
+    ("datafusion.execution.parquet.metadata_size_hint", "65536"),
 )
 """Session settings the native Parquet path relies on (harmless to the other readers)."""
 
@@ -83,14 +91,14 @@ class NativeParquetTable:
     """How DataFusion reads one Parquet object.
 
     Attributes:
-        path: the file.
+        location: where DataFusion reads the object.
         size: its size in bytes (what DataFusion splits).
         starts: each row group's offset (see :func:`row_group_starts`).
         schema: the schema DataFusion is told to read (views cast to plain types), or None
             for the file's own.
     """
 
-    path: Path
+    location: DataFusionLocation
     size: int
     starts: tuple[int, ...]
     schema: pa.Schema | None = None
@@ -98,7 +106,9 @@ class NativeParquetTable:
     def register(self, ctx: SessionContext, name: str) -> None:
         """Register the file as table ``name`` on ``ctx``."""
         # DataFusion filters a table's files by this suffix; the whole name always matches
-        ctx.register_parquet(name, str(self.path), file_extension=self.path.name,
+        self.location.register(ctx)
+        ctx.register_parquet(name, self.location.url,
+                             file_extension=self.location.url.rsplit("/", 1)[-1],
                              schema=self.schema)
 
     def split(self, count: int) -> list[tuple[int, ...]]:
@@ -140,42 +150,53 @@ class NanSurvey:
         """Objects read (not served from the cache); tests read it."""
         return self._cache.computed
 
-    def reason(self, path: Path, schema: pa.Schema) -> str:
-        """Why the native reader would differ (a column holding NaN), or ``""``."""
+    def reason(self, source: ObjectSource, schema: pa.Schema,
+               row_groups: tuple[int, ...] | None = None) -> str:
+        """Why the native reader would differ (a column holding NaN), or ``""``: in the whole
+        object, or in ``row_groups`` only (an object store's object is surveyed partition by
+        partition as it is read, never whole to plan)."""
         floats = [f.name for f in schema if _holds_float(f.type)]
         if not floats:
             return ""
-        return self._cache.get(path, lambda: _nan_reason(path, schema, floats))
+        return self._cache.get(version_key(source),
+                               lambda: _nan_reason(source, schema, floats, row_groups),
+                               row_groups)
 
 
-def _nan_reason(path: Path, schema: pa.Schema, floats: list[str]) -> str:
+def _nan_reason(source: ObjectSource, schema: pa.Schema, floats: list[str],
+                row_groups: tuple[int, ...] | None) -> str:
     nested = [name for name in floats if not pa.types.is_floating(schema.field(name).type)]
     if nested:
         return f"column {nested[0]} nests floating-point values (NaN is not surveyed there)"
-    for batch in pq.ParquetFile(path).iter_batches(batch_size=1 << 16, columns=floats):
-        for name, column in zip(batch.schema.names, batch.columns, strict=True):
-            if pc.any(pc.is_nan(column)).as_py():
-                return f"column {name} holds NaN (DataFusion orders it above every number)"
+    with random_access(source) as file:
+        parquet = pq.ParquetFile(file)
+        groups = list(row_groups) if row_groups is not None else None
+        for batch in parquet.iter_batches(batch_size=1 << 16, columns=floats,
+                                          row_groups=groups):
+            for name, column in zip(batch.schema.names, batch.columns, strict=True):
+                if pc.any(pc.is_nan(column)).as_py():
+                    return f"column {name} holds NaN (DataFusion orders it above every number)"
     return ""
 
 
 def native_parquet_table(
-    path: Path, metadata: pq.FileMetaData, schema: pa.Schema
+    location: DataFusionLocation, size: int, metadata: pq.FileMetaData, schema: pa.Schema
 ) -> tuple[NativeParquetTable | None, str]:
-    """The native table for ``path``, or None and the reason why not.
+    """The native table of one object, or None and the reason why not.
 
     Args:
-        path: the object's file.
+        location: where DataFusion reads the object.
+        size: its size in bytes.
         metadata: its footer (as the reference reader saw it).
         schema: the table schema the plan was made for (the reference reader's types).
     """
     starts = row_group_starts(metadata)
     if any(b <= a for a, b in itertools.pairwise(starts)):
         return None, "row groups are not stored in file order"
-    table = NativeParquetTable(path, path.stat().st_size, tuple(starts))
+    table = NativeParquetTable(location, size, tuple(starts))
     native_schema = _schema_of(table)
     if _views_aside(native_schema, schema):
-        table = NativeParquetTable(table.path, table.size, table.starts, schema)
+        table = NativeParquetTable(table.location, table.size, table.starts, schema)
         native_schema = _schema_of(table)
     if not native_schema.equals(schema, check_metadata=False):
         differ = [f"{a.name} ({a.type} vs {b.type})"

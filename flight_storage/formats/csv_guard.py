@@ -38,7 +38,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -157,12 +157,60 @@ def _cancel(pending: deque[Future[_ChunkSurvey]]) -> None:
         future.cancel()
 
 
-def survey_file(path: Path, options: CsvInputOptions, compression: str = "NONE") -> CsvSurvey:
-    """:func:`survey_csv` over a file (decompressed as it streams when compressed)."""
+def survey_file(raw: BinaryIO, options: CsvInputOptions, compression: str = "NONE") -> CsvSurvey:
+    """:func:`survey_csv` over an object's stream from its first byte (decompressed as it
+    streams when compressed); closes ``raw``."""
     decoded = [0]
-    with open(path, "rb") as raw, open_decompressed(raw, compression, decoded) as stream:
+    with raw, open_decompressed(raw, compression, decoded) as stream:
         survey = survey_csv(iter(lambda: stream.read(CHUNK_BYTES), b""), options)
     return replace(survey, decoded_bytes=decoded[0])
+
+
+def survey_range(raw: BinaryIO, options: CsvInputOptions, start: int, stop: int) -> CsvSurvey:
+    """:func:`survey_csv` over the lines a reader of the byte range ``[start, stop)`` reads (the
+    records whose first byte lies in it, each to its end), from a seekable uncompressed stream
+    of the whole object; closes ``raw``.
+
+    Every rule the survey checks is about one line, so the lines of each range can be
+    surveyed on their own, when that range is read (an object store's object is never read
+    whole to plan). The header is the first line of the range at 0 only.
+    """
+    if start > 0:
+        options = replace(options, file_header_info="NONE")
+    with raw:
+        return survey_csv(_range_lines(raw, start, stop), options)
+
+
+def _range_lines(raw: BinaryIO, start: int, stop: int) -> Iterator[bytes]:
+    """The bytes of the lines starting in ``[start, stop)``: from after the first line feed at
+    or after ``start - 1`` (``start`` itself when 0) through the line feed ending the line that
+    holds byte ``stop - 1``."""
+    position = max(0, start - 1)
+    raw.seek(position)
+    skipping = start > 0
+    while True:
+        chunk = raw.read(CHUNK_BYTES)
+        if not chunk:
+            return
+        if skipping:
+            cut = chunk.find(b"\n")
+            if cut == -1:
+                position += len(chunk)
+                continue
+            position += cut + 1
+            chunk = chunk[cut + 1:]
+            skipping = False
+            if position >= stop:
+                return
+        end = position + len(chunk)
+        if end >= stop:
+            cut = chunk.find(b"\n", max(0, stop - 1 - position))
+            yield chunk if cut == -1 else chunk[: cut + 1]
+            if cut != -1:
+                return
+        else:
+            yield chunk
+        position = end
 
 
 def _whole_lines(chunks: Iterable[bytes | memoryview]) -> Iterator[bytes | memoryview]:

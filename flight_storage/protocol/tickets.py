@@ -202,8 +202,9 @@ class PartitionTicket:
         parameters: bound statement parameters as an Arrow IPC stream, if any.
         issued_at: issue time, seconds since the epoch.
         version: ticket format version.
-        object_version: a fingerprint of the objects read when the ticket was planned (size and
-            modification time); a server refuses the ticket if the objects have changed since.
+        object_version: a fingerprint of the objects' content versions when the ticket was
+            planned; a server refuses the ticket if its objects are another version.
+        planned_by: the cluster node that planned it (named when another node's copy differs).
     """
 
     query: str
@@ -218,6 +219,7 @@ class PartitionTicket:
     issued_at: float = field(default_factory=time.time)
     version: int = TICKET_VERSION
     object_version: str | None = None
+    planned_by: str | None = None
 
 
 # Short JSON keys keep tickets small: they are sent once per endpoint.
@@ -233,6 +235,7 @@ _TICKET_KEYS: Final = {
     "parameters": "a",
     "issued_at": "t",
     "object_version": "v",
+    "planned_by": "n",
 }
 
 
@@ -261,6 +264,7 @@ def encode_ticket(ticket: PartitionTicket, secret: Secret) -> bytes:
         "parameters": _b64(ticket.parameters),
         "issued_at": ticket.issued_at,
         "object_version": ticket.object_version,
+        "planned_by": ticket.planned_by,
     }
     payload = {_TICKET_KEYS[k]: v for k, v in values.items() if v is not None}
     return _seal(_TICKET_MAGIC, TICKET_VERSION, payload, secret)
@@ -298,6 +302,7 @@ def decode_ticket(
             parameters=_unb64(payload.get("a")),
             issued_at=float(payload["t"]),
             object_version=None if "v" not in payload else _str(payload["v"]),
+            planned_by=None if "n" not in payload else _str(payload["n"]),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise TicketError("malformed ticket payload") from exc

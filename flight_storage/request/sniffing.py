@@ -14,7 +14,8 @@ Everything else keeps S3 Select's reading (no header, every field a string ``_1 
 | any other CSV object, server started without ``--no-sniff`` | when its first record is a header (it breaks a column's type): a headerless object keeps S3 Select's reading, since its columns can only be named ``_1 .. _N``, S3 Select's positional strings, and typing them would change what ``_1 = '7'`` means |
 
 A prefix table's objects share the schema sniffed from its first object. What a sample says is
-kept per object version and read options in a :class:`~flight_storage.execution.version_cache.VersionCache`,
+kept per object version and read options in a
+:class:`~flight_storage.storage.version_cache.VersionCache`,
 so an object is sniffed once until it changes.
 """
 
@@ -25,13 +26,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from flight_storage.execution.engine import InputSpec
-from flight_storage.execution.version_cache import VersionCache
 from flight_storage.formats.compression import open_decompressed
 from flight_storage.formats.csv_input import CsvInputOptions
 from flight_storage.formats.csv_sniff import SniffedTable, TableReading, read_sample, sniff_csv
 from flight_storage.formats.typed_columns import TypedColumns
 from flight_storage.storage.catalog import TableConfig
-from flight_storage.storage.sources import ObjectSource, local_path
+from flight_storage.storage.sources import ObjectSource, version_key
+from flight_storage.storage.version_cache import VersionCache
 from select_dialect.flavors import STANDARD
 
 log = logging.getLogger(__name__)
@@ -105,8 +106,8 @@ class TableSniffer:
                     reason=f"no record ends in the first {self.reading.sample_bytes} bytes")
             return sniff_csv(sample, options, header=header)
 
-        path = local_path(source)
-        if path is None:
+        version = version_key(source)
+        if version is None:
             return compute()
-        return self._cache.get(path, compute, options, spec.compression, header,
+        return self._cache.get(version, compute, options, spec.compression, header,
                                self.reading.sample_bytes)

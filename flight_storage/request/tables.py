@@ -21,7 +21,7 @@ from flight_storage.execution.engine import InputSpec
 from flight_storage.formats.typed_columns import BAD_VALUES_ERROR, TypedColumns
 from flight_storage.request.sniffing import TableSniffer
 from flight_storage.storage.catalog import Catalog, ObjectInfo, TableConfig
-from flight_storage.storage.sources import FileSource
+from flight_storage.storage.sources import StoredSource
 
 
 @dataclass(frozen=True)
@@ -35,9 +35,9 @@ class ResolvedTable:
     is_prefix: bool
 
     @property
-    def sources(self) -> tuple[FileSource, ...]:
+    def sources(self) -> tuple[StoredSource, ...]:
         """The objects as engine sources, named ``bucket/key``."""
-        return tuple(_source(o) for o in self.objects)
+        return tuple(StoredSource(o) for o in self.objects)
 
     @property
     def size(self) -> int:
@@ -46,19 +46,16 @@ class ResolvedTable:
 
     @property
     def version(self) -> str:
-        """A fingerprint of the objects as they are now (keys, sizes, modification times)."""
+        """A fingerprint of the objects as they are now (keys and versions)."""
         return object_version(self.objects)
 
 
-def _source(obj: ObjectInfo) -> FileSource:
-    return FileSource(obj.path, f"{obj.bucket}/{obj.key}", obj.size)
-
-
 def object_version(objects: Sequence[ObjectInfo]) -> str:
-    """Fingerprint of objects: a ticket planned against them is refused once they change."""
+    """Fingerprint of objects (their keys and content versions, ``storage/stores.py``): a
+    ticket planned against them is refused once one changes."""
     digest = hashlib.sha256()
     for o in objects:
-        digest.update(f"{o.key}\0{o.size}\0{o.mtime_ns}\n".encode())
+        digest.update(f"{o.key}\0{o.version}\n".encode())
     return digest.hexdigest()[:24]
 
 
@@ -140,7 +137,7 @@ def resolve_table(catalog: Catalog, bucket: str, key: str,
         entry = config.for_key(key)
         spec = input_spec(obj, entry, overrides, bad_values=bad_values)
         if sniffer is not None:
-            spec = sniffer.typed_spec(_source(obj), spec, entry, overrides)
+            spec = sniffer.typed_spec(StoredSource(obj), spec, entry, overrides)
         return ResolvedTable(bucket, key, (obj,), spec, False)
     objects = tuple(o for o in catalog.objects(bucket, key) if o.format is not None)
     if not objects:
@@ -155,5 +152,5 @@ def resolve_table(catalog: Catalog, bucket: str, key: str,
     entry = config.for_key(objects[0].key)
     spec = input_spec(objects[0], entry, overrides, bad_values=bad_values)
     if sniffer is not None:  # the prefix's objects share its first object's schema
-        spec = sniffer.typed_spec(_source(objects[0]), spec, entry, overrides)
+        spec = sniffer.typed_spec(StoredSource(objects[0]), spec, entry, overrides)
     return ResolvedTable(bucket, key, objects, spec, True)

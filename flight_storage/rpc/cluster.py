@@ -19,6 +19,11 @@ The server keeps a small hook per RPC; the rules live here:
 * **Catalog calls** (GetDbSchemas, GetTables, ListObjects) merge every live node's answer.
 * **CancelFlightInfo** is applied here and sent to every other node named in the endpoints.
 
+A **fleet** (a cluster file without holdings, :class:`FleetRole`) is simpler: every node reads
+the same store, so any node plans and serves any endpoint; each endpoint lists every node, in
+rendezvous order of its object and partition (a repeated query lands on the node whose caches
+are warm), live nodes first, so a dead node costs a client one retry.
+
 Hand-written: no library has this project's cluster rules.
 """
 
@@ -85,7 +90,13 @@ class ClusterRole:
         nodes = self.peers.live_first(mine[0].nodes, confirm=mine[0].owner != self.me)
         return [flight.Location(self.cluster.node(n).location) for n in nodes]
 
-    def endpoint_metadata(self, bucket: str, key: str) -> bytes:
+    def endpoint_locations(self, bucket: str, key: str, partition: Mapping[str, Any]
+                           ) -> list[flight.Location]:
+        """The locations of one endpoint: here, those of its object's holding."""
+        return self.locations(bucket, key)
+
+    def endpoint_metadata(self, bucket: str, key: str,
+                          partition: Mapping[str, Any] | None = None) -> bytes:
         """An endpoint's ``app_metadata`` in a cluster: the nodes holding its data, with their
         machine names (``host``) for compute-side locality, e.g. Spark's preferred hosts."""
         mine = [h for h in self.holdings(bucket, key) if self.me in h.nodes]
@@ -242,6 +253,53 @@ class ClusterRole:
                 log_event("cancel_forwarded", peer=node)
             except (PeerUnreachable, flight.FlightError) as exc:
                 log_event("cancel_forward_failed", peer=node, reason=str(exc)[:200])
+
+
+class FleetRole(ClusterRole):
+    """One node of a fleet: every node reads the same store (``--data s3://...``), so this
+    node plans and serves everything itself, and only the endpoints' locations and cancels
+    involve the others."""
+
+    def holds(self, bucket: str, key: str) -> bool:
+        return True
+
+    def check_holds(self, bucket: str, key: str) -> None:
+        """Any node serves any ticket of a fleet."""
+
+    def flight_info(
+        self, call: CallContext, headers: Mapping[str, list[str]],
+        descriptor: flight.FlightDescriptor, bucket: str, key: str,
+        local: Callable[[], flight.FlightInfo],
+    ) -> flight.FlightInfo:
+        return local()
+
+    def forward_action(self, call: CallContext, headers: Mapping[str, list[str]],
+                       action: flight.Action, bucket: str, key: str) -> list[bytes] | None:
+        return None
+
+    def merged_metadata(self, call: CallContext, headers: Mapping[str, list[str]],
+                        ticket: flight.Ticket, local: pa.Table) -> pa.Table:
+        return local  # every node sees the same buckets
+
+    def list_objects(self, call: CallContext, headers: Mapping[str, list[str]],
+                     request: Mapping[str, Any], local: Callable[[], bytes]) -> bytes:
+        return local()
+
+    def order(self, bucket: str, key: str, partition: Mapping[str, Any]) -> list[str]:
+        """Every node, in rendezvous order of the endpoint, nodes known to be down last."""
+        name = f"{bucket}/{key}#{json.dumps(partition, sort_keys=True)}"
+        return self.peers.live_first(self.cluster.rendezvous(name))
+
+    def endpoint_locations(self, bucket: str, key: str, partition: Mapping[str, Any]
+                           ) -> list[flight.Location]:
+        return [flight.Location(self.cluster.node(n).location)
+                for n in self.order(bucket, key, partition)]
+
+    def endpoint_metadata(self, bucket: str, key: str,
+                          partition: Mapping[str, Any] | None = None) -> bytes:
+        nodes = [self.cluster.node(n) for n in self.order(bucket, key, partition or {})]
+        return json.dumps({"nodes": [{"name": n.name, "location": n.location, "host": n.host}
+                                     for n in nodes]}).encode()
 
 
 def _joined(infos: list[flight.FlightInfo], descriptor: flight.FlightDescriptor,

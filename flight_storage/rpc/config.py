@@ -10,6 +10,9 @@ from flight_storage.execution.engine import EngineConfig
 from flight_storage.formats.csv_sniff import TableReading
 from flight_storage.rpc.streams import StreamLimits
 from flight_storage.storage.cluster import ClusterDescription
+from flight_storage.storage.data_locations import bucket_sets
+from flight_storage.storage.s3_store import S3Settings
+from flight_storage.storage.stores import BucketSet
 
 
 class ConfigError(ValueError):
@@ -21,7 +24,9 @@ class ServerConfig:
     """How a storage server runs.
 
     Attributes:
-        data_dir: the data root; each top-level folder is a bucket.
+        data: a data directory (each top-level folder a bucket), or the ``--data`` locations
+            (folders, ``s3://`` stores, ``NAME=LOCATION``: ``storage/data_locations.py``).
+        store: how to reach the object store of ``s3://`` locations.
         host: address to bind; loopback unless told otherwise.
         port: TCP port; 0 picks a free one.
         ticket_secret: key that signs tickets, prepared-statement handles and bearer tokens;
@@ -49,7 +54,7 @@ class ServerConfig:
         node_name: this node's name in ``cluster``.
     """
 
-    data_dir: Path
+    data: Path | tuple[str, ...]
     host: str = "127.0.0.1"
     port: int = 0
     ticket_secret: bytes = b""
@@ -72,6 +77,14 @@ class ServerConfig:
     reading: TableReading = field(default_factory=TableReading)
     cluster: ClusterDescription | None = None
     node_name: str | None = None
+    store: S3Settings = field(default_factory=S3Settings)
+
+    def bucket_sets(self) -> list[BucketSet]:
+        """The buckets of every data location. Folder objects of a cluster's holdings are
+        versioned by their content, so a replica's copy is recognised as the same object
+        (and one whose bytes differ is not)."""
+        values = (str(self.data),) if isinstance(self.data, Path) else self.data
+        return bucket_sets(values, self.store, content_versions=self.cluster is not None)
 
     @property
     def stream_limits(self) -> StreamLimits:

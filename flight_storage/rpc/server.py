@@ -20,7 +20,6 @@ import dataclasses
 import hashlib
 import json
 import logging
-import os
 import secrets
 import threading
 import time
@@ -36,6 +35,7 @@ from flight_storage import protocol
 from flight_storage.errors import (
     AccessDeniedError,
     InvalidRequestError,
+    ObjectNotFoundError,
     ResourceLimitError,
     StaleTicketError,
     StorageError,
@@ -57,7 +57,7 @@ from flight_storage.request.tables import ResolvedTable, input_spec, object_vers
 from flight_storage.rpc.actions import ACTIONS
 from flight_storage.rpc.auth import TokenSigner, Users
 from flight_storage.rpc.boundary import guarded, rpc_boundary
-from flight_storage.rpc.cluster import MERGED_METADATA, ClusterRole
+from flight_storage.rpc.cluster import MERGED_METADATA, ClusterRole, FleetRole
 from flight_storage.rpc.config import ServerConfig
 from flight_storage.rpc.endpoints import (
     endpoint_partitions,
@@ -124,7 +124,7 @@ class StorageServer(flight.FlightServerBase):
     def __init__(self, config: ServerConfig) -> None:
         config.check()
         self.config = config
-        self.catalog = Catalog(config.data_dir)
+        self.catalog = Catalog(config.bucket_sets())
         self.engine = SelectEngine(config.engine)
         self.sniffer = TableSniffer(config.reading)
         self.secret = config.ticket_secret or secrets.token_bytes(32)
@@ -149,7 +149,8 @@ class StorageServer(flight.FlightServerBase):
         if config.cluster is not None and config.node_name is not None:
             roots = config.tls_cert.read_bytes() if config.tls_cert is not None else None
             peers = Peers(config.cluster, config.node_name, signer.issue, roots)
-            self.cluster = ClusterRole(
+            role = FleetRole if config.cluster.is_fleet else ClusterRole
+            self.cluster = role(
                 peers, planning_timeout_s=config.query_timeout_s + config.cluster.peer_timeout_s)
             self.location = peers.me.location
             peers.start_checks()
@@ -235,7 +236,7 @@ class StorageServer(flight.FlightServerBase):
 
     def check_access(self, call: CallContext, bucket: str) -> None:
         """Refuse buckets the caller may not read (and names that could leave the root)."""
-        self.catalog.bucket_path(bucket)
+        self.catalog.store(bucket)
         if call.user is not None and not call.user.may_read(bucket):
             raise AccessDeniedError(f"user {call.user.name} may not read bucket {bucket}")
 
@@ -337,6 +338,7 @@ class StorageServer(flight.FlightServerBase):
                 input_serialization=plan.input.to_request(), user=call.user_name,
                 parameters=parameters, issued_at=issued,
                 object_version=table.version if table is not None else None,
+                planned_by=self.node_name,
             )
             for p in ([Partition("object")] if call.single_endpoint
                       else endpoint_partitions(plan))
@@ -356,18 +358,15 @@ class StorageServer(flight.FlightServerBase):
     ) -> flight.FlightInfo:
         expires = expiry(tickets[0].issued_at + self.config.ticket_max_age_s)
         first = tickets[0]
-        locations, holders = [], b""
-        if self.cluster is not None and first.bucket:
-            locations = self.cluster.locations(first.bucket, first.key)
-            holders = self.cluster.endpoint_metadata(first.bucket, first.key)
-        endpoints = [
-            flight.FlightEndpoint(protocol.ticket_to_flight(t, self.secret), locations,
-                                  expiration_time=expires, app_metadata=holders)
-            for t in tickets
-        ]
+        endpoints = []
+        for ticket in tickets:
+            locations, about_nodes = self._where(ticket)
+            endpoints.append(flight.FlightEndpoint(
+                protocol.ticket_to_flight(ticket, self.secret), locations,
+                expiration_time=expires, app_metadata=about_nodes))
         fields.update(query_id=query_id(first), object=f"{first.bucket}/{first.key}",
                       endpoints=len(endpoints), flavor=first.flavor, reader=plan.reader)
-        total_bytes = sum(partition_bytes(t.partition, plan) for t in tickets)
+        total_bytes = sum(partition_bytes(ticket.partition, plan) for ticket in tickets)
         # what served the plan, for operators and benchmarks (clients may ignore it), and
         # the cores it computes on (the Spark source packs endpoints into a task per core)
         about: dict[str, Any] = {"reader": plan.reader, "endpoints": len(endpoints),
@@ -384,6 +383,15 @@ class StorageServer(flight.FlightServerBase):
             about["warnings"] = list(plan.warnings)
         return flight.FlightInfo(schema, descriptor, endpoints, total_records, total_bytes,
                                  app_metadata=json.dumps(about).encode())
+
+    def _where(self, ticket: PartitionTicket) -> tuple[list[flight.Location], bytes]:
+        """An endpoint's locations and ``app_metadata``: none for a single server (clients
+        read it here); in a cluster, the nodes that may serve it, in the order to try."""
+        if self.cluster is None or not ticket.bucket:
+            return [], b""
+        partition = ticket.partition.to_dict()
+        return (self.cluster.endpoint_locations(ticket.bucket, ticket.key, partition),
+                self.cluster.endpoint_metadata(ticket.bucket, ticket.key, partition))
 
     def check_query_length(self, query: str, what: str = "query text") -> None:
         """Refuse statements over ``--max-query-chars`` before any work (every entry point)."""
@@ -461,6 +469,7 @@ class StorageServer(flight.FlightServerBase):
                 partition=p, input_serialization=plan.input.to_request(),
                 output_serialization=request.ticket_extras(), user=call.user_name,
                 issued_at=issued, object_version=object_version([obj]),
+                planned_by=self.node_name,
             )
             for p in endpoint_partitions(plan)
         ]
@@ -548,16 +557,28 @@ class StorageServer(flight.FlightServerBase):
             obj = self.catalog.object(ticket.bucket, ticket.key)
             objects, spec = (obj,), self._input_spec(obj, ticket.input_serialization)
         if ticket.object_version is not None and ticket.object_version != object_version(objects):
-            raise StaleTicketError(
-                f"{ticket.bucket}/{ticket.key} changed after the query was planned; "
-                "plan it again (GetFlightInfo)",
-                code="PreconditionFailed",
-            )
+            raise self._stale(ticket)
         sources = object_sources(objects)
         plan = self.engine.plan(sql, sources, spec, flavor=ticket.flavor)
         sources[0].read[0] = 0  # count what the scan reads, not the header planning peeked at
         sources[0].processed[0] = 0
         return sources[0], plan, objects
+
+    @property
+    def node_name(self) -> str | None:
+        """This node's name in its cluster (None for a single server)."""
+        return self.config.node_name if self.cluster is not None else None
+
+    def _stale(self, ticket: PartitionTicket) -> StaleTicketError:
+        """The error of a ticket whose objects are not, here, the version it was planned on."""
+        where = f"{ticket.bucket}/{ticket.key}"
+        if ticket.planned_by is not None and ticket.planned_by != self.node_name:
+            return StaleTicketError(
+                f"{where} on node {self.node_name} is not the copy node {ticket.planned_by} "
+                f"planned the query on (their contents differ): make the replicas equal, "
+                "then plan it again", code="PreconditionFailed")
+        return StaleTicketError(f"{where} changed after the query was planned; plan it again "
+                                "(GetFlightInfo)", code="PreconditionFailed")
 
     def _partition_stream(
         self,
@@ -857,10 +878,11 @@ def _check_version(objects: Sequence[ObjectInfo], version: str) -> None:
 def _changed(objects: Sequence[ObjectInfo], version: str) -> StaleTicketError | None:
     """The error to fail a stream with when its objects are no longer ``version``."""
     try:
-        fresh = [dataclasses.replace(o, size=st.st_size, mtime_ns=st.st_mtime_ns)
-                 for o, st in ((o, os.stat(o.path)) for o in objects)]
-    except OSError:
-        fresh = []
+        fresh = [dataclasses.replace(o, version=o.store.head(o.key).version) for o in objects]
+    except (ObjectNotFoundError, AccessDeniedError):
+        fresh = []  # deleted (or replaced by something we may not read)
+    except StorageError:
+        return None  # the store did not answer: the reads say so themselves if it stays down
     if object_version(fresh) == version:
         return None
     return StaleTicketError(

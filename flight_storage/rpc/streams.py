@@ -37,10 +37,9 @@ import io
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Protocol, TypeAlias, TypeVar
+from typing import Any, BinaryIO, Protocol, TypeAlias, TypeVar
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -48,6 +47,7 @@ import pyarrow.flight as flight
 from flight_storage.errors import InvalidRequestError, ResourceLimitError, StorageError
 from flight_storage.rpc.boundary import client_error
 from flight_storage.storage.catalog import ObjectInfo
+from flight_storage.storage.sources import DataFusionLocation, StoredSource
 
 log = logging.getLogger(__name__)
 
@@ -78,10 +78,10 @@ class _Stopped(Exception):
 
 
 class StoppableFile(io.RawIOBase):
-    """An object file that counts the bytes read and fails once its query stops."""
+    """An object's stream that counts the bytes read and fails once its query stops."""
 
-    def __init__(self, path: Path, stop: threading.Event, counter: list[int]) -> None:
-        self._file = open(path, "rb")  # noqa: SIM115 - closed by close()
+    def __init__(self, raw: BinaryIO, stop: threading.Event, counter: list[int]) -> None:
+        self._file = raw
         self._stop = stop
         self._counter = counter
 
@@ -94,7 +94,7 @@ class StoppableFile(io.RawIOBase):
     def readinto(self, buffer: Any) -> int:
         if self._stop.is_set():
             raise _Stopped("query stopped")
-        n = self._file.readinto(buffer)
+        n = self._file.readinto(buffer)  # type: ignore[attr-defined]
         self._counter[0] += n or 0
         return n or 0
 
@@ -111,36 +111,48 @@ class StoppableFile(io.RawIOBase):
 
 @dataclass
 class StoppableSource:
-    """A file source whose streams stop with their query (see :class:`StoppableFile`)."""
+    """A stored object whose streams stop with their query (see :class:`StoppableFile`)."""
 
-    path: Path
-    name: str
-    size: int
+    stored: StoredSource
     stop: threading.Event = field(default_factory=threading.Event)
     read: list[int] = field(default_factory=lambda: [0])
     processed: list[int] = field(default_factory=lambda: [0])
     """Decompressed bytes read from a compressed object (S3's BytesProcessed)."""
 
+    @property
+    def name(self) -> str:
+        return self.stored.name
+
+    @property
+    def size(self) -> int:
+        return self.stored.size
+
+    @property
+    def version_key(self) -> Hashable:
+        return self.stored.version_key
+
+    @property
+    def datafusion(self) -> DataFusionLocation:
+        return self.stored.datafusion
+
     def open(self) -> Any:
-        return io.BufferedReader(StoppableFile(self.path, self.stop, self.read), 1 << 20)
+        return io.BufferedReader(StoppableFile(self.stored.open(), self.stop, self.read), 1 << 20)
 
     def open_random_access(self) -> pa.NativeFile:
         """Positioned reads for Parquet (stopped by dropping the DataFusion stream instead)."""
-        return pa.OSFile(str(self.path))
+        return self.stored.open_random_access()
 
 
 def object_source(obj: ObjectInfo) -> StoppableSource:
     """The stoppable source of one stored object."""
-    return StoppableSource(obj.path, f"{obj.bucket}/{obj.key}", obj.size)
+    return StoppableSource(StoredSource(obj))
 
 
 def object_sources(objects: Sequence[ObjectInfo]) -> list[StoppableSource]:
     """Sources of a table's objects sharing one stop switch and one read counter."""
     first = object_source(objects[0])
-    return [first] + [
-        StoppableSource(o.path, f"{o.bucket}/{o.key}", o.size, first.stop, first.read)
-        for o in objects[1:]
-    ]
+    return [first] + [StoppableSource(StoredSource(o), first.stop, first.read)
+                      for o in objects[1:]]
 
 
 def empty_batch(schema: pa.Schema) -> pa.RecordBatch:

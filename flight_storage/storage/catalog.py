@@ -1,28 +1,23 @@
-"""Buckets and objects under a data root; names never leave the root.
+"""Buckets and their objects, and the bucket configuration that says how to read them.
 
-A bucket is a top-level folder of the data directory; an object is a regular file below it,
-named by its ``/``-separated key. Format and compression come from the key's suffixes
-(``orders.csv.gz`` is GZIP-compressed CSV) unless a request says otherwise.
+A bucket is served from a store (``stores.py``): a folder of this machine or a bucket of an
+S3-compatible object store; the catalog maps bucket names to stores, from every ``--data``
+location. An object is named by its ``/``-separated key; format and compression come from the
+key's suffixes (``orders.csv.gz`` is GZIP-compressed CSV) unless a request says otherwise.
 """
 
 from __future__ import annotations
 
-import errno
 import json
-import os
-import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flight_storage.errors import (
-    AccessDeniedError,
-    InvalidRequestError,
-    ObjectNotFoundError,
-    StorageError,
-)
+from flight_storage.errors import AccessDeniedError, InvalidRequestError, ObjectNotFoundError
 from flight_storage.formats.typed_columns import BAD_VALUES
+from flight_storage.storage.folder_store import BUCKET_CONFIG, FolderBuckets, check_name
+from flight_storage.storage.stores import BucketSet, BucketStore, StoredObject
 
 _COMPRESSION_SUFFIXES = {".gz": "GZIP", ".gzip": "GZIP", ".bz2": "BZIP2", ".zst": "ZSTD"}
 _FORMAT_SUFFIXES = {
@@ -40,24 +35,34 @@ _JSON_LINES_SUFFIXES = {".ndjson", ".jsonl"}
 
 @dataclass(frozen=True)
 class ObjectInfo:
-    """One object: where it lives and how it is encoded."""
+    """One object: where it lives, its version, and how it is encoded."""
 
     bucket: str
     key: str
-    path: Path
     size: int
     mtime_ns: int
+    version: str
+    """The content identity its store vouches for (``stores.py``); tickets are bound to it."""
     format: str | None
     compression: str
     json_lines: bool
+    store: BucketStore = field(compare=False, repr=False)
+    etag: str | None = None
 
     @property
     def table_name(self) -> str:
         """The object's name in SQL: ``"bucket"."key"``."""
         return f'"{self.bucket}"."{self.key}"'
 
+    @property
+    def name(self) -> str:
+        """``bucket/key`` (messages, source names)."""
+        return f"{self.bucket}/{self.key}"
 
-BUCKET_CONFIG = ".flight-select.json"
+    @property
+    def stored(self) -> StoredObject:
+        """What its store said of it (what the store's readers are given)."""
+        return StoredObject(self.key, self.size, self.mtime_ns, self.version, self.etag)
 
 
 @dataclass(frozen=True)
@@ -184,99 +189,65 @@ def describe_key(key: str) -> tuple[str | None, str, bool]:
     return _FORMAT_SUFFIXES.get(suffix), compression, suffix in _JSON_LINES_SUFFIXES
 
 
-MAX_KEY_BYTES = 1024
-"""S3's limit on a key's UTF-8 length."""
-
-
-def _check_name(kind: str, name: str) -> None:
-    if not name or "\x00" in name or name.startswith("/") or "\\" in name:
-        raise AccessDeniedError(f"invalid {kind} name {name!r}")
-    parts = name.split("/")
-    if any(part in ("", ".", "..") for part in parts):
-        raise AccessDeniedError(f"invalid {kind} name {name!r}")
-    try:
-        size = len(name.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise InvalidRequestError(f"{kind} name {name!r} is not valid UTF-8",
-                                  code="InvalidArgument") from None
-    if size > MAX_KEY_BYTES:
-        raise InvalidRequestError(f"{kind} name is {size} bytes; the limit is {MAX_KEY_BYTES}",
-                                  code="KeyTooLongError")
-
-
-# errno -> (error class, S3 code) for a key whose file cannot be looked up
-_LOOKUP_ERRORS: dict[int, tuple[type[StorageError], str]] = {
-    errno.ENAMETOOLONG: (InvalidRequestError, "KeyTooLongError"),
-    errno.ELOOP: (ObjectNotFoundError, "NoSuchKey"),
-    errno.EACCES: (AccessDeniedError, "AccessDenied"),
-    errno.EPERM: (AccessDeniedError, "AccessDenied"),
-}
-
-
 class Catalog:
-    """Read-only view of a data directory as buckets of objects.
+    """Buckets and their objects, wherever each bucket is stored.
 
     Args:
-        root: the data directory; every path handed out is inside it.
+        data: a data directory (every top-level folder a bucket), or the bucket sets of
+            every ``--data`` location (``storage/data_locations.py``); a bucket name served by
+            two of them is refused.
 
     Example:
         >>> Catalog(Path("data/samples")).object("sales", "orders/2024-01.csv").format
         'csv'
     """
 
-    def __init__(self, root: Path) -> None:
-        self.root = root.resolve(strict=True)
+    def __init__(self, data: Path | Sequence[BucketSet]) -> None:
+        sets = (FolderBuckets(data),) if isinstance(data, Path) else tuple(data)
+        if not sets:
+            raise InvalidRequestError("no data location given")
+        self.sets: tuple[BucketSet, ...] = sets
+        # a location serving every bucket of a store is asked last: named ones win
+        self._lookup = sorted(sets, key=lambda s: bool(getattr(s, "open_ended", False)))
 
     def buckets(self) -> list[str]:
-        """Bucket names, sorted."""
-        return sorted(
-            entry.name
-            for entry in os.scandir(self.root)
-            if entry.is_dir(follow_symlinks=False) and not entry.name.startswith(".")
-        )
+        """Bucket names, sorted (the first location serving a name wins; see
+        :func:`~flight_storage.storage.data_locations.check_unique`)."""
+        names: set[str] = set()
+        for bucket_set in self.sets:
+            names.update(bucket_set.names())
+        return sorted(names)
 
-    def bucket_path(self, bucket: str) -> Path:
-        """The folder of ``bucket``; refuses names that could leave the root."""
-        _check_name("bucket", bucket)
+    def store(self, bucket: str) -> BucketStore:
+        """The store of ``bucket``; refuses names that could leave a folder.
+
+        Raises:
+            ObjectNotFoundError: no location serves it (``NoSuchBucket``).
+        """
+        check_name("bucket", bucket)
         if "/" in bucket:
             raise AccessDeniedError(f"invalid bucket name {bucket!r}")
-        path = self.root / bucket
-        if not path.is_dir() or path.is_symlink():
-            raise ObjectNotFoundError(f"no such bucket: {bucket}", code="NoSuchBucket")
-        return path
+        for bucket_set in self._lookup:
+            store = bucket_set.bucket(bucket)
+            if store is not None:
+                return store
+        raise ObjectNotFoundError(f"no such bucket: {bucket}", code="NoSuchBucket")
+
+    def bucket_set(self, bucket: str) -> BucketSet:
+        """The location a new bucket ``bucket`` would be created in (the first one)."""
+        return self.sets[0]
 
     def bucket_config(self, bucket: str) -> BucketConfig:
         """The bucket's table configuration (empty when it has none)."""
-        path = self.bucket_path(bucket) / BUCKET_CONFIG
-        if not path.is_file() or path.is_symlink():
+        text = self.store(bucket).config_text()
+        if text is None:
             return BucketConfig()
-        return BucketConfig.parse(path.read_text(encoding="utf-8"), f"{bucket}/{BUCKET_CONFIG}")
+        return BucketConfig.parse(text, f"{bucket}/{BUCKET_CONFIG}")
 
     def object(self, bucket: str, key: str) -> ObjectInfo:
-        """Resolve one object, refusing ``..``, absolute paths, NUL bytes and symlinks out."""
-        base = self.bucket_path(bucket)
-        _check_name("key", key)
-        if any(part.startswith(".") for part in key.split("/")):
-            # dotfiles (the bucket configuration among them) are not objects, as in listings
-            raise ObjectNotFoundError(f"no such key: {bucket}/{key}")
-        path = base.joinpath(*key.split("/"))
-        try:
-            resolved = path.resolve(strict=True)
-            st = resolved.stat()
-        except (FileNotFoundError, NotADirectoryError):
-            raise ObjectNotFoundError(f"no such key: {bucket}/{key}") from None
-        except RuntimeError:  # pathlib's "Symlink loop"
-            raise ObjectNotFoundError(f"no such key: {bucket}/{key} (a symlink loop)") from None
-        except OSError as exc:
-            kind, code = _LOOKUP_ERRORS.get(exc.errno or 0, (ObjectNotFoundError, "NoSuchKey"))
-            raise kind(f"{bucket}/{key}: {exc.strerror}", code=code) from None
-        if not resolved.is_relative_to(base.resolve()):
-            raise AccessDeniedError(f"object {bucket}/{key} points outside its bucket")
-        if not stat.S_ISREG(st.st_mode):
-            raise ObjectNotFoundError(f"no such key: {bucket}/{key}")
-        fmt, compression, json_lines = describe_key(key)
-        return ObjectInfo(bucket, key, resolved, st.st_size, st.st_mtime_ns, fmt, compression,
-                          json_lines)
+        """Resolve one object (refusing names that could leave its bucket)."""
+        store = self.store(bucket)
+        return _info(bucket, store, store.head(key))
 
     def list_page(self, bucket: str, prefix: str = "", start_after: str = "",
                   max_keys: int = 1000) -> ObjectPage:
@@ -296,24 +267,15 @@ class Catalog:
 
     def objects(self, bucket: str, prefix: str = "") -> Iterator[ObjectInfo]:
         """Objects of ``bucket`` whose key starts with ``prefix``, in key order."""
-        base = self.bucket_path(bucket)
-        if prefix and ("\x00" in prefix or prefix.startswith("/") or ".." in prefix.split("/")):
-            raise AccessDeniedError(f"invalid prefix {prefix!r}")
-        keys: list[str] = []
-        for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-            rel = Path(dirpath).relative_to(base).as_posix()
-            for name in filenames:
-                if name.startswith("."):
-                    continue
-                key = name if rel == "." else f"{rel}/{name}"
-                if key.startswith(prefix):
-                    keys.append(key)
-        for key in sorted(keys):
-            try:
-                yield self.object(bucket, key)
-            except (ObjectNotFoundError, AccessDeniedError, InvalidRequestError):
-                continue  # vanished, a link out or a loop, an unusable name: not listed
+        store = self.store(bucket)
+        for stored in store.list(prefix):
+            yield _info(bucket, store, stored)
+
+
+def _info(bucket: str, store: BucketStore, stored: StoredObject) -> ObjectInfo:
+    fmt, compression, json_lines = describe_key(stored.key)
+    return ObjectInfo(bucket, stored.key, stored.size, stored.mtime_ns, stored.version, fmt,
+                      compression, json_lines, store, stored.etag)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,15 @@
-"""The cluster description: which storage node holds which buckets and key prefixes.
+"""The cluster description: the nodes, and which node holds which buckets and key prefixes.
 
 One JSON file, shared by every node of a cluster (``flight-select serve --cluster FILE
---node NAME``)::
+--node NAME``). Two kinds (docs/cluster.md says when to choose which):
+
+* a **fleet** lists nodes only: every node reads the same data (an object store's buckets,
+  ``--data s3://...``), any node plans and serves any endpoint, and each endpoint is assigned
+  to nodes by rendezvous hashing (:meth:`ClusterDescription.rendezvous`);
+* a cluster with **holdings** (below) gives each node its own local data: a holding's nodes hold
+  full copies of it, owner first.
+
+::
 
     {
       "nodes": [
@@ -25,6 +33,7 @@ library would add a dependency for a dozen checks).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -134,10 +143,24 @@ class ClusterDescription:
             raise ClusterFileError(f"{where}: not JSON ({exc})") from None
         top = _known_keys(document, _TOP_KEYS, where)
         nodes = _nodes(_list(top, "nodes", where), where)
-        holdings = _holdings(_list(top, "holdings", where), nodes, where)
+        holdings = (_holdings(_list(top, "holdings", where), nodes, where)
+                    if "holdings" in top else ())  # no holdings: a fleet
         timeouts = {name: _positive(top, name, default, where)
                     for name, default in (("peer_timeout_s", 5.0), ("peer_check_s", 10.0))}
         return cls(nodes, holdings, **timeouts)
+
+    @property
+    def is_fleet(self) -> bool:
+        """True when the file lists no holdings: every node reads the same data."""
+        return not self.holdings
+
+    def rendezvous(self, key: str) -> list[str]:
+        """Every node's name, in rendezvous (highest random weight) order for ``key``: the
+        first is the node ``key`` is assigned to, and removing a node moves only its keys."""
+        def weight(node: str) -> bytes:
+            return hashlib.blake2b(f"{node}\0{key}".encode(), digest_size=8).digest()
+
+        return sorted(self.nodes, key=weight, reverse=True)
 
     def node(self, name: str) -> ClusterNode:
         """The node called ``name``.

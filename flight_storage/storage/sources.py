@@ -1,17 +1,30 @@
-"""Where an object's bytes come from: a file under the data root, or bytes in memory.
+"""Where an object's bytes come from, as the engine sees them: a stored object, a file, or bytes
+in memory.
 
-Text readers stream with :meth:`open`; Parquet reads row groups at their offsets, possibly from
-several threads at once, so it asks for :func:`random_access`, a file with positioned reads.
+Text readers stream with :meth:`ObjectSource.open`; Parquet reads row groups at their offsets,
+possibly from several threads at once, so it asks for :func:`random_access`, a file with
+positioned reads. DataFusion's own readers need more than bytes: a URL it can read and, for an
+object store, the store registered in its session (:class:`DataFusionLocation`, from
+:func:`datafusion_location`). Facts computed from an object (surveys, plans) are cached under
+:func:`version_key`, which changes whenever the object's content may have.
 """
 
 from __future__ import annotations
 
 import io
+import os
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 import pyarrow as pa
+
+from flight_storage.storage.catalog import ObjectInfo
+from flight_storage.storage.folder_store import FolderBucket, file_version
+
+if TYPE_CHECKING:
+    from datafusion import SessionContext
 
 
 class ObjectSource(Protocol):
@@ -34,8 +47,60 @@ class ObjectSource(Protocol):
 
 
 @dataclass(frozen=True)
+class DataFusionLocation:
+    """How DataFusion's own readers reach an object.
+
+    Attributes:
+        url: the path or URL given to ``register_csv``/``register_parquet``.
+        register: makes ``url`` readable in a session (registers its object store).
+        local: the bytes are on this machine (a whole-object pass costs a disk read, not a
+            download: planning may survey them).
+    """
+
+    url: str
+    register: Callable[[SessionContext], None]
+    local: bool
+
+
+def _nothing_to_register(ctx: SessionContext) -> None:
+    """Local files need no object store."""
+
+
+@dataclass(frozen=True)
+class StoredSource:
+    """An object of a bucket, read through its store (``stores.py``)."""
+
+    info: ObjectInfo
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    @property
+    def size(self) -> int:
+        return self.info.size
+
+    def open(self) -> BinaryIO:
+        return self.info.store.open(self.info.stored)
+
+    def open_random_access(self) -> pa.NativeFile:
+        """A file for positioned reads (several readers may share it safely)."""
+        return self.info.store.open_random_access(self.info.stored)
+
+    @property
+    def version_key(self) -> Hashable:
+        return (self.info.store.description, self.info.key, self.info.version)
+
+    @property
+    def datafusion(self) -> DataFusionLocation:
+        store = self.info.store
+        return DataFusionLocation(store.datafusion_url(self.info.stored), store.register,
+                                  isinstance(store, FolderBucket))
+
+
+@dataclass(frozen=True)
 class FileSource:
-    """An object stored as a file."""
+    """A file that is no bucket's object (the local CLI, tests)."""
 
     path: Path
     name: str
@@ -47,6 +112,14 @@ class FileSource:
     def open_random_access(self) -> pa.NativeFile:
         """A file for positioned reads (several readers may share it safely)."""
         return pa.OSFile(str(self.path))
+
+    @property
+    def version_key(self) -> Hashable:
+        return (str(self.path), file_version(os.stat(self.path)))
+
+    @property
+    def datafusion(self) -> DataFusionLocation:
+        return DataFusionLocation(str(self.path), _nothing_to_register, True)
 
 
 @dataclass(frozen=True)
@@ -77,7 +150,16 @@ def random_access(source: ObjectSource) -> pa.NativeFile:
         return pa.BufferReader(stream.read())
 
 
-def local_path(source: ObjectSource) -> Path | None:
-    """The file holding ``source``'s bytes, when it is one (DataFusion's readers need it)."""
-    path = getattr(source, "path", None)
-    return path if isinstance(path, Path) else None
+def datafusion_location(source: ObjectSource) -> DataFusionLocation | None:
+    """How DataFusion reaches ``source`` itself, or None (bytes in memory)."""
+    location: Any = getattr(source, "datafusion", None)
+    return location if isinstance(location, DataFusionLocation) else None
+
+
+def version_key(source: ObjectSource) -> Hashable | None:
+    """What identifies ``source``'s current content (None: nothing to cache by).
+
+    Raises:
+        OSError: a file source that can no longer be stat'ed.
+    """
+    return getattr(source, "version_key", None)

@@ -145,3 +145,18 @@ def test_serve_help_says_nodes_share_the_secret_and_users() -> None:
     result = _serve("--help")
     text = " ".join(result.stdout.split())
     assert "same --ticket-secret-file and the same --auth users file" in text
+
+
+def test_a_file_without_holdings_is_a_fleet_with_rendezvous_assignment() -> None:
+    fleet = _parse({"nodes": _document()["nodes"]})
+    assert fleet.is_fleet and not _parse(_document()).is_fleet
+    keys = [f"sales/orders/{i}.csv#{r}" for i in range(300) for r in range(3)]
+    orders = {k: fleet.rendezvous(k) for k in keys}
+    assert all(sorted(o) == ["a", "b", "c"] for o in orders.values())
+    assert orders == {k: fleet.rendezvous(k) for k in keys}  # the same on every node
+    firsts = [o[0] for o in orders.values()]
+    assert all(firsts.count(n) > len(keys) / 6 for n in "abc")  # spread over every node
+    # without node c, only c's keys move, each to the node next in its own order
+    smaller = _parse({"nodes": _document()["nodes"][:2]})
+    for key, order in orders.items():
+        assert smaller.rendezvous(key) == [n for n in order if n != "c"]

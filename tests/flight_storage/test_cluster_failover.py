@@ -9,6 +9,7 @@ open on node a when a is killed.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -103,3 +104,32 @@ def test_without_a_live_holder_the_error_names_the_endpoint_and_the_nodes(nodes:
     message = str(info.value)
     assert "endpoint #0" in message, message
     assert nodes.locations["a"] in message and nodes.locations["b"] in message, message
+
+
+def test_a_replica_whose_copy_differs_is_refused_naming_both_nodes(nodes: Nodes,
+                                                                   tmp_path: Path) -> None:
+    """Replica b's copy has other bytes but the owner's size and modification time (what
+    ``cp -p`` or ``rsync -t`` of a divergent file leaves): a stream resumed there must fail
+    with PreconditionFailed naming both nodes, never continue with b's rows."""
+    copy = tmp_path / "b" / "big" / "rows.csv"
+    before = copy.stat()
+    data = bytearray(copy.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + (4 << 20)] = bytes(
+        b if b in b",\n" else ord("9") for b in data[middle:middle + (4 << 20)])
+    copy.write_bytes(bytes(data))
+    os.utime(copy, ns=(before.st_atime_ns, before.st_mtime_ns))
+    options = ConnectionOptions(nodes.locations["c"], timeout_s=120, stall_timeout_s=10)
+    with FlightSelectClient(options) as client:
+        plan = client.execute(SQL)
+        first = client.read(plan.endpoints[0])
+        batches = [next(first)]
+        nodes.processes["a"].process.kill()
+        nodes.processes["a"].process.wait(10)
+        with pytest.raises(ClientError) as info:
+            batches.extend(first)
+            for endpoint in plan.endpoints[1:]:
+                batches.extend(client.read(endpoint))
+    message = str(info.value)
+    assert "PreconditionFailed" in message, message
+    assert "node b" in message and "node a" in message, message

@@ -29,7 +29,7 @@ def _read_to_the_end(reader: flight.FlightStreamReader) -> None:
     ('SELECT * FROM "b"."rows.csv" LIMIT 400000', 1),  # LIMIT: one ordered endpoint
     ('SELECT * FROM "b"."rows.csv"', None),
 ])
-@pytest.mark.parametrize("change", ["truncate", "replace"])
+@pytest.mark.parametrize("change", ["truncate", "replace", "rewrite_in_place"])
 def test_object_changed_mid_stream_fails_the_stream(tmp_path: Path, query: str,
                                                     endpoints: int | None, change: str) -> None:
     path = tmp_path / "b" / "rows.csv"
@@ -47,6 +47,18 @@ def test_object_changed_mid_stream_fails_the_stream(tmp_path: Path, query: str,
         if change == "truncate":
             with path.open("r+b") as handle:
                 handle.truncate(path.stat().st_size // 3)
+        elif change == "rewrite_in_place":
+            # 4 MiB of other records of the same length, the size and mtime left as they were
+            # (what `cp -p`/`rsync -t` of a divergent file does): only the change time moves
+            before = path.stat()
+            with path.open("r+b") as handle:
+                handle.seek(before.st_size // 2)
+                chunk = handle.read(4 << 20)
+                handle.seek(before.st_size // 2)
+                handle.write(bytes(b if b in b",\n" else ord("9") for b in chunk))
+            os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+            assert (path.stat().st_size, path.stat().st_mtime_ns) == (before.st_size,
+                                                                       before.st_mtime_ns)
         else:
             replacement = path.with_suffix(".new")
             replacement.write_bytes(path.read_bytes())

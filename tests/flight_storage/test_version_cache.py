@@ -1,13 +1,16 @@
-"""The per-object-version cache both native readers keep their verdicts in."""
+"""The per-object-version cache both native readers keep their verdicts in, and the version of
+a file it is keyed by (``storage.sources.version_key``)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Hashable
 from pathlib import Path
 
 import pytest
 
-from flight_storage.execution.version_cache import VersionCache
+from flight_storage.storage.sources import FileSource, version_key
+from flight_storage.storage.version_cache import VersionCache
 
 
 def _file(tmp_path: Path, name: str, data: bytes = b"x") -> Path:
@@ -16,43 +19,53 @@ def _file(tmp_path: Path, name: str, data: bytes = b"x") -> Path:
     return path
 
 
+def _version(path: Path) -> Hashable:
+    return version_key(FileSource(path, path.name, path.stat().st_size))
+
+
 def test_a_value_is_computed_once_per_version(tmp_path: Path) -> None:
     path = _file(tmp_path, "a")
     cache: VersionCache[str] = VersionCache()
-    assert [cache.get(path, lambda: "first") for _ in range(3)] == ["first"] * 3
+    assert [cache.get(_version(path), lambda: "first") for _ in range(3)] == ["first"] * 3
     assert cache.computed == 1
 
 
-@pytest.mark.parametrize("change", ["size", "mtime", "inode"])
+@pytest.mark.parametrize("change", ["size", "mtime", "inode", "content"])
 def test_a_new_version_is_computed_again(tmp_path: Path, change: str) -> None:
-    path = _file(tmp_path, "a")
+    path = _file(tmp_path, "a", b"xy")
     cache: VersionCache[str] = VersionCache()
-    assert cache.get(path, lambda: "old") == "old"
+    assert cache.get(_version(path), lambda: "old") == "old"
     stat = path.stat()
     if change == "size":
-        path.write_bytes(b"xy")
+        path.write_bytes(b"xyz")
         os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     elif change == "mtime":
         os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))
-    else:  # replaced by another file of the same size and time: a new inode
-        other = _file(tmp_path, "b")
+    elif change == "inode":  # replaced by another file of the same size and time
+        other = _file(tmp_path, "b", b"xy")
         os.utime(other, ns=(stat.st_atime_ns, stat.st_mtime_ns))
         os.replace(other, path)
-    assert cache.get(path, lambda: "new") == "new"
+    else:  # rewritten in place: same size, same inode, the modification time restored
+        with open(path, "r+b") as handle:
+            handle.write(b"zz")
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        assert (path.stat().st_size, path.stat().st_mtime_ns, path.stat().st_ino) == (
+            stat.st_size, stat.st_mtime_ns, stat.st_ino)
+    assert cache.get(_version(path), lambda: "new") == "new"
     assert cache.computed == 2
 
 
 def test_extra_key_parts_are_separate_entries(tmp_path: Path) -> None:
-    path = _file(tmp_path, "a")
+    version = _version(_file(tmp_path, "a"))
     cache: VersionCache[str] = VersionCache()
-    assert cache.get(path, lambda: "comma", ",") == "comma"
-    assert cache.get(path, lambda: "tab", "\t") == "tab"
-    assert cache.get(path, lambda: "other", ",") == "comma"
+    assert cache.get(version, lambda: "comma", ",") == "comma"
+    assert cache.get(version, lambda: "tab", "\t") == "tab"
+    assert cache.get(version, lambda: "other", ",") == "comma"
     assert cache.computed == 2
 
 
 def test_the_least_recently_used_entry_goes_first(tmp_path: Path) -> None:
-    a, b, c = (_file(tmp_path, name) for name in "abc")
+    a, b, c = (_version(_file(tmp_path, name)) for name in "abc")
     cache: VersionCache[str] = VersionCache(max_entries=2)
     cache.get(a, lambda: "a")
     cache.get(b, lambda: "b")
@@ -65,20 +78,20 @@ def test_the_least_recently_used_entry_goes_first(tmp_path: Path) -> None:
 
 
 def test_a_failed_computation_is_not_cached(tmp_path: Path) -> None:
-    path = _file(tmp_path, "a")
+    version = _version(_file(tmp_path, "a"))
     cache: VersionCache[str] = VersionCache()
 
     def fail() -> str:
         raise OSError("unreadable")
 
     with pytest.raises(OSError, match="unreadable"):
-        cache.get(path, fail)
-    assert cache.get(path, lambda: "read") == "read"
+        cache.get(version, fail)
+    assert cache.get(version, lambda: "read") == "read"
     assert cache.computed == 1
 
 
-def test_a_missing_file_raises_and_an_empty_bound_is_refused(tmp_path: Path) -> None:
+def test_a_missing_file_has_no_version_and_an_empty_bound_is_refused(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
-        VersionCache[str]().get(tmp_path / "missing", lambda: "never")
+        version_key(FileSource(tmp_path / "missing", "missing", 0))
     with pytest.raises(ValueError, match="at least 1"):
         VersionCache[str](max_entries=0)

@@ -1,42 +1,41 @@
-"""One bounded, thread-safe cache of facts computed from a file, kept per object version.
+"""One bounded, thread-safe cache of facts computed from an object, kept per object version.
 
 The native readers decide per object whether DataFusion reads it as the reference does (the
 CSV survey, the Parquet NaN survey). Both verdicts cost a pass over the object and stay true
-until the object changes, so both are kept here, keyed by the object's version: its path,
-size, modification time (ns) and inode, plus whatever else the verdict depends on (the read
-options). A rewritten object gets a new key and is computed again; the least recently used
+until the object changes, so both are kept here, keyed by the object's version
+(:func:`flight_storage.storage.sources.version_key`: its store's content identity, or a file's
+inode, change time, size and modification time) plus whatever else the verdict depends on (the
+read options). A rewritten object gets a new key and is computed again; the least recently used
 entries go first once ``max_entries`` are held.
 
-Hand-written because ``functools.lru_cache`` keys on the arguments only (it cannot see that a
-file changed) and is one cache per function, where each engine needs its own.
+Hand-written because ``functools.lru_cache`` keys on the arguments only (it cannot see that an
+object changed) and is one cache per function, where each engine needs its own.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from pathlib import Path
 from typing import Generic, TypeVar
 
 Value = TypeVar("Value")
 
 
 class VersionCache(Generic[Value]):
-    """Values computed from a file, at most once per version of that file.
+    """Values computed from an object, at most once per version of that object.
 
     Two threads that miss on the same key at once may both compute; the value is a pure
-    function of the file's contents, so either result is right and the last one is kept.
+    function of the object's contents, so either result is right and the last one is kept.
 
     Args:
         max_entries: values kept; the least recently used go first.
 
     Example:
         >>> cache: VersionCache[int] = VersionCache(max_entries=2)
-        >>> cache.get(Path(__file__), lambda: 1)
+        >>> cache.get(("sales/a.csv", "v1"), lambda: 1)
         1
-        >>> cache.get(Path(__file__), lambda: 2), cache.computed
+        >>> cache.get(("sales/a.csv", "v1"), lambda: 2), cache.computed
         (1, 1)
     """
 
@@ -53,19 +52,19 @@ class VersionCache(Generic[Value]):
         with self._lock:
             return len(self._entries)
 
-    def get(self, path: Path, compute: Callable[[], Value], *extra: Hashable) -> Value:
-        """The value for ``path`` as it is now (and ``extra``), computing it on a miss.
+    def get(self, version: Hashable, compute: Callable[[], Value], *extra: Hashable) -> Value:
+        """The value for the object version ``version`` (and ``extra``), computing it on a
+        miss.
 
         Args:
-            path: the file the value is computed from; its current version is part of the key.
+            version: the object's version key (``storage.sources.version_key``).
             compute: computes the value (called without the lock held).
             *extra: anything else the value depends on.
 
         Raises:
-            OSError: ``path`` cannot be stat'ed. Whatever ``compute`` raises is not cached.
+            Whatever ``compute`` raises (not cached).
         """
-        stat = os.stat(path)
-        key = (str(path), stat.st_size, stat.st_mtime_ns, stat.st_ino, *extra)
+        key = (version, *extra)
         with self._lock:
             if key in self._entries:
                 self._entries.move_to_end(key)

@@ -1,0 +1,327 @@
+"""Buckets that are folders of this machine; names never leave the bucket's folder.
+
+``FolderBuckets(root)`` serves every top-level folder of ``root`` as a bucket (the data
+directory of ``flight-select serve --data DIR``); ``FolderBuckets.single(name, folder)`` serves
+one folder as bucket ``name`` (``--data NAME=DIR``). An object is a regular file below its
+bucket's folder, named by its ``/``-separated path; dotfiles and dot-folders are never objects
+(the bucket configuration ``.flight-select.json`` among them), and a symbolic link that points
+out of the bucket is refused.
+
+A file's version is ``f:<inode>:<ctime ns>:<size>:<mtime ns>``: its change time moves on every
+write and cannot be set back by ``touch``, ``cp -p`` or ``rsync -t``, so content cannot change
+under the same version (a rewrite in place with the old modification time restored changes it).
+That identity is this machine's own: a copy on another machine has another inode. Where copies
+must be recognised as equal (the replicas of a cluster's holdings, docs/cluster.md), buckets are
+served with ``content_versions``: the version is ``sha256:<digest of the bytes>``, computed once
+per file identity (:class:`~flight_storage.storage.version_cache.VersionCache`), so a replica
+whose bytes differ, whatever its size and times, is a different version.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
+
+import pyarrow as pa
+
+from flight_storage.errors import (
+    AccessDeniedError,
+    InvalidRequestError,
+    ObjectNotFoundError,
+    StaleTicketError,
+    StorageError,
+)
+from flight_storage.storage.stores import StoredObject
+from flight_storage.storage.version_cache import VersionCache
+
+if TYPE_CHECKING:
+    from datafusion import SessionContext
+
+BUCKET_CONFIG = ".flight-select.json"
+
+MAX_KEY_BYTES = 1024
+"""S3's limit on a key's UTF-8 length."""
+
+# errno -> (error class, S3 code) for a key whose file cannot be looked up
+_LOOKUP_ERRORS: dict[int, tuple[type[StorageError], str]] = {
+    errno.ENAMETOOLONG: (InvalidRequestError, "KeyTooLongError"),
+    errno.ELOOP: (ObjectNotFoundError, "NoSuchKey"),
+    errno.EACCES: (AccessDeniedError, "AccessDenied"),
+    errno.EPERM: (AccessDeniedError, "AccessDenied"),
+}
+
+
+def check_name(kind: str, name: str) -> None:
+    """Refuse names that could leave a folder or that S3 would refuse.
+
+    Raises:
+        AccessDeniedError: empty, absolute, ``..``/``.`` parts, NUL or backslash.
+        InvalidRequestError: not UTF-8 (``InvalidArgument``) or over 1,024 bytes.
+    """
+    if not name or "\x00" in name or name.startswith("/") or "\\" in name:
+        raise AccessDeniedError(f"invalid {kind} name {name!r}")
+    parts = name.split("/")
+    if any(part in ("", ".", "..") for part in parts):
+        raise AccessDeniedError(f"invalid {kind} name {name!r}")
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidRequestError(f"{kind} name {name!r} is not valid UTF-8",
+                                  code="InvalidArgument") from None
+    if size > MAX_KEY_BYTES:
+        raise InvalidRequestError(f"{kind} name is {size} bytes; the limit is {MAX_KEY_BYTES}",
+                                  code="KeyTooLongError")
+
+
+def file_version(st: os.stat_result) -> str:
+    """The version of a file as :func:`os.stat` sees it (see the module's docstring)."""
+    return f"f:{st.st_ino}:{st.st_ctime_ns}:{st.st_size}:{st.st_mtime_ns}"
+
+
+_DIGESTS: VersionCache[str] = VersionCache(max_entries=65536)
+"""Content digests by file identity, for every bucket of the process."""
+
+
+def content_version(path: Path, st: os.stat_result) -> str:
+    """``sha256:<hex>`` of the file's bytes, computed once per file identity."""
+
+    def digest() -> str:
+        with open(path, "rb") as handle:
+            return "sha256:" + hashlib.file_digest(handle, "sha256").hexdigest()
+
+    return _DIGESTS.get((st.st_dev, file_version(st)), digest)
+
+
+class FolderBucket:
+    """One bucket stored as a folder.
+
+    Args:
+        name: the bucket's name (for messages).
+        folder: its folder; every file handed out is inside it.
+        content_versions: versions are digests of the bytes (equal on every copy), not the
+            file's identity on this machine.
+    """
+
+    writable = True
+
+    def __init__(self, name: str, folder: Path, *, content_versions: bool = False) -> None:
+        self.name = name
+        self.folder = folder
+        self._resolved = folder.resolve()
+        self.content_versions = content_versions
+
+    def _version(self, path: Path, st: os.stat_result) -> str:
+        return content_version(path, st) if self.content_versions else file_version(st)
+
+    @property
+    def description(self) -> str:
+        return str(self.folder)
+
+    # ------------------------------------------------------------------ reading
+    def path(self, key: str) -> Path:
+        """The file of ``key`` as it is now, refusing ``..``, absolute paths, NUL bytes,
+        dotfiles and links out of the bucket."""
+        check_name("key", key)
+        if any(part.startswith(".") for part in key.split("/")):
+            raise ObjectNotFoundError(f"no such key: {self.name}/{key}")
+        path = self.folder.joinpath(*key.split("/"))
+        try:
+            resolved = path.resolve(strict=True)
+        except (FileNotFoundError, NotADirectoryError):
+            raise ObjectNotFoundError(f"no such key: {self.name}/{key}") from None
+        except RuntimeError:  # pathlib's "Symlink loop"
+            raise ObjectNotFoundError(f"no such key: {self.name}/{key} (a symlink loop)") from None
+        except OSError as exc:
+            kind, code = _LOOKUP_ERRORS.get(exc.errno or 0, (ObjectNotFoundError, "NoSuchKey"))
+            raise kind(f"{self.name}/{key}: {exc.strerror}", code=code) from None
+        if not resolved.is_relative_to(self._resolved):
+            raise AccessDeniedError(f"object {self.name}/{key} points outside its bucket")
+        return resolved
+
+    def head(self, key: str) -> StoredObject:
+        path = self.path(key)
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            raise ObjectNotFoundError(f"no such key: {self.name}/{key}") from None
+        except OSError as exc:
+            kind, code = _LOOKUP_ERRORS.get(exc.errno or 0, (ObjectNotFoundError, "NoSuchKey"))
+            raise kind(f"{self.name}/{key}: {exc.strerror}", code=code) from None
+        if not stat.S_ISREG(st.st_mode):
+            raise ObjectNotFoundError(f"no such key: {self.name}/{key}")
+        return StoredObject(key, st.st_size, st.st_mtime_ns, self._version(path, st))
+
+    def list(self, prefix: str = "") -> Iterator[StoredObject]:
+        if prefix and ("\x00" in prefix or prefix.startswith("/") or ".." in prefix.split("/")):
+            raise AccessDeniedError(f"invalid prefix {prefix!r}")
+        keys: list[str] = []
+        for dirpath, dirnames, filenames in os.walk(self.folder, followlinks=False):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            rel = Path(dirpath).relative_to(self.folder).as_posix()
+            for name in filenames:
+                if name.startswith("."):
+                    continue
+                key = name if rel == "." else f"{rel}/{name}"
+                if key.startswith(prefix):
+                    keys.append(key)
+        for key in sorted(keys):
+            try:
+                yield self.head(key)
+            except (ObjectNotFoundError, AccessDeniedError, InvalidRequestError):
+                continue  # vanished, a link out or a loop, an unusable name: not listed
+
+    def _current(self, obj: StoredObject) -> Path:
+        path = self.path(obj.key)
+        try:
+            version = self._version(path, path.stat())
+        except OSError:
+            version = ""
+        if version != obj.version:
+            raise StaleTicketError(
+                f"{self.name}/{obj.key} changed after the query was planned; plan it again",
+                code="PreconditionFailed")
+        return path
+
+    def open(self, obj: StoredObject, start: int = 0) -> BinaryIO:
+        stream = open(self._current(obj), "rb")  # noqa: SIM115 - the caller closes it
+        if start:
+            stream.seek(start)
+        return stream
+
+    def open_random_access(self, obj: StoredObject) -> pa.NativeFile:
+        return pa.OSFile(str(self._current(obj)))
+
+    def datafusion_url(self, obj: StoredObject) -> str:
+        return str(self.path(obj.key))
+
+    def register(self, ctx: SessionContext) -> None:
+        """Local files need no object store."""
+
+    def config_text(self) -> str | None:
+        path = self.folder / BUCKET_CONFIG
+        if not path.is_file() or path.is_symlink():
+            return None
+        return path.read_text(encoding="utf-8")
+
+    def created_ns(self) -> int:
+        try:
+            return self.folder.stat().st_mtime_ns
+        except OSError:
+            return 0
+
+    # ------------------------------------------------------------------ writing
+    def new_path(self, key: str) -> Path:
+        """Where ``key`` is written: inside the bucket, never through a dot-folder or link.
+
+        Raises:
+            AccessDeniedError: a name that could leave the bucket or that names a hidden file.
+        """
+        check_name("key", key)
+        parts = key.split("/")
+        if any(p.startswith(".") for p in parts):
+            raise AccessDeniedError(f"invalid key name {key!r}")
+        path = self._resolved.joinpath(*parts)
+        probe = path.parent
+        while probe != self._resolved:  # no existing link on the way down
+            if probe.is_symlink():
+                raise AccessDeniedError(f"key {key!r} passes a symbolic link")
+            probe = probe.parent
+        if path.is_symlink() or path.is_dir():
+            raise AccessDeniedError(f"key {key!r} names a link or a folder")
+        return path
+
+    def temporary_folder(self) -> Path | None:
+        return self._resolved
+
+    def put_file(self, key: str, file: Path, size: int) -> StoredObject:
+        """Rename ``file`` over ``key`` (running scans keep the old inode)."""
+        path = self.new_path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(file, path)
+        return self.head(key)
+
+    def delete(self, key: str) -> None:
+        """Remove ``key`` and the folders it leaves empty."""
+        try:
+            path = self.path(key)
+        except ObjectNotFoundError:
+            return
+        path.unlink(missing_ok=True)
+        folder = path.parent
+        while folder != self._resolved and not any(folder.iterdir()):
+            folder.rmdir()
+            folder = folder.parent
+
+
+class FolderBuckets:
+    """Every top-level folder of ``root`` as a bucket (or, :meth:`single`, one folder).
+
+    Args:
+        root: the data directory.
+
+    Raises:
+        InvalidRequestError: ``root`` is not a folder (it names a file, or nothing).
+    """
+
+    def __init__(self, root: Path, *, only: str | None = None,
+                 content_versions: bool = False) -> None:
+        if not root.is_dir():
+            what = "a file" if root.exists() else "not found"
+            raise InvalidRequestError(f"--data {root}: {what}; give a folder of buckets")
+        self.root = root.resolve(strict=True)
+        self._only = only
+        self.content_versions = content_versions
+
+    @classmethod
+    def single(cls, name: str, folder: Path, *, content_versions: bool = False
+               ) -> FolderBuckets:
+        """``folder`` itself as the one bucket ``name``."""
+        check_name("bucket", name)
+        return cls(folder, only=name, content_versions=content_versions)
+
+    @property
+    def description(self) -> str:
+        return str(self.root) if self._only is None else f"{self._only}={self.root}"
+
+    def names(self) -> list[str]:
+        if self._only is not None:
+            return [self._only]
+        return sorted(
+            entry.name
+            for entry in os.scandir(self.root)
+            if entry.is_dir(follow_symlinks=False) and not entry.name.startswith(".")
+        )
+
+    def bucket(self, name: str) -> FolderBucket | None:
+        if self._only is not None:
+            return (FolderBucket(name, self.root, content_versions=self.content_versions)
+                    if name == self._only else None)
+        check_name("bucket", name)
+        if "/" in name or name.startswith("."):
+            raise AccessDeniedError(f"invalid bucket name {name!r}")
+        path = self.root / name
+        if not path.is_dir() or path.is_symlink():
+            return None
+        return FolderBucket(name, path, content_versions=self.content_versions)
+
+    def create_bucket(self, name: str) -> None:
+        if self._only is not None:
+            raise InvalidRequestError(f"{self.description} serves one bucket; it holds no others")
+        (self.root / name).mkdir()
+
+    def delete_bucket(self, name: str) -> None:
+        bucket = self.bucket(name)
+        if bucket is None:
+            raise ObjectNotFoundError(f"no such bucket: {name}", code="NoSuchBucket")
+        if self._only is not None:
+            raise InvalidRequestError(f"{self.description} is served as a bucket; it cannot be "
+                                      "deleted through the server")
+        for entry in os.scandir(bucket.folder):
+            if entry.is_file(follow_symlinks=False) and entry.name.startswith("."):
+                os.unlink(entry.path)
+        bucket.folder.rmdir()

@@ -1,0 +1,516 @@
+"""Buckets of an S3-compatible object store (AWS S3, Ceph RGW, SeaweedFS, MinIO, RustFS, ...).
+
+``S3Buckets(connection)`` serves every bucket the credentials can list (``--data s3://``);
+``S3Buckets(connection, bucket=..., prefix=...)`` serves one bucket, or the keys under a prefix
+of it (``--data s3://BUCKET/PREFIX``), under the bucket's name or one given
+(``--data NAME=s3://...``). Endpoint, region and credentials follow the conventions of the AWS
+SDKs (``AWS_ENDPOINT_URL_S3``/``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``,
+``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_REGION``, ``AWS_PROFILE`` and the
+shared config files), resolved once by botocore; ``serve`` flags override the endpoint, region
+and profile. Secrets are never logged or put in an error.
+
+Three well-kept clients read a store, each where it fits, and no HTTP is written here:
+
+| who | reads with | for |
+|---|---|---|
+| listings, HEAD, config, writes, the reference readers' streams | boto3 | structured errors, retries with back-off, ``If-Match`` on every GET |
+| Parquet footers and row groups (the reference reader) | ``pyarrow.fs.S3FileSystem`` | positioned, concurrent ranged reads in C++ |
+| DataFusion's own CSV and Parquet readers | ``datafusion.object_store.AmazonS3`` | DataFusion's ranged reads |
+
+An object's version is ``etag:<ETag>:<size>:<last-modified ns>``. Every stream this module
+opens is a ranged GET with ``If-Match: <ETag>``, so a rewrite between planning and reading, or
+while reading, answers ``PreconditionFailed`` instead of bytes of another version; DataFusion's
+and pyarrow's reads are checked against the version before and after (the engine's streams).
+
+Bounds: botocore's standard retry mode (``max_attempts`` tries, exponential back-off with
+jitter, on throttling such as 503 ``SlowDown`` and on connection errors; never on 403),
+``connect_timeout_s`` and ``read_timeout_s`` per request; a store still failing after them is
+``ServiceUnavailable`` naming the endpoint.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
+
+import pyarrow as pa
+
+from flight_storage.errors import (
+    AccessDeniedError,
+    InvalidRequestError,
+    ObjectNotFoundError,
+    StaleTicketError,
+    StorageError,
+    StoreUnavailableError,
+)
+from flight_storage.storage.folder_store import BUCKET_CONFIG, check_name
+from flight_storage.storage.stores import StoredObject
+
+if TYPE_CHECKING:
+    from datafusion import SessionContext
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_S3_BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+"""S3's bucket naming rule (3-63 lower-case letters, digits, dots and hyphens)."""
+
+_CONFIG_TTL_S = 1.0
+"""A bucket's configuration is fetched at most once a second (a query's GetFlightInfo and its
+DoGets read it within one)."""
+
+
+@dataclass(frozen=True)
+class S3Settings:
+    """How to reach an object store; what is None comes from the AWS conventions.
+
+    Attributes:
+        endpoint_url: the store's URL (``http://127.0.0.1:8333``); None: botocore's
+            (``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``, the profile, or AWS itself).
+        region: the signing region; None: ``AWS_REGION``, the profile, or ``us-east-1``.
+        profile: a profile of the shared AWS config files; None: ``AWS_PROFILE`` or default.
+        connect_timeout_s: seconds to connect, per try.
+        read_timeout_s: seconds to wait for bytes, per try.
+        max_attempts: tries of one request (throttling and connection errors are retried).
+    """
+
+    endpoint_url: str | None = None
+    region: str | None = None
+    profile: str | None = None
+    connect_timeout_s: float = 5.0
+    read_timeout_s: float = 30.0
+    max_attempts: int = 4
+
+
+class S3Connection:
+    """One object store: the boto3 client, and the credentials for DataFusion and pyarrow.
+
+    Raises:
+        InvalidRequestError: the profile does not exist, or boto3 is not installed.
+    """
+
+    def __init__(self, settings: S3Settings) -> None:
+        try:
+            import boto3
+            import botocore.config
+            import botocore.exceptions
+        except ImportError:  # pragma: no cover - the s3 extra is part of every install we ship
+            raise InvalidRequestError(
+                "object-store buckets need boto3: pip install 'flight-select[s3]'") from None
+        try:
+            session = boto3.Session(profile_name=settings.profile)
+        except botocore.exceptions.ProfileNotFound as exc:
+            raise InvalidRequestError(f"--store-profile: {exc}") from None
+        config = botocore.config.Config(
+            s3={"addressing_style": "path"},
+            retries={"mode": "standard", "max_attempts": settings.max_attempts},
+            connect_timeout=settings.connect_timeout_s,
+            read_timeout=settings.read_timeout_s,
+            max_pool_connections=64,
+            # a PutObject body is a file we finished; no aws-chunked framing needed
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+        )
+        self.settings = settings
+        self._session = session
+        self.client: Any = session.client("s3", endpoint_url=settings.endpoint_url,
+                                          region_name=settings.region or None, config=config)
+        self.endpoint: str = self.client.meta.endpoint_url
+        self.region: str = self.client.meta.region_name or "us-east-1"
+        self._lock = threading.Lock()
+        self._pyarrow: Any = None
+
+    @property
+    def description(self) -> str:
+        """The endpoint (what errors and logs name; never a credential)."""
+        return self.endpoint
+
+    def _credentials(self) -> Any:
+        credentials = self._session.get_credentials()
+        return credentials.get_frozen_credentials() if credentials is not None else None
+
+    def datafusion_store(self, bucket: str) -> Any:
+        """DataFusion's object store for ``bucket`` (fresh credentials each time: temporary
+        ones are refreshed by botocore)."""
+        from datafusion.object_store import AmazonS3
+
+        frozen = self._credentials()
+        return AmazonS3(
+            bucket_name=bucket, region=self.region,
+            access_key_id=frozen.access_key if frozen else None,
+            secret_access_key=frozen.secret_key if frozen else None,
+            session_token=frozen.token if frozen else None,
+            endpoint=self.endpoint, allow_http=self.endpoint.startswith("http://"))
+
+    def pyarrow_fs(self) -> Any:
+        """pyarrow's S3 file system on this store (built once)."""
+        from pyarrow import fs
+
+        with self._lock:
+            if self._pyarrow is None:
+                frozen = self._credentials()
+                scheme, _, host = self.endpoint.partition("://")
+                self._pyarrow = fs.S3FileSystem(
+                    access_key=frozen.access_key if frozen else None,
+                    secret_key=frozen.secret_key if frozen else None,
+                    session_token=frozen.token if frozen else None,
+                    anonymous=frozen is None, region=self.region, scheme=scheme,
+                    endpoint_override=host.rstrip("/"),
+                    connect_timeout=self.settings.connect_timeout_s,
+                    request_timeout=self.settings.read_timeout_s,
+                    retry_strategy=fs.AwsStandardS3RetryStrategy(
+                        max_attempts=self.settings.max_attempts))
+            return self._pyarrow
+
+    def call(self, what: str, request: Callable[[], T]) -> T:
+        """``request()`` with the store's failures as our errors (see :func:`store_error`)."""
+        try:
+            return request()
+        except StorageError:
+            raise
+        except Exception as exc:
+            raise store_error(exc, what, self.endpoint) from None
+
+
+# S3 error code -> (our error, what to tell the user)
+_CODES: dict[str, tuple[type[StorageError], str]] = {
+    "NoSuchKey": (ObjectNotFoundError, "NoSuchKey"),
+    "404": (ObjectNotFoundError, "NoSuchKey"),
+    "NotFound": (ObjectNotFoundError, "NoSuchKey"),
+    "NoSuchBucket": (ObjectNotFoundError, "NoSuchBucket"),
+    "AccessDenied": (AccessDeniedError, "AccessDenied"),
+    "403": (AccessDeniedError, "AccessDenied"),
+    "Forbidden": (AccessDeniedError, "AccessDenied"),
+    "InvalidAccessKeyId": (AccessDeniedError, "AccessDenied"),
+    "SignatureDoesNotMatch": (AccessDeniedError, "AccessDenied"),
+    "ExpiredToken": (AccessDeniedError, "AccessDenied"),
+    "InvalidToken": (AccessDeniedError, "AccessDenied"),
+    "PreconditionFailed": (StaleTicketError, "PreconditionFailed"),
+    "412": (StaleTicketError, "PreconditionFailed"),
+    "SlowDown": (StoreUnavailableError, "SlowDown"),
+    "503": (StoreUnavailableError, "ServiceUnavailable"),
+    "ServiceUnavailable": (StoreUnavailableError, "ServiceUnavailable"),
+    "InternalError": (StoreUnavailableError, "ServiceUnavailable"),
+    "500": (StoreUnavailableError, "ServiceUnavailable"),
+    "RequestTimeout": (StoreUnavailableError, "ServiceUnavailable"),
+}
+
+
+def store_error(exc: BaseException, what: str, endpoint: str) -> StorageError:
+    """A botocore (or connection) failure of ``what`` as the error a client is told: the S3
+    code, the operation and the store's endpoint; never a credential."""
+    import botocore.exceptions
+
+    if isinstance(exc, botocore.exceptions.ClientError):
+        error = exc.response.get("Error", {})
+        code = str(error.get("Code", ""))
+        kind, s3_code = _CODES.get(code, (StoreUnavailableError, "ServiceUnavailable"))
+        detail = {
+            StaleTicketError: "it changed after the query was planned; plan it again",
+            AccessDeniedError: f"the object store at {endpoint} refused the credentials "
+                               f"({code}): check AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or "
+                               "--store-profile",
+        }.get(kind, f"the object store at {endpoint} answered {code or 'an error'}")
+        if kind is ObjectNotFoundError:
+            detail = f"no such {'bucket' if s3_code == 'NoSuchBucket' else 'key'}"
+        return kind(f"{what}: {detail}", code=s3_code)
+    if isinstance(exc, botocore.exceptions.NoCredentialsError):
+        return AccessDeniedError(f"{what}: no credentials for the object store at {endpoint} "
+                                 "(set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a "
+                                 "profile)")
+    if isinstance(exc, botocore.exceptions.BotoCoreError | OSError):
+        return StoreUnavailableError(
+            f"{what}: cannot reach the object store at {endpoint} ({type(exc).__name__})")
+    return StoreUnavailableError(f"{what}: the object store at {endpoint} failed "
+                                 f"({type(exc).__name__})")
+
+
+def _version(etag: str, size: int, mtime_ns: int) -> str:
+    return f"etag:{etag}:{size}:{mtime_ns}"
+
+
+def _ns(moment: Any) -> int:
+    return int(moment.timestamp() * 1_000_000_000) if moment is not None else 0
+
+
+_FIRST_WINDOW = 64 << 10
+_LARGEST_WINDOW = 16 << 20
+
+
+class RangedReader(io.RawIOBase):
+    """A seekable stream of one object version, read with ranged GETs (``If-Match: <ETag>``)
+    of growing windows: 64 KiB first (a header peek costs one small request, whatever the
+    object's size; an open-ended GET would have the store send megabytes into socket buffers),
+    doubling up to 16 MiB while the reader keeps reading; a seek starts again small."""
+
+    def __init__(self, bucket: S3Bucket, obj: StoredObject, start: int = 0) -> None:
+        self._bucket = bucket
+        self._obj = obj
+        self._pos = start
+        self._body: Any = None
+        self._window = _FIRST_WINDOW
+        self._body_end = start
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        target = {io.SEEK_SET: offset, io.SEEK_CUR: self._pos + offset,
+                  io.SEEK_END: self._obj.size + offset}[whence]
+        if target != self._pos:
+            self._drop()
+            self._pos = max(0, target)
+            self._window = _FIRST_WINDOW
+        return self._pos
+
+    def readinto(self, buffer: Any) -> int:
+        if self._pos >= self._obj.size or not len(buffer):
+            return 0
+        if self._body is not None and self._pos >= self._body_end:
+            self._drop()
+            self._window = min(self._window * 2, _LARGEST_WINDOW)
+        if self._body is None:
+            self._body_end = min(self._obj.size, self._pos + max(self._window, len(buffer)))
+            self._body = self._bucket.get_body(self._obj, self._pos, self._body_end)
+        wanted = min(len(buffer), self._body_end - self._pos)
+        data = self._bucket.connection.call(
+            f"GetObject {self._bucket.name}/{self._obj.key}",
+            lambda: self._body.read(wanted))
+        n = len(data)
+        buffer[:n] = data
+        self._pos += n
+        if n == 0 and self._pos < self._obj.size:
+            raise StoreUnavailableError(
+                f"{self._bucket.name}/{self._obj.key}: the object store at "
+                f"{self._bucket.connection.endpoint} ended the object at byte {self._pos} of "
+                f"{self._obj.size}")
+        return n
+
+    def _drop(self) -> None:
+        if self._body is not None:
+            self._body.close()
+            self._body = None
+
+    def close(self) -> None:
+        self._drop()
+        super().close()
+
+
+class S3Bucket:
+    """One bucket (or the keys under a prefix of it) of an object store.
+
+    Args:
+        connection: the store.
+        name: the bucket's name as clients see it.
+        bucket: the store's bucket.
+        prefix: keys of the store under this prefix are the objects (the prefix removed).
+    """
+
+    writable = True
+
+    def __init__(self, connection: S3Connection, name: str, bucket: str, prefix: str = ""
+                 ) -> None:
+        self.connection = connection
+        self.name = name
+        self.bucket = bucket
+        self.prefix = prefix
+        self._config: tuple[float, str | None] | None = None
+        self._config_lock = threading.Lock()
+
+    @property
+    def description(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix} at {self.connection.endpoint}"
+
+    def _key(self, key: str) -> str:
+        check_name("key", key)
+        if any(part.startswith(".") for part in key.split("/")):
+            raise ObjectNotFoundError(f"no such key: {self.name}/{key}")
+        return self.prefix + key
+
+    def _call(self, what: str, request: Callable[[], T]) -> T:
+        return self.connection.call(what, request)
+
+    # ------------------------------------------------------------------ reading
+    def head(self, key: str) -> StoredObject:
+        store_key = self._key(key)
+        answer = self._call(f"HeadObject {self.name}/{key}", lambda: self.connection.client
+                            .head_object(Bucket=self.bucket, Key=store_key))
+        etag = answer["ETag"]
+        size = int(answer["ContentLength"])
+        mtime = _ns(answer.get("LastModified"))
+        return StoredObject(key, size, mtime, _version(etag, size, mtime), etag)
+
+    def list(self, prefix: str = "") -> Iterator[StoredObject]:
+        if prefix and ("\x00" in prefix or prefix.startswith("/") or ".." in prefix.split("/")):
+            raise AccessDeniedError(f"invalid prefix {prefix!r}")
+        pages = self.connection.client.get_paginator("list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=self.prefix + prefix)
+        iterator = iter(pages)
+        while True:
+            page = self._call(f"ListObjectsV2 {self.name}/{prefix}",
+                              lambda: next(iterator, None))
+            if page is None:
+                return
+            for entry in page.get("Contents", []):
+                key = entry["Key"][len(self.prefix):]
+                if not key or key.endswith("/") or any(
+                        part.startswith(".") or part in ("", "..") for part in key.split("/")):
+                    continue  # folder markers, dotfiles (the bucket configuration), odd names
+                size, mtime = int(entry["Size"]), _ns(entry.get("LastModified"))
+                etag = entry["ETag"]
+                yield StoredObject(key, size, mtime, _version(etag, size, mtime), etag)
+
+    def get_body(self, obj: StoredObject, start: int, stop: int) -> Any:
+        """The streaming body of bytes ``[start, stop)`` of ``obj``, only if it is still
+        ``obj``'s version (``PreconditionFailed`` otherwise)."""
+        arguments: dict[str, Any] = {"Bucket": self.bucket, "Key": self._key(obj.key),
+                                     "Range": f"bytes={start}-{stop - 1}"}
+        if obj.etag is not None:
+            arguments["IfMatch"] = obj.etag
+        answer = self._call(f"GetObject {self.name}/{obj.key}",
+                            lambda: self.connection.client.get_object(**arguments))
+        return answer["Body"]
+
+    def open(self, obj: StoredObject, start: int = 0) -> BinaryIO:
+        # small reads stay small (a header peek); a scan's large reads pass straight through
+        return io.BufferedReader(RangedReader(self, obj, start), 64 << 10)
+
+    def open_random_access(self, obj: StoredObject) -> pa.NativeFile:
+        current = self.head(obj.key)
+        if current.version != obj.version:
+            raise StaleTicketError(
+                f"{self.name}/{obj.key} changed after the query was planned; plan it again",
+                code="PreconditionFailed")
+        path = f"{self.bucket}/{self._key(obj.key)}"
+        return self._call(f"GetObject {self.name}/{obj.key}",
+                          lambda: self.connection.pyarrow_fs().open_input_file(path))
+
+    def datafusion_url(self, obj: StoredObject) -> str:
+        return f"s3://{self.bucket}/{self._key(obj.key)}"
+
+    def register(self, ctx: SessionContext) -> None:
+        ctx.register_object_store("s3://", self.connection.datafusion_store(self.bucket),
+                                  self.bucket)
+
+    def config_text(self) -> str | None:
+        with self._config_lock:
+            if self._config is not None and time.monotonic() - self._config[0] < _CONFIG_TTL_S:
+                return self._config[1]
+        text = self._fetch_config()
+        with self._config_lock:
+            self._config = (time.monotonic(), text)
+        return text
+
+    def _fetch_config(self) -> str | None:
+        try:
+            answer = self._call(f"GetObject {self.name}/{BUCKET_CONFIG}",
+                                lambda: self.connection.client.get_object(
+                                    Bucket=self.bucket, Key=self.prefix + BUCKET_CONFIG))
+        except ObjectNotFoundError as exc:
+            if exc.code == "NoSuchBucket":
+                raise
+            return None
+        body = answer["Body"]
+        try:
+            return body.read(1 << 20).decode("utf-8", errors="replace")
+        finally:
+            body.close()
+
+    def created_ns(self) -> int:
+        return 0
+
+    # ------------------------------------------------------------------ writing
+    def temporary_folder(self) -> Path | None:
+        return None
+
+    def put_file(self, key: str, file: Path, size: int) -> StoredObject:
+        """Upload the finished ``file`` (multipart when large: boto3's transfer manager);
+        the store makes it visible whole, and it is removed here either way."""
+        store_key = self._key(key)
+        try:
+            self._call(f"PutObject {self.name}/{key}", lambda: self.connection.client
+                       .upload_file(str(file), self.bucket, store_key))
+        finally:
+            file.unlink(missing_ok=True)
+        return self.head(key)
+
+    def delete(self, key: str) -> None:
+        store_key = self._key(key)
+        self._call(f"DeleteObject {self.name}/{key}",
+                   lambda: self.connection.client.delete_object(Bucket=self.bucket,
+                                                                Key=store_key))
+
+
+class S3Buckets:
+    """The buckets of one object store: all the credentials can list, or one.
+
+    Args:
+        connection: the store.
+        bucket: serve only this bucket (None: every bucket ListBuckets shows).
+        prefix: with ``bucket``, only the keys under this prefix.
+        name: with ``bucket``, the name clients see (default: the bucket's).
+    """
+
+    def __init__(self, connection: S3Connection, *, bucket: str | None = None,
+                 prefix: str = "", name: str | None = None) -> None:
+        if prefix and not prefix.endswith("/"):
+            prefix += "/"
+        self.connection = connection
+        self._bucket = bucket
+        self._prefix = prefix
+        self._name = name or bucket
+
+    @property
+    def description(self) -> str:
+        where = f"s3://{self._bucket or ''}" + (f"/{self._prefix}" if self._prefix else "")
+        return f"{where} at {self.connection.endpoint}"
+
+    def names(self) -> list[str]:
+        if self._name is not None:
+            return [self._name]
+        answer = self.connection.call(
+            "ListBuckets", lambda: self.connection.client.list_buckets())
+        return sorted(b["Name"] for b in answer.get("Buckets", []))
+
+    def bucket(self, name: str) -> S3Bucket | None:
+        if self._name is not None:
+            if name != self._name:
+                return None
+            assert self._bucket is not None
+            return S3Bucket(self.connection, name, self._bucket, self._prefix)
+        if not _S3_BUCKET_NAME.fullmatch(name):
+            return None
+        # not listed first (a ListBuckets per query): a bucket that does not exist answers
+        # NoSuchBucket from the store at its first use
+        return S3Bucket(self.connection, name, name)
+
+    @property
+    def open_ended(self) -> bool:
+        """Serves whatever bucket the store has (looked up after the named locations)."""
+        return self._name is None
+
+    def create_bucket(self, name: str) -> None:
+        if self._name is not None:
+            raise InvalidRequestError(f"{self.description} serves one bucket; it holds no others")
+        self.connection.call(f"CreateBucket {name}",
+                             lambda: self.connection.client.create_bucket(Bucket=name))
+
+    def delete_bucket(self, name: str) -> None:
+        if self._name is not None:
+            raise InvalidRequestError(f"{self.description} is served as a bucket; it cannot be "
+                                      "deleted through the server")
+        self.connection.call(f"DeleteBucket {name}",
+                             lambda: self.connection.client.delete_bucket(Bucket=name))

@@ -1,0 +1,135 @@
+"""A forwarding HTTP proxy in front of the real object store, for what a store alone cannot show:
+how many bytes each client fetched (planning must read only footers and samples), and faults
+(throttling with 503 SlowDown, a store that stops answering).
+
+It forwards every request unchanged (the Host header included, so SigV4 signatures made for the
+proxy's address still verify at the store) and streams the answer back, counting the bytes of
+each response body. Hand-written for the tests: a dozen lines over the standard library's
+``http.server`` and ``http.client``; no mock of the store's behaviour.
+"""
+
+from __future__ import annotations
+
+import http.client
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlsplit
+
+_SLOWDOWN = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
+             b"<Message>Please reduce your request rate.</Message></Error>")
+
+
+@dataclass
+class Counters:
+    """What went through the proxy."""
+
+    requests: int = 0
+    body_bytes: int = 0
+    throttled: int = 0
+    methods: list[str] = field(default_factory=list)
+
+
+class S3Proxy:
+    """Forward to ``target`` (``http://host:port``) from a free port on 127.0.0.1.
+
+    Attributes:
+        endpoint: the proxy's URL (give it to clients instead of the store's).
+        counters: requests and response bytes so far (:meth:`reset` zeroes them).
+        throttle: answer this many of the next requests with 503 SlowDown.
+        refuse: while True, every request is answered 503 at once (a store that is down).
+    """
+
+    def __init__(self, target: str) -> None:
+        parts = urlsplit(target)
+        self._target = (parts.hostname or "127.0.0.1", parts.port or 80)
+        self.counters = Counters()
+        self.throttle = 0
+        self.refuse = False
+        self._lock = threading.Lock()
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def _forward(self) -> None:
+                proxy._forward(self)
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward  # noqa: N815
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def reset(self) -> None:
+        with self._lock:
+            self.counters = Counters()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _count(self, update: Callable[[Counters], None]) -> None:
+        with self._lock:
+            update(self.counters)
+
+    def _add_body_bytes(self, n: int) -> None:
+        with self._lock:
+            self.counters.body_bytes += n
+
+    def _forward(self, handler: BaseHTTPRequestHandler) -> None:
+        self._count(lambda c: (setattr(c, "requests", c.requests + 1),
+                               c.methods.append(handler.command)))
+        length = int(handler.headers.get("Content-Length") or 0)
+        body = handler.rfile.read(length) if length else b""
+        with self._lock:
+            throttled = self.refuse or self.throttle > 0
+            if self.throttle > 0:
+                self.throttle -= 1
+        if throttled:
+            self._count(lambda c: setattr(c, "throttled", c.throttled + 1))
+            handler.send_response(503)
+            handler.send_header("Content-Type", "application/xml")
+            handler.send_header("Content-Length", str(len(_SLOWDOWN)))
+            handler.end_headers()
+            if handler.command != "HEAD":
+                handler.wfile.write(_SLOWDOWN)
+            return
+        upstream = http.client.HTTPConnection(*self._target, timeout=60)
+        try:
+            headers = {k: v for k, v in handler.headers.items()
+                       if k.lower() not in ("connection", "keep-alive")}
+            upstream.request(handler.command, handler.path, body=body, headers=headers)
+            answer = upstream.getresponse()
+            handler.send_response(answer.status, answer.reason)
+            for name, value in answer.getheaders():
+                if name.lower() not in ("connection", "keep-alive", "transfer-encoding"):
+                    handler.send_header(name, value)
+            chunked = answer.getheader("Content-Length") is None and handler.command != "HEAD"
+            if chunked:
+                handler.send_header("Transfer-Encoding", "chunked")
+            handler.end_headers()
+            if handler.command == "HEAD":
+                return
+            while True:
+                chunk = answer.read(1 << 16)
+                if not chunk:
+                    break
+                self._add_body_bytes(len(chunk))
+                if chunked:
+                    handler.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+                else:
+                    handler.wfile.write(chunk)
+            if chunked:
+                handler.wfile.write(b"0\r\n\r\n")
+        except (ConnectionError, OSError):
+            handler.close_connection = True
+        finally:
+            upstream.close()
