@@ -1034,9 +1034,16 @@ class SelectEngine:
 
     def _read_csv(self, plan: SelectPlan, source: ObjectSource,
                   partition: Partition) -> Iterator[pa.RecordBatch]:
+        byte_range = _byte_range(partition)
+        try:
+            yield from self._csv_batches(plan, source, byte_range)
+        except InputFormatError as exc:  # its line counts from the range's first line
+            raise _shifted(exc, source, plan.input, byte_range) from None
+
+    def _csv_batches(self, plan: SelectPlan, source: ObjectSource,
+                     byte_range: tuple[int, int] | None) -> Iterator[pa.RecordBatch]:
         options = self._csv_options(plan.input, plan.flavor, plan.translation)
         typed = plan.input.columns
-        byte_range = _byte_range(partition)
         with self._open(source, plan.input) as stream:
             batches = csv_input.iter_csv_batches(
                 stream,
@@ -1049,14 +1056,11 @@ class SelectEngine:
             if typed is None:
                 yield from batches
                 return
+            # the range's lines; the lines before it are counted only for an error
             start = byte_range[0] if byte_range is not None else 0
-            # lines of the range; the lines before it are counted only for an error
-            line = 1 + (1 if options.has_header and start == 0 else 0)
+            line = 2 if options.has_header and start == 0 else 1
             for batch in batches:
-                try:
-                    yield typed.convert(batch, line, source.name)
-                except InputFormatError as exc:
-                    raise _shifted(exc, source, plan.input, start) from None
+                yield typed.convert(batch, line, source.name)
                 line += batch.num_rows
 
     def _read_json(self, plan: SelectPlan, source: ObjectSource,
@@ -1212,25 +1216,37 @@ def _plan_key(
     return (digest, flavor, repr(input), scan_range, tuple(versions))
 
 
-def _lines_before(source: ObjectSource, start: int) -> int:
-    """Lines of ``source`` that start before byte ``start`` (an error's line needs it)."""
-    count, last = 0, b"\n"
+def _range_origin(source: ObjectSource, start: int) -> tuple[int, int]:
+    """Lines of ``source`` that start before byte ``start``, and where the first line at or
+    after it starts (a range's first record; an error's line and offset need them)."""
+    count, last, offset = 0, b"\n", 0
     with source.open() as stream:
-        left = start
-        while left > 0 and (chunk := stream.read(min(4 << 20, left))):
-            count, last, left = count + chunk.count(b"\n"), chunk[-1:], left - len(chunk)
-    return count + (0 if last == b"\n" else 1)
+        while offset < start and (chunk := stream.read(min(4 << 20, start - offset))):
+            count, last, offset = count + chunk.count(b"\n"), chunk[-1:], offset + len(chunk)
+        if last == b"\n":
+            return count, offset
+        rest = stream.readline()
+        return count + 1, offset + len(rest)
 
 
 def _shifted(error: InputFormatError, source: ObjectSource, input: InputSpec,
-             start: int) -> InputFormatError:
-    """A reader error whose line counts from a byte range at ``start``, counted from the
-    object's first line instead."""
-    if start == 0 or error.line is None or input.compression != "NONE":
+             byte_range: tuple[int, int] | None) -> InputFormatError:
+    """A reader error whose line and byte offset count from a byte range, counted from the
+    object's start instead."""
+    start = byte_range[0] if byte_range is not None else 0
+    if start == 0 or input.compression != "NONE" or (error.line is None
+                                                     and error.offset is None):
         return error
-    line = error.line + _lines_before(source, start)
-    message = re.sub(r"\bline \d+", f"line {line}", error.message, count=1)
-    return type(error)(message, code=error.code, line=line, column=error.column)
+    lines, first = _range_origin(source, start)
+    line = error.line + lines if error.line is not None else None
+    offset = error.offset + first if error.offset is not None else None
+    message = error.message
+    if line is not None:
+        message = re.sub(r"\bline \d+", f"line {line}", message, count=1)
+    if offset is not None:
+        message = re.sub(r"\bbyte offset \d+", f"byte offset {offset}", message, count=1)
+    return type(error)(message, code=error.code, line=line, column=error.column,
+                       offset=offset, row=error.row)
 
 
 def _named(error: InputFormatError, object_name: str) -> InputFormatError:

@@ -394,3 +394,29 @@ def test_a_decimal_that_does_not_parse_is_found_by_its_value(tmp_path: Path) -> 
     with pytest.raises(StorageError, match=re.escape(
             "b/typed.csv: line 3001, column 2 (amount): 'oops' is not a valid decimal(10,2)")):
         list(engine.execute(plan))
+
+
+@pytest.mark.parametrize(("bad", "message"), [
+    ('5000,"name 5000,7', "line 5000, column 2: a quoted field does not close"),
+    ("5000,caf\xe9,7", "line 5000, column 2: invalid UTF-8 at byte offset {offset}"),
+])
+def test_malformed_input_in_a_later_range_names_the_objects_line(
+        tmp_path: Path, bad: str, message: str) -> None:
+    """The reference reader counts lines from its byte range; the error names the object's."""
+    lines = [f"{i},name {i},{i % 100}".encode() for i in range(1, 6001)]
+    lines[4999] = bad.encode("latin-1")
+    data = b"\n".join(lines) + b"\n"
+    path = tmp_path / "bad.csv"
+    path.write_bytes(data)
+    engine = SelectEngine(EngineConfig(partition_bytes=20_000, cores=2))
+    plan = engine.plan("select _1, _2 from s3object", FileSource(path, "b/bad.csv", len(data)),
+                       InputSpec("csv"), flavor="standard")
+    assert plan.reader == "reference" and len(plan.partitions) > 3
+    expected = "b/bad.csv: " + message.format(offset=data.find(b"\xe9"))
+    failures = []
+    for planned in plan.partitions:
+        try:
+            list(engine.execute(plan, [planned.partition]))
+        except StorageError as exc:
+            failures.append(exc.message)
+    assert len(failures) == 1 and failures[0].startswith(expected), failures
