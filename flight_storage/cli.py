@@ -98,6 +98,9 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
+    from flight_storage.formats.csv_sniff import TableReading
+    from flight_storage.formats.typed_columns import BAD_VALUES
+
     serve.add_argument(
         "--data", required=True, action="append", metavar="LOCATION",
         help="where the buckets are, repeatable: DIR (each top-level folder a bucket), s3:// "
@@ -121,6 +124,20 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         "and cluster nodes: required with --cluster); default: $FLIGHT_SELECT_TICKET_SECRET or "
         "a random key per process",
     )
+    reading = serve.add_argument_group(
+        "reading CSV tables (Flight SQL statements; see README, Configuration reference)")
+    reading.add_argument("--no-sniff", dest="sniff", action="store_false",
+                         default=TableReading.sniff,
+                         help="read CSV objects no configuration entry covers as S3 Select does "
+                         "(no header, string columns _1.._N) in the standard flavour too, "
+                         "instead of inferring their header and types (sniffing: %(default)s)")
+    reading.add_argument("--sniff-kb", type=int, default=TableReading.sample_bytes >> 10,
+                         help="KiB read from an object's start to infer its header and types")
+    reading.add_argument("--bad-values", choices=BAD_VALUES, default=TableReading.bad_values,
+                         help="a field that does not convert to its column's type: error "
+                         "(the query fails naming the object, line and column) or null (read "
+                         "as NULL, with a warning in the FlightInfo and the result schema); "
+                         "a configuration entry's bad_values wins")
     cluster = serve.add_argument_group(
         "cluster (docs/cluster.md): every node gets the same cluster file, the same "
         "--ticket-secret-file and the same --auth users file")
@@ -205,6 +222,7 @@ def _ticket_secret(path: Path | None) -> bytes:
 
 def _serve(args: argparse.Namespace) -> int:
     from flight_storage.execution.engine import EngineConfig
+    from flight_storage.formats.csv_sniff import TableReading
     from flight_storage.rpc.auth import UsersFileError
     from flight_storage.rpc.config import ConfigError, ServerConfig
     from flight_storage.rpc.server import JsonLogFormatter, StorageServer
@@ -250,6 +268,8 @@ def _serve(args: argparse.Namespace) -> int:
         query_timeout_s=args.query_timeout,
         keepalive_s=args.keepalive,
         shutdown_grace_s=args.shutdown_grace,
+        reading=TableReading(sniff=args.sniff, sample_bytes=args.sniff_kb << 10,
+                             bad_values=args.bad_values),
         engine=EngineConfig(
             partition_bytes=args.partition_mb << 20,
             memory_limit_bytes=args.memory_limit_mb << 20,

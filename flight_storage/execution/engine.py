@@ -23,7 +23,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import json
 import os
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -71,7 +73,7 @@ from flight_storage.formats import compression, csv_input, json_input
 from flight_storage.formats.csv_guard import CsvSurvey, options_reason
 from flight_storage.formats.output import RecordWriter
 from flight_storage.formats.scan_range import scan_bounds
-from flight_storage.formats.typed_columns import TypedColumns
+from flight_storage.formats.typed_columns import BAD_VALUES_NULL, TypedColumns, cast_or_null
 from flight_storage.protocol import Partition
 from flight_storage.storage.sources import (
     DataFusionLocation,
@@ -88,6 +90,8 @@ from select_dialect.translate import check_query_length
 
 TABLE = "s3object"
 COMPRESSIONS = ("NONE", "GZIP", "BZIP2", "ZSTD")
+WARNINGS_METADATA = "flight-select.warnings"
+"""The result schema's metadata key holding :attr:`SelectPlan.warnings` (a JSON list)."""
 
 
 @dataclass(frozen=True)
@@ -210,6 +214,9 @@ class SelectPlan:
     header: tuple[str, ...] | None = None
     native: NativeCsvTable | NativeParquetTable | DeferredCsvTable | None = None
     native_reason: str = "not a CSV or Parquet object"
+    warnings: tuple[str, ...] = ()
+    """What clients should know of the answer (fields of a ``bad_values`` ``null`` table read
+    as NULL); the result schema's metadata and the FlightInfo carry them."""
 
     @property
     def rules(self) -> str:
@@ -262,7 +269,10 @@ class SelectPlan:
         names = list(self.translation.output_names)
         if len(names) != len(self.result_schema):  # select * of a CSV without a header
             names = self.result_schema.names
-        return arrow_result_schema(self.result_schema, names)
+        schema = arrow_result_schema(self.result_schema, names)
+        if self.warnings:
+            schema = schema.with_metadata({WARNINGS_METADATA: json.dumps(list(self.warnings))})
+        return schema
 
 
 _MIN_SPLIT_BYTES = 1 << 20
@@ -385,6 +395,7 @@ class SelectEngine:
         self.surveys = SurveyCache()
         self.nan_surveys = NanSurvey()
         self.parquet_footers: VersionCache[pq.FileMetaData] = VersionCache(1024)
+        self._bad_values: VersionCache[list[tuple[int, int, str]]] = VersionCache()
         self._plans: OrderedDict[tuple[Any, ...], SelectPlan] = OrderedDict()
         self._plans_lock = threading.Lock()
 
@@ -475,6 +486,8 @@ class SelectEngine:
         if input.format == "csv":
             native, reason = self._native_csv(plan, scan_range)
             plan = dataclasses.replace(plan, native=native, native_reason=reason)
+            if input.columns is not None and input.columns.bad_values == BAD_VALUES_NULL:
+                plan = dataclasses.replace(plan, warnings=self._bad_value_warnings(plan))
         elif input.format == "parquet" and scan_range is not None:
             # DataFusion's Python API cuts a file only into equal ranges it chooses; the range
             # asked for rarely is one of them, and the reference reader reads exactly the
@@ -483,6 +496,56 @@ class SelectEngine:
         elif input.format == "parquet":
             plan = self._with_native_parquet(plan)
         return plan
+
+    def _bad_value_warnings(self, plan: SelectPlan) -> tuple[str, ...]:
+        """A warning per object and typed column holding fields that read as NULL (a
+        ``bad_values`` ``null`` table), counted once per object version: by DataFusion where
+        it reads the object, by the reference reader otherwise. A prefix table has the
+        warnings of its objects' own plans."""
+        if len(plan.sources) > 1:
+            return tuple(w for source in plan.sources for w in self.plan(
+                plan.expression, (source,), plan.input, flavor=plan.flavor).warnings)
+        columns = plan.input.columns
+        assert columns is not None
+        source = plan.source
+
+        def count() -> list[tuple[int, int, str]]:
+            if isinstance(plan.native, NativeCsvTable):
+                return plan.native.bad_values(_session(self.config))
+            return self._count_bad_values(plan, source, columns)
+
+        version = version_key(source)
+        options = self._csv_options(plan.input, plan.flavor, plan.translation)
+        found = count() if version is None else self._bad_values.get(
+            version, count, columns, options, plan.input.compression)
+        return tuple(
+            f"{source.name}: {n} value{'s' if n > 1 else ''} of column {i} "
+            f"({columns.names[i - 1]}) {'are' if n > 1 else 'is'} not a valid "
+            f"{columns.types[i - 1]} (e.g. {example!r}); read as NULL"
+            for i, n, example in found)
+
+    def _count_bad_values(self, plan: SelectPlan, source: ObjectSource,
+                          columns: TypedColumns) -> list[tuple[int, int, str]]:
+        """``(column, count, example)`` of fields that do not convert, by the reference
+        reader (one pass over the object)."""
+        options = self._csv_options(plan.input, plan.flavor, plan.translation)
+        schema = columns.schema
+        found: dict[int, tuple[int, str]] = {}
+        with self._open(source, plan.input) as stream:
+            for batch in csv_input.iter_csv_batches(stream, options, num_columns=len(schema),
+                                                    batch_rows=self.config.batch_rows):
+                for index, target in enumerate(schema, start=1):
+                    if target.type == pa.string():
+                        continue
+                    text = pc.utf8_trim_whitespace(batch.column(index - 1))
+                    converted, bad = cast_or_null(text, target.type)
+                    if bad is None:
+                        continue
+                    given = pc.and_(pc.is_valid(text), pc.not_equal(text, ""))
+                    lost = pc.sum(pc.and_(given, pc.is_null(converted))).as_py() or 0
+                    before = found.get(index, (0, bad[1]))
+                    found[index] = (before[0] + lost, before[1])
+        return [(i, n, example) for i, (n, example) in sorted(found.items())]
 
     def _with_native_parquet(self, plan: SelectPlan) -> SelectPlan:
         """The plan served by DataFusion's Parquet reader, its endpoints DataFusion's
@@ -549,8 +612,6 @@ class SelectEngine:
             return None, "native readers are off"
         if len(plan.sources) != 1:
             return None, _prefix_reason(plan)
-        if plan.input.columns is not None:
-            return None, "typed columns"
         if scan_range is not None:
             return None, "a ScanRange request"
         location = datafusion_location(plan.source)
@@ -565,7 +626,8 @@ class SelectEngine:
             if reason:
                 return None, reason
             return DeferredCsvTable(location, options, len(plan.input_schema),
-                                    plan.input.compression), ""
+                                    plan.input.compression, plan.input.columns,
+                                    plan.source), ""
         try:
             survey = self.surveys.survey(plan.source, options, plan.input.compression)
         except (OSError, InputFormatError) as exc:
@@ -579,7 +641,8 @@ class SelectEngine:
         if widest > self.config.max_columns:
             return None, f"records of {widest} fields (over --max-columns)"
         return native_csv_table(location, options, survey, width=len(plan.input_schema),
-                                compression=plan.input.compression)
+                                compression=plan.input.compression, columns=plan.input.columns,
+                                source=plan.source)
 
     def _surveyed_range(self, plan: SelectPlan, deferred: DeferredCsvTable,
                         span: tuple[int, int] | None) -> NativeCsvTable | None:
@@ -923,7 +986,12 @@ class SelectEngine:
                 return None
             return ctx.execute(physical, index)
 
-        yield from _arrow_batches(open_stream)
+        explain = None
+        if isinstance(native, NativeCsvTable):
+            starts = ([partition.start or 0] if partition is not None and index is not None
+                      else [lo for lo, _ in native_ranges(plan.source.size, partitions)])
+            explain = functools.partial(native.read_error, range_starts=starts)
+        yield from _arrow_batches(open_stream, explain)
         if mismatch and partition is not None:  # the reference reader serves the range
             yield from self._reference_stream(plan, [partition])
 
@@ -966,23 +1034,34 @@ class SelectEngine:
 
     def _read_csv(self, plan: SelectPlan, source: ObjectSource,
                   partition: Partition) -> Iterator[pa.RecordBatch]:
+        byte_range = _byte_range(partition)
+        try:
+            yield from self._csv_batches(plan, source, byte_range)
+        except InputFormatError as exc:  # its line counts from the range's first line
+            raise _shifted(exc, source, plan.input, byte_range) from None
+
+    def _csv_batches(self, plan: SelectPlan, source: ObjectSource,
+                     byte_range: tuple[int, int] | None) -> Iterator[pa.RecordBatch]:
         options = self._csv_options(plan.input, plan.flavor, plan.translation)
         typed = plan.input.columns
         with self._open(source, plan.input) as stream:
             batches = csv_input.iter_csv_batches(
                 stream,
                 options,
-                num_columns=len(plan.input_schema),
-                byte_range=_byte_range(partition),
+                # a typed table sees every field: a record wider than its columns is an error
+                num_columns=len(plan.input_schema) if typed is None else None,
+                byte_range=byte_range,
                 batch_rows=self.config.batch_rows,
             )
             if typed is None:
                 yield from batches
                 return
-            rows = 0
+            # the range's lines; the lines before it are counted only for an error
+            start = byte_range[0] if byte_range is not None else 0
+            line = 2 if options.has_header and start == 0 else 1
             for batch in batches:
-                yield typed.convert(batch, rows, source.name)
-                rows += batch.num_rows
+                yield typed.convert(batch, line, source.name)
+                line += batch.num_rows
 
     def _read_json(self, plan: SelectPlan, source: ObjectSource,
                    partition: Partition) -> Iterator[pa.RecordBatch]:
@@ -1047,10 +1126,11 @@ class SelectEngine:
     # ------------------------------------------------------------------ helpers
     def _csv_options(self, input: InputSpec, flavor: str,
                      translation: Translation | None = None) -> csv_input.CsvInputOptions:
-        """The CSV reading rules of ``flavor``'s engine (``standard`` reads as AWS), an empty
-        field kept as ``''`` where the translation reads it as NULL itself."""
+        """The CSV reading rules of ``flavor`` (``standard`` reads as AWS, and refuses a quote
+        that never closes), an empty field kept as ``''`` where the translation reads it as
+        NULL itself."""
         options = csv_input.CsvInputOptions.from_request(
-            input.options, engine_rules(flavor), max_record_size=self.config.max_record_bytes
+            input.options, flavor, max_record_size=self.config.max_record_bytes
         )
         if translation is not None and translation.keeps_empty_fields:
             return replace(options, empty_is_null=False)
@@ -1136,6 +1216,39 @@ def _plan_key(
     return (digest, flavor, repr(input), scan_range, tuple(versions))
 
 
+def _range_origin(source: ObjectSource, start: int) -> tuple[int, int]:
+    """Lines of ``source`` that start before byte ``start``, and where the first line at or
+    after it starts (a range's first record; an error's line and offset need them)."""
+    count, last, offset = 0, b"\n", 0
+    with source.open() as stream:
+        while offset < start and (chunk := stream.read(min(4 << 20, start - offset))):
+            count, last, offset = count + chunk.count(b"\n"), chunk[-1:], offset + len(chunk)
+        if last == b"\n":
+            return count, offset
+        rest = stream.readline()
+        return count + 1, offset + len(rest)
+
+
+def _shifted(error: InputFormatError, source: ObjectSource, input: InputSpec,
+             byte_range: tuple[int, int] | None) -> InputFormatError:
+    """A reader error whose line and byte offset count from a byte range, counted from the
+    object's start instead."""
+    start = byte_range[0] if byte_range is not None else 0
+    if start == 0 or input.compression != "NONE" or (error.line is None
+                                                     and error.offset is None):
+        return error
+    lines, first = _range_origin(source, start)
+    line = error.line + lines if error.line is not None else None
+    offset = error.offset + first if error.offset is not None else None
+    message = error.message
+    if line is not None:
+        message = re.sub(r"\bline \d+", f"line {line}", message, count=1)
+    if offset is not None:
+        message = re.sub(r"\bbyte offset \d+", f"byte offset {offset}", message, count=1)
+    return type(error)(message, code=error.code, line=line, column=error.column,
+                       offset=offset, row=error.row)
+
+
 def _named(error: InputFormatError, object_name: str) -> InputFormatError:
     """The same error with the object named in its message."""
     if error.message.startswith(object_name):
@@ -1144,9 +1257,12 @@ def _named(error: InputFormatError, object_name: str) -> InputFormatError:
                        row=error.row)
 
 
-def _arrow_batches(open_stream: Callable[[], Any]) -> Iterator[pa.RecordBatch]:
-    """The batches of a DataFusion stream as pyarrow, DataFusion's errors made ours; nothing
-    when ``open_stream`` returns None."""
+def _arrow_batches(open_stream: Callable[[], Any],
+                   explain: Callable[[str], StorageError | None] | None = None
+                   ) -> Iterator[pa.RecordBatch]:
+    """The batches of a DataFusion stream as pyarrow, DataFusion's errors made ours (by
+    ``explain`` first: a native reader's errors name the object's line); nothing when
+    ``open_stream`` returns None."""
     try:
         stream = open_stream()
         if stream is None:
@@ -1156,7 +1272,8 @@ def _arrow_batches(open_stream: Callable[[], Any]) -> Iterator[pa.RecordBatch]:
     except StorageError:
         raise
     except Exception as exc:  # DataFusion raises plain exceptions with text only
-        raise engine_error(exc) from None
+        explained = explain(str(exc)) if explain is not None else None
+        raise (explained or engine_error(exc)) from None
 
 
 def _prefix_reason(plan: SelectPlan) -> str:

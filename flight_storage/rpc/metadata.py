@@ -21,7 +21,7 @@ from flight_storage import protocol
 from flight_storage.errors import StorageError
 from flight_storage.execution.engine import SelectEngine
 from flight_storage.protocol import SqlInfo
-from flight_storage.request.tables import resolve_table
+from flight_storage.request.tables import ResolvedTable
 from flight_storage.rpc.column_metadata import describe_columns
 from flight_storage.rpc.config import ServerConfig
 from flight_storage.rpc.middleware import CallContext
@@ -53,6 +53,11 @@ class MetadataHost(Protocol):
 
     def readable_buckets(self, call: CallContext) -> list[str]:
         """The buckets the caller may read."""
+        ...
+
+    def resolve(self, bucket: str, key: str, overrides: Mapping[str, Any] | None,
+                flavor: str) -> ResolvedTable:
+        """A statement's table in ``flavor`` (sniffed on the standard surface)."""
         ...
 
 
@@ -120,7 +125,8 @@ def _tables(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
                 "table_type": kind,
             }
             if message.include_schema:
-                row["table_schema"] = _table_schema(host, bucket, name).serialize().to_pybytes()
+                row["table_schema"] = _table_schema(host, call, bucket, name
+                                                    ).serialize().to_pybytes()
             rows.append(row)
     schema = (
         protocol.TABLES_SCHEMA_WITH_SCHEMA if message.include_schema else protocol.TABLES_SCHEMA
@@ -128,9 +134,11 @@ def _tables(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=schema)
 
 
-def _table_schema(host: MetadataHost, bucket: str, name: str) -> pa.Schema:
+def _table_schema(host: MetadataHost, call: CallContext, bucket: str, name: str) -> pa.Schema:
+    """The columns a statement over the table sees (the caller's flavour: sniffed on the
+    standard surface)."""
     try:
-        table = resolve_table(host.catalog, bucket, name)
+        table = host.resolve(bucket, name, None, call.statement_flavor)
         plan = host.engine.plan("SELECT * FROM s3object", object_sources(table.objects),
                                 table.input)
     except StorageError as exc:

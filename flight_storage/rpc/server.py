@@ -51,6 +51,7 @@ from flight_storage.request.s3_request import (
     parse_request,
     stats_metadata,
 )
+from flight_storage.request.sniffing import TableSniffer
 from flight_storage.request.statement import split_table_reference
 from flight_storage.request.tables import ResolvedTable, input_spec, object_version, resolve_table
 from flight_storage.rpc.actions import ACTIONS
@@ -125,6 +126,7 @@ class StorageServer(flight.FlightServerBase):
         self.config = config
         self.catalog = Catalog(config.bucket_sets())
         self.engine = SelectEngine(config.engine)
+        self.sniffer = TableSniffer(config.reading)
         self.secret = config.ticket_secret or secrets.token_bytes(32)
         self.users = Users.load(config.users_file) if config.users_file is not None else None
         self._lock = threading.Lock()
@@ -373,6 +375,10 @@ class StorageServer(flight.FlightServerBase):
             about["mergeable"] = not (t.is_aggregate or t.whole_input or t.limit is not None)
         if plan.native is None:
             about["reason"] = plan.native_reason
+        if plan.input.columns is not None:  # a typed CSV table: where its columns come from
+            about["columns"] = "sniffed" if plan.input.columns.sniffed else "configured"
+        if plan.warnings:
+            about["warnings"] = list(plan.warnings)
         return flight.FlightInfo(schema, descriptor, endpoints, total_records, total_bytes,
                                  app_metadata=json.dumps(about).encode())
 
@@ -419,13 +425,21 @@ class StorageServer(flight.FlightServerBase):
                     code="MissingObject",
                 )
             self.check_access(call, reference.bucket)
-            table = resolve_table(self.catalog, reference.bucket, reference.key,
-                                  reference.input_serialization)
+            table = self.resolve(reference.bucket, reference.key,
+                                 reference.input_serialization, flavor)
             return table, self.engine.plan(_bound(sql, parameters),
                                            object_sources(table.objects, stop),
                                            table.input, flavor=flavor)
 
         return self.bounded(call, "planning", plan)
+
+    def resolve(self, bucket: str, key: str, overrides: Mapping[str, Any] | None,
+                flavor: str) -> ResolvedTable:
+        """A Flight SQL statement's table: sniffed where ``flavor`` and the table's rule
+        (``request/sniffing.py``) say so, S3 Select's reading otherwise."""
+        sniffer = self.sniffer if self.sniffer.applies(flavor) else None
+        return resolve_table(self.catalog, bucket, key, overrides, sniffer=sniffer,
+                             bad_values=self.config.reading.bad_values)
 
     def _input_spec(self, obj: ObjectInfo, request: Mapping[str, Any] | None) -> InputSpec:
         """An S3 request's InputSerialization (the bucket configuration's when it has none)."""
@@ -536,8 +550,8 @@ class StorageServer(flight.FlightServerBase):
                 raise protocol.TicketError("ticket does not match its statement")
             if ticket.parameters is not None:
                 sql = bind(sql, protocol.handle_parameters(ticket.parameters))
-            table = resolve_table(self.catalog, ticket.bucket, ticket.key,
-                                  reference.input_serialization)
+            table = self.resolve(ticket.bucket, ticket.key, reference.input_serialization,
+                                 ticket.flavor)
             objects, spec = table.objects, table.input
         else:  # an S3 request: the partition already holds any ScanRange
             sql = ticket.query

@@ -301,7 +301,7 @@ def test_the_s3_door_serves_a_store_bucket_and_writes_through(seaweedfs: Seaweed
         assert stored == b"x,y\n1,2\n3,4\n"
         with flightsql.connect(server.location, autocommit=True) as conn, conn.cursor() as cur:
             cur.execute(f'SELECT count(*) FROM "{bucket}"."new/a.csv"')
-            assert cur.fetchall() == [(3,)]
+            assert cur.fetchall() == [(2,)]  # sniffed: "x,y" is the header line
         s3.delete_object(Bucket=bucket, Key="new/a.csv")
         remaining = seaweedfs.client().list_objects_v2(Bucket=bucket, Prefix="new/")
         assert remaining.get("KeyCount", 0) == 0
