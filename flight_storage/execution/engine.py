@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -36,6 +35,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from datafusion import RuntimeEnvBuilder, SessionConfig, SessionContext, SQLOptions
 
+from flight_storage.cores import usable_cores
 from flight_storage.errors import (
     InputFormatError,
     InvalidRequestError,
@@ -107,7 +107,7 @@ class EngineConfig:
         native_readers: let DataFusion's own readers read the objects a survey proves they
             read exactly (False: the reference readers read everything).
         cores: DataFusion partitions an order-free query (an aggregate) runs on at once;
-            0 means every core of the machine.
+            0 means every core the process may use (its CPU affinity).
     """
 
     batch_rows: int = 16384
@@ -123,7 +123,7 @@ class EngineConfig:
     @property
     def parallelism(self) -> int:
         """DataFusion partitions of an order-free query."""
-        return self.cores or os.cpu_count() or 1
+        return self.cores or usable_cores()
 
 
 @dataclass(frozen=True)
