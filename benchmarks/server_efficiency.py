@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import importlib.util
 import logging
 import os
 import shutil
@@ -290,7 +291,8 @@ def report(rows: list[dict[str, Any]], files: dict[str, Path], args: argparse.Na
     figures: dict[str, Any] = {}
     if rows:
         text += _queries_markdown(rows)
-        figures["server_efficiency.png"] = _figure(rows)
+        if importlib.util.find_spec("matplotlib") is not None:
+            figures["server_efficiency.png"] = _figure(rows)
     if wide is not None:
         text += "\n" + _wide_markdown(rows, wide)
     if endpoints is not None:
