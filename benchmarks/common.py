@@ -157,36 +157,47 @@ class Timed:
                 "server_cpu": None if self.server_cpu is None else self.server_cpu.to_json()}
 
 
-SERVER_SETTLE_S = 0.05
-"""How long the last run's server waits before its CPU is read: a stream's producer thread may
-finish closing after the client has its last batch."""
+SERVER_SETTLE_S = 0.02
+"""Pause before each run that reads a server's CPU: a stream's producer thread may still be
+closing after the client has its last batch, and that belongs to the run before."""
 
 
-def measure_cpu(fn: Callable[[], T], runs: int, server_pids: Sequence[int] = (),
-                warmup: int = 1) -> tuple[Timed, T]:
-    """:func:`measure` that also takes each run's CPU-seconds, here and in ``server_pids``."""
-    result: T
+def measure_rounds(cases: Mapping[str, Callable[[], Any]], runs: int,
+                   server_pids: Mapping[str, Sequence[int]] | None = None, warmup: int = 1
+                   ) -> dict[str, tuple[Timed, Any]]:
+    """Time every case with its CPU-seconds, here and in its ``server_pids``, one run of each
+    case per round, ``runs`` rounds after ``warmup``: on a machine shared with other work,
+    every case sees the same load, so their ratios hold better than their absolute times.
+
+    Returns:
+        Each case's :class:`Timed` and the result of its last run.
+    """
+    pids = {name: tuple((server_pids or {}).get(name, ())) for name in cases}
+    results: dict[str, Any] = {}
     for _ in range(warmup):
-        result = fn()
-    walls: list[float] = []
-    here: list[float] = []
-    there: list[float] = []
+        for name, fn in cases.items():
+            results[name] = fn()
+    samples: dict[str, tuple[list[float], list[float], list[float]]] = {
+        name: ([], [], []) for name in cases}
 
-    def server_now() -> float:
-        return sum(process_cpu_seconds(pid) for pid in server_pids)
+    def server_now(name: str) -> float:
+        return sum(process_cpu_seconds(pid) for pid in pids[name])
 
-    for i in range(runs):
-        if i == runs - 1 and server_pids:
-            time.sleep(SERVER_SETTLE_S)  # the previous run's tail counts to that run
-        cpu0, server0, started = time.process_time(), server_now(), time.perf_counter()
-        result = fn()
-        walls.append(time.perf_counter() - started)
-        here.append(time.process_time() - cpu0)
-        if server_pids:
-            if i == runs - 1:
+    for _ in range(runs):
+        for name, fn in cases.items():
+            if pids[name]:
                 time.sleep(SERVER_SETTLE_S)
-            there.append(server_now() - server0)
-    return Timed(Stat.of(walls), Stat.of(here), Stat.of(there) if server_pids else None), result
+            cpu0, server0, started = time.process_time(), server_now(name), time.perf_counter()
+            results[name] = fn()
+            walls, here, there = samples[name]
+            walls.append(time.perf_counter() - started)
+            here.append(time.process_time() - cpu0)
+            if pids[name]:
+                time.sleep(SERVER_SETTLE_S)
+                there.append(server_now(name) - server0)
+    return {name: (Timed(Stat.of(walls), Stat.of(here), Stat.of(there) if there else None),
+                   results[name])
+            for name, (walls, here, there) in samples.items()}
 
 
 def fmt_cpu(seconds: float) -> str:

@@ -198,15 +198,22 @@ def _in_process(query: Query, files: dict[str, Path], headers: dict[str, tuple[s
 def run_query(query: Query, servers: common.ServerGroup, adbc: common.AdbcReader,
               files: dict[str, Path], headers: dict[str, tuple[str, ...]], runs: int
               ) -> dict[str, Any]:
-    """Time one query through the server (our client, then ADBC) and in process, with the
-    CPU-seconds of each; rows must agree."""
+    """Time one query through the server (our client and ADBC) and in process, a run of each
+    in turn per round, with the CPU-seconds of each; rows must agree. The wide query also
+    runs on DuckDB and on DataFusion's defaults in the same rounds (``row["wide"]``)."""
     statement = query.on(BUCKET, KEYS[query.table])
-    ours, server_result = common.measure_cpu(lambda: servers.query(statement), runs,
-                                             servers.pids)
-    native, adbc_result = common.measure_cpu(lambda: adbc.query(statement), runs, servers.pids)
     sql, ctx = _in_process(query, files, headers)
-    local, (local_rows, _local_bytes) = common.measure_cpu(
-        lambda: common.drain_datafusion(ctx, sql), runs)
+    cases: dict[str, Any] = {
+        "ours": lambda: servers.query(statement),
+        "adbc": lambda: adbc.query(statement),
+        "in_process": lambda: common.drain_datafusion(ctx, sql),
+    }
+    wide = query.name == WIDE_QUERY
+    if wide:
+        cases.update(_wide_cases(query, files[query.table], sql))
+    measured = common.measure_rounds(cases, runs, {"ours": servers.pids, "adbc": servers.pids})
+    (ours, server_result), (native, adbc_result) = measured["ours"], measured["adbc"]
+    local, (local_rows, _local_bytes) = measured["in_process"]
     ratio = local.wall.median / ours.wall.median
     adbc_ratio = local.wall.median / native.wall.median
     cpu = {"server": _mean(ours.server_cpu), "client": _mean(ours.cpu),
@@ -217,7 +224,7 @@ def run_query(query: Query, servers: common.ServerGroup, adbc: common.AdbcReader
              ours.wall.cell(), native.wall.cell(), local.wall.cell(), ratio, adbc_ratio,
              *(common.fmt_cpu(cpu[k]) for k in ("server", "client", "adbc_server",
                                                  "adbc_client", "in_process")))
-    return {
+    row = {
         "query": query.name,
         "kind": query.kind,
         "table": query.table,
@@ -239,6 +246,9 @@ def run_query(query: Query, servers: common.ServerGroup, adbc: common.AdbcReader
         "reader": server_result.reader,
         "arrow_bytes": server_result.nbytes,
     }
+    if wide:
+        row["wide"] = _wide_result(query, measured, servers, files[query.table])
+    return row
 
 
 def _mean(stat: common.Stat | None) -> float:
@@ -246,32 +256,34 @@ def _mean(stat: common.Stat | None) -> float:
     return sum(stat.samples) / len(stat.samples) if stat is not None else 0.0
 
 
-def wide_comparison(row: dict[str, Any], servers: common.ServerGroup, path: Path,
-                    runs: int) -> dict[str, Any]:
-    """The ClickBench-shaped query on DuckDB and on DataFusion's defaults, same file, same run
-    (the server's figures are ``row``'s); the ten rows the server returns must be DuckDB's."""
+def _wide_cases(query: Query, path: Path, sql: str) -> dict[str, Any]:
+    """The ClickBench-shaped query on DuckDB and on DataFusion's defaults, same file."""
     import duckdb
 
-    query = next(q for q in FORMAT_QUERIES if q.name == WIDE_QUERY)
     con = duckdb.connect()
     con.execute(f"SET threads TO {usable_cores()}")
     duck_sql = query.duckdb.format(path=str(path).replace("'", "''"))
-    duck, duck_table = common.measure_cpu(lambda: con.sql(duck_sql).to_arrow_table(), runs)
     defaults = _parquet_context(path, settings=False)
-    sql = row["datafusion_sql"]
-    plain, _ = common.measure_cpu(lambda: common.drain_datafusion(defaults, sql), runs)
+    return {"duckdb": lambda: con.sql(duck_sql).to_arrow_table(),
+            "datafusion_defaults": lambda: common.drain_datafusion(defaults, sql)}
+
+
+def _wide_result(query: Query, measured: dict[str, Any], servers: common.ServerGroup,
+                 path: Path) -> dict[str, Any]:
+    """DuckDB's and DataFusion's defaults' figures; the ten rows the server returns must be
+    DuckDB's (their EventTime: ties aside, the same rows)."""
+    duck, duck_table = measured["duckdb"]
+    plain, _ = measured["datafusion_defaults"]
     served = servers.clients[0].read_all(query.on(BUCKET, KEYS[query.table]))
+    times = served.schema.field("EventTime").type
     agree = (served.column("EventTime").to_pylist()
-             == duck_table.column("EventTime").cast(served.schema.field("EventTime").type)
-             .to_pylist())
-    result = {"duckdb": duck, "datafusion_defaults": plain, "answers_agree": agree,
-              "columns": served.num_columns, "bytes": path.stat().st_size,
-              "row_groups": _row_groups(path)}
-    log.info("%s: DuckDB %s (CPU %s), DataFusion defaults %s (CPU %s), server %s; answers %s",
+             == duck_table.column("EventTime").cast(times).to_pylist())
+    log.info("%s: DuckDB %s (CPU %s), DataFusion defaults %s (CPU %s); answers %s",
              WIDE_QUERY, duck.wall.cell(), common.fmt_cpu(_mean(duck.cpu)), plain.wall.cell(),
-             common.fmt_cpu(_mean(plain.cpu)), row["server"].cell(),
-             "agree" if agree else "DIFFER")
-    return result
+             common.fmt_cpu(_mean(plain.cpu)), "agree" if agree else "DIFFER")
+    return {"duckdb": duck, "datafusion_defaults": plain, "answers_agree": agree,
+            "columns": served.num_columns, "bytes": path.stat().st_size,
+            "row_groups": _row_groups(path)}
 
 
 def _row_groups(path: Path) -> int:
@@ -427,15 +439,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     files, headers = dataset(args.quick, {q.table for q in chosen})
     extra = ["--partition-mb", str(args.partition_mb)] if args.partition_mb else []
     rows = []
-    wide = None
     if chosen:
         with common.ServerGroup(server_root(files), 1, *extra, sample_memory=False) as servers, \
                 common.AdbcReader(servers.location) as adbc:
-            for query in chosen:
-                rows.append(run_query(query, servers, adbc, files, headers, args.runs))
-                if query.name == WIDE_QUERY:
-                    wide = wide_comparison(rows[-1], servers, files[query.table], args.runs)
-    endpoints = endpoint_cost.run(args.runs) if "endpoints" in parts else None
+            rows = [run_query(query, servers, adbc, files, headers, args.runs)
+                    for query in chosen]
+    wide = next((r.pop("wide") for r in rows if "wide" in r), None)
+    endpoints = endpoint_cost.run(max(args.runs, endpoint_cost.MIN_RUNS)) \
+        if "endpoints" in parts else None
     markdown, figures = report(rows, files, args, wide, endpoints)
     payload = {"mode": "quick" if args.quick else "full", "runs": args.runs,
                "cores": usable_cores(), "pinned": args.cores,
