@@ -27,6 +27,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from flight_storage.cores import usable_cores
 from flight_storage.errors import StorageError
 from flight_storage.rpc.s3_http.door_config import S3DoorConfig
 from select_dialect.flavors import AWS, FLAVOR_NAMES, FLAVORS
@@ -211,7 +212,7 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
 
 
 def _default_streams() -> int:
-    return max(4, 2 * (os.cpu_count() or 2))
+    return max(4, 2 * usable_cores())
 
 
 def _ticket_secret(path: Path | None) -> bytes:

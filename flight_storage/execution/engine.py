@@ -24,7 +24,6 @@ import dataclasses
 import functools
 import hashlib
 import json
-import os
 import re
 import threading
 from collections import OrderedDict
@@ -38,6 +37,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from datafusion import RuntimeEnvBuilder, SessionConfig, SessionContext, SQLOptions
 
+from flight_storage.cores import usable_cores
 from flight_storage.errors import (
     InputFormatError,
     InvalidRequestError,
@@ -111,7 +111,7 @@ class EngineConfig:
         native_readers: let DataFusion's own readers read the objects a survey proves they
             read exactly (False: the reference readers read everything).
         cores: DataFusion partitions an order-free query (an aggregate) runs on at once;
-            0 means every core of the machine.
+            0 means every core the process may use (its CPU affinity).
     """
 
     batch_rows: int = 16384
@@ -127,7 +127,7 @@ class EngineConfig:
     @property
     def parallelism(self) -> int:
         """DataFusion partitions of an order-free query."""
-        return self.cores or os.cpu_count() or 1
+        return self.cores or usable_cores()
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,6 @@ version by the caller, so a hot object pays for it once.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -43,6 +42,7 @@ from typing import BinaryIO
 
 import numpy as np
 
+from flight_storage.cores import usable_cores
 from flight_storage.errors import StoppedError
 from flight_storage.formats.compression import open_decompressed
 from flight_storage.formats.csv_input import RULES_CEPH, CsvInputOptions
@@ -53,7 +53,7 @@ The survey's working arrays grow with the lines a chunk holds (about 30x the chu
 lines): 2 MiB keeps a bomb of short lines within ~100 MiB, and surveys a 121 MB CSV as fast as
 8 MiB chunks did (231 vs 200 MB/s here)."""
 
-_WORKERS = max(1, min(4, os.cpu_count() or 1))
+_WORKERS = min(4, usable_cores())
 _LF, _CR = 10, 13
 _BOM = b"\xef\xbb\xbf"
 _DEFAULT_QUOTE = '"'
