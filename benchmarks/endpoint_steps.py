@@ -69,26 +69,28 @@ class _Steps:
 def _one_endpoint(server: Any, call: Any, handle: bytes, steps: _Steps) -> int:
     """The DoGet steps of one ticket; the rows it read."""
     from flight_storage import protocol
-    from flight_storage.execution import engine as engine_module
+    from flight_storage.execution.native_csv import native_ranges
+    from flight_storage.execution.plan_types import TABLE
+    from flight_storage.execution.session import READ_ONLY, new_session
     from flight_storage.rpc import server as server_module
 
     ticket = steps.run("ticket", lambda: protocol.decode_ticket(
         protocol.unpack_any(handle)[1].statement_handle, server.secret,
         max_age=server.config.ticket_max_age_s))
     steps.run("access", lambda: server.check_access(call, ticket.bucket))
-    _source, plan, objects = steps.run("plan ticket", lambda: server._plan_ticket(call, ticket))
-    steps.run("planning thread", lambda: server.streams.run_planning(lambda: None,
+    stop = threading.Event()
+    _source, plan, objects = steps.run("plan ticket",
+                                       lambda: server._plan_ticket(call, ticket, stop))
+    steps.run("planning thread", lambda: server.streams.run_planning(lambda stop: None,
                                                                      call.is_cancelled))
     native = plan.native
     partition = ticket.partition
-    count = server.engine._range_count(plan.source.size)
-    index = engine_module.native_ranges(plan.source.size, count).index(
-        (partition.start, partition.end))
-    ctx = steps.run("session", lambda: engine_module._session(
+    count = server.engine.range_count(plan.source.size)
+    index = native_ranges(plan.source.size, count).index((partition.start, partition.end))
+    ctx = steps.run("session", lambda: new_session(
         server.engine.config, plan.translation, partitions=count, split_min_bytes=0))
-    steps.run("register", lambda: native.register(ctx, engine_module.TABLE))
-    frame = steps.run("SQL", lambda: ctx.sql_with_options(plan.translation.sql,
-                                                          engine_module._READ_ONLY))
+    steps.run("register", lambda: native.register(ctx, TABLE))
+    frame = steps.run("SQL", lambda: ctx.sql_with_options(plan.translation.sql, READ_ONLY))
     physical = steps.run("physical", frame.execution_plan)
     stream = steps.run("execute", lambda: ctx.execute(physical, index))
     rows = steps.run("drain", lambda: sum(b.to_pyarrow().num_rows for b in stream))
@@ -115,7 +117,7 @@ def run(rounds: int) -> dict[str, Any]:
     """The steps of the 64 endpoints, ``rounds`` times after a warm-up; ms per endpoint."""
     from pyarrow import flight
 
-    from flight_storage.execution.engine import EngineConfig
+    from flight_storage.execution.plan_types import EngineConfig
     from flight_storage.rpc.config import ServerConfig
     from flight_storage.rpc.middleware import CallContext
     from flight_storage.rpc.server import StorageServer

@@ -222,7 +222,7 @@ def _ticket_secret(path: Path | None) -> bytes:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from flight_storage.execution.engine import EngineConfig
+    from flight_storage.execution.plan_types import EngineConfig
     from flight_storage.formats.csv_sniff import TableReading
     from flight_storage.rpc.auth import UsersFileError
     from flight_storage.rpc.config import ConfigError, ServerConfig

@@ -37,9 +37,11 @@ i)``. ``tests/flight_storage/test_native_csv.py`` pins both facts against the re
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 import pyarrow as pa
 from datafusion import SessionContext
@@ -49,6 +51,7 @@ from flight_storage.errors import InputFormatError
 from flight_storage.formats.csv_guard import CsvSurvey, survey_file, survey_range
 from flight_storage.formats.csv_input import RULES_CEPH, CsvInputOptions
 from flight_storage.formats.typed_columns import BAD_VALUES_NULL, TypedColumns, arrow_type
+from flight_storage.protocol import Partition
 from flight_storage.storage.sources import (
     DataFusionLocation,
     ObjectSource,
@@ -259,6 +262,31 @@ class NativeCsvTable:
         counts = ctx.sql(f'SELECT {parts} FROM "checked_file"').to_pylist()[0]
         return [(i, int(counts[f"n{i}"]), str(counts[f"e{i}"])) for i, _ in typed
                 if counts[f"n{i}"]]
+
+    # -- how a plan's endpoints map onto DataFusion's partitions (shared with Parquet's table)
+    def endpoint_split(self, size: int, count: int) -> tuple[int, list[Any]]:
+        """DataFusion's partitions of the object when asked for ``count``, and the piece each
+        reads: its byte ranges."""
+        return count, list(native_ranges(size, count))
+
+    @staticmethod
+    def piece(partition: Partition) -> Any | None:
+        """The piece a plan's partition reads (a byte range), or None."""
+        if partition.kind != "byte_range":
+            return None
+        return (partition.start, partition.end)
+
+    def whole_partitions(self, cores: int) -> int:
+        """Partitions to read the whole object on ``cores`` cores."""
+        return cores
+
+    def explainer(self, size: int, partitions: int, start: int | None
+                  ) -> Callable[[str], InputFormatError | None]:
+        """What names a DataFusion error of one range (starting at ``start``) or of the
+        whole object read in ``partitions`` ranges: its line and column."""
+        starts = ([start] if start is not None
+                  else [lo for lo, _ in native_ranges(size, partitions)])
+        return functools.partial(self.read_error, range_starts=starts)
 
     def read_error(self, text: str, range_starts: list[int]) -> InputFormatError | None:
         """DataFusion's reader error ``text`` as an error naming the object, its line and the

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -41,6 +42,7 @@ from datafusion import SessionConfig, SessionContext
 
 from flight_storage.errors import StoppedError
 from flight_storage.execution.native_csv import native_ranges
+from flight_storage.protocol import Partition
 from flight_storage.storage.sources import (
     DataFusionLocation,
     ObjectSource,
@@ -112,6 +114,25 @@ class NativeParquetTable:
         ctx.register_parquet(name, self.location.url,
                              file_extension=self.location.url.rsplit("/", 1)[-1],
                              schema=self.schema)
+
+    def endpoint_split(self, size: int, count: int) -> tuple[int, list[Any]]:
+        """DataFusion's partitions of the file when asked for about ``count`` (see
+        :meth:`partition_count`), and the row groups each reads."""
+        chosen = self.partition_count(count)
+        return chosen, list(self.split(chosen))
+
+    @staticmethod
+    def piece(partition: Partition) -> Any | None:
+        """The piece a plan's partition reads (row groups), or None."""
+        return partition.row_groups if partition.kind == "row_groups" else None
+
+    def whole_partitions(self, cores: int) -> int:
+        """Partitions to read the whole file on ``cores`` cores."""
+        return self.partition_count(cores)
+
+    def explainer(self, size: int, partitions: int, start: int | None) -> None:
+        """DataFusion's Parquet errors need no position: :func:`engine_error` names them."""
+        return None
 
     def split(self, count: int) -> list[tuple[int, ...]]:
         """Row groups of each of ``count`` DataFusion partitions of the file."""

@@ -25,7 +25,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from flight_storage.execution.engine import InputSpec
+from flight_storage.execution.plan_types import InputSpec
 from flight_storage.formats.compression import open_decompressed
 from flight_storage.formats.csv_input import CsvInputOptions
 from flight_storage.formats.csv_sniff import SniffedTable, TableReading, read_sample, sniff_csv

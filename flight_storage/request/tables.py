@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flight_storage.errors import InvalidRequestError, ObjectNotFoundError
-from flight_storage.execution.engine import InputSpec
+from flight_storage.execution.plan_types import InputSpec
 from flight_storage.formats.typed_columns import BAD_VALUES_ERROR, TypedColumns
 from flight_storage.request.sniffing import TableSniffer
 from flight_storage.storage.catalog import Catalog, ObjectInfo, TableConfig

@@ -18,7 +18,7 @@ import pyarrow.flight as flight
 
 from flight_storage import protocol
 from flight_storage.errors import InvalidRequestError
-from flight_storage.execution.engine import SelectPlan
+from flight_storage.execution.plan_types import SelectPlan
 from flight_storage.protocol import PreparedHandle, Secret, pb
 from flight_storage.request.parameters import has_parameters
 from flight_storage.request.statement import split_table_reference

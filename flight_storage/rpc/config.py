@@ -6,7 +6,7 @@ import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from flight_storage.execution.engine import EngineConfig
+from flight_storage.execution.plan_types import EngineConfig
 from flight_storage.formats.csv_sniff import TableReading
 from flight_storage.rpc.streams import StreamLimits
 from flight_storage.storage.cluster import ClusterDescription
