@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -69,6 +70,14 @@ __all__ = ["COMPRESSIONS", "TABLE", "WARNINGS_METADATA", "EngineConfig", "InputS
 """The engine and the value types its callers use with it."""
 
 _PLAN_CACHE_ENTRIES = 256
+_PARTITION_PLANS = 64
+"""DataFusion physical plans kept for the endpoints of recent statements (each holds a
+session with its registered table: a few hundred KiB)."""
+_PARTITION_PLAN_TTL_S = 300.0
+"""A cached physical plan is made again after this long (an object store registered in its
+session holds credentials that may be temporary)."""
+_SPLIT_DIFFERS = object()
+"""A cached answer: DataFusion did not cut the statement into the partitions asked for."""
 
 
 def _as_sources(source: ObjectSource | Sequence[ObjectSource]) -> tuple[ObjectSource, ...]:
@@ -103,6 +112,10 @@ class SelectEngine:
         self.bad_values: VersionCache[list[tuple[int, int, str]]] = VersionCache()
         self._plans: OrderedDict[tuple[Any, ...], SelectPlan] = OrderedDict()
         self._plans_lock = threading.Lock()
+        self._partition_plans: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+        self._partition_lock = threading.Lock()
+        self.partition_plans_made = 0
+        """Physical plans made for endpoints (not served from the cache); tests read it."""
 
     # ------------------------------------------------------------------ planning
     def translate(self, expression: str, **kwargs: Any) -> Translation:
@@ -384,21 +397,19 @@ class SelectEngine:
         """Execute the plan over DataFusion's table: partition ``index`` of ``partitions``
         equal byte ranges (for Parquet, the row groups starting in that range), or (``index``
         None) everything on ``partitions`` cores."""
-        split = 0 if index is not None else MIN_SPLIT_BYTES
-        ctx = new_session(self.config, plan.translation, partitions=partitions,
-                          split_min_bytes=split)
-
         mismatch: list[bool] = []
 
         def open_stream() -> Any:
-            native.register(ctx, TABLE)
-            frame = ctx.sql_with_options(plan.translation.sql, READ_ONLY)
             if index is None:
-                return frame.execute_stream()
-            physical = frame.execution_plan()
-            if physical.partition_count != partitions:
+                ctx = new_session(self.config, plan.translation, partitions=partitions,
+                                  split_min_bytes=MIN_SPLIT_BYTES)
+                native.register(ctx, TABLE)
+                return ctx.sql_with_options(plan.translation.sql, READ_ONLY).execute_stream()
+            prepared = self._partition_plan(plan, native, partitions)
+            if prepared is _SPLIT_DIFFERS:
                 mismatch.append(True)  # not DataFusion's split after all
                 return None
+            ctx, physical = prepared
             return ctx.execute(physical, index)
 
         start = (partition.start or 0) if partition is not None and index is not None else None
@@ -406,6 +417,44 @@ class SelectEngine:
         yield from arrow_batches(open_stream, explain)
         if mismatch and partition is not None:  # the reference reader serves the range
             yield from self._reference_stream(plan, [partition])
+
+    def _partition_plan(self, plan: SelectPlan, native: NativeCsvTable | NativeParquetTable,
+                        partitions: int) -> Any:
+        """The session and DataFusion physical plan of ``plan`` cut into ``partitions``, made
+        once per statement, object version and table and reused by every DoGet of its
+        endpoints (each runs its own partition of the one plan: ``ctx.execute(plan, i)``), or
+        :data:`_SPLIT_DIFFERS`. Only plans of independent partitions come here (scans,
+        filters and projections: no aggregate, sort or limit, whose operators keep state
+        across partitions), so running one plan's partitions at once, again and in any order
+        is what DataFusion's partitions are for."""
+        identity = _plan_key(plan.expression, plan.sources, plan.input, plan.flavor, None)
+        if identity is None:
+            return self._make_partition_plan(plan, native, partitions)
+        key = (identity, partitions, native.signature)
+        # one at a time: the endpoints of a statement arrive together (ADBC opens them all at
+        # once), and one of them makes the plan the others then share
+        with self._partition_lock:
+            now = time.monotonic()
+            cached = self._partition_plans.get(key)
+            if cached is not None and now - cached[0] < _PARTITION_PLAN_TTL_S:
+                self._partition_plans.move_to_end(key)
+                return cached[1]
+            prepared = self._make_partition_plan(plan, native, partitions)
+            self._partition_plans[key] = (now, prepared)
+            self._partition_plans.move_to_end(key)
+            while len(self._partition_plans) > _PARTITION_PLANS:
+                self._partition_plans.popitem(last=False)
+        return prepared
+
+    def _make_partition_plan(self, plan: SelectPlan,
+                             native: NativeCsvTable | NativeParquetTable, partitions: int
+                             ) -> Any:
+        ctx = new_session(self.config, plan.translation, partitions=partitions,
+                          split_min_bytes=0)
+        native.register(ctx, TABLE)
+        physical = ctx.sql_with_options(plan.translation.sql, READ_ONLY).execution_plan()
+        self.partition_plans_made += 1
+        return (ctx, physical) if physical.partition_count == partitions else _SPLIT_DIFFERS
 
     def _expand(self, plan: SelectPlan, chosen: Sequence[Partition]) -> list[Partition]:
         """Replace a whole-table partition by the plan's finer partitions."""

@@ -165,6 +165,14 @@ class NativeCsvTable:
     source: ObjectSource | None = None
 
     @property
+    def signature(self) -> tuple[object, ...]:
+        """What DataFusion's plan of this table depends on besides the statement and the
+        object's version (a cached physical plan is reused only for an equal signature)."""
+        return (type(self).__name__, self.location.url, self.options, self.file_width,
+                self.width, self.coalesce_empty, self.strip_quotes, self.survey.quote,
+                self.compression, repr(self.columns))
+
+    @property
     def file_width(self) -> int:
         """Columns of the file table: every field of every line fits (a typed table: its
         columns, and a wider record is an error)."""

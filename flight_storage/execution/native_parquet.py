@@ -115,6 +115,13 @@ class NativeParquetTable:
                              file_extension=self.location.url.rsplit("/", 1)[-1],
                              schema=self.schema)
 
+    @property
+    def signature(self) -> tuple[object, ...]:
+        """What DataFusion's plan of this table depends on besides the statement and the
+        object's version (a cached physical plan is reused only for an equal signature)."""
+        return (type(self).__name__, self.location.url, self.size,
+                None if self.schema is None else self.schema.to_string())
+
     def endpoint_split(self, size: int, count: int) -> tuple[int, list[Any]]:
         """DataFusion's partitions of the file when asked for about ``count`` (see
         :meth:`partition_count`), and the row groups each reads."""

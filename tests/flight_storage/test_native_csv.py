@@ -420,3 +420,37 @@ def test_malformed_input_in_a_later_range_names_the_objects_line(
         except StorageError as exc:
             failures.append(exc.message)
     assert len(failures) == 1 and failures[0].startswith(expected), failures
+
+
+def test_endpoints_share_one_datafusion_plan_and_run_concurrently(tmp_path: Path) -> None:
+    """Every DoGet of a statement's endpoints runs its partition of one cached DataFusion plan
+    (made once per statement and object version, not per endpoint), also all at once and
+    again, and reads what the reference reader reads; a new version of the object gets a new
+    plan (issue #26: re-planning per DoGet was most of an endpoint's fixed cost)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    path = tmp_path / "object.csv"
+    path.write_bytes(b"".join(b"%d,%d,row %d\n" % (i, i % 7, i) for i in range(200_000)))
+    engine = SelectEngine(EngineConfig(partition_bytes=1 << 20))
+    source = FileSource(path, "bkt/object.csv", path.stat().st_size)
+    query = "select _1, _3 from s3object where _2 = '3'"
+    plan = engine.plan(query, source, InputSpec("csv"), flavor="ceph")
+    assert plan.reader == "datafusion" and len(plan.partitions) >= 4
+
+    def read(partition: Any) -> list[Any]:
+        return [r for b in engine.execute(plan, [partition]) for r in b.to_pylist()]
+
+    parts = [p.partition for p in plan.partitions]
+    with ThreadPoolExecutor(len(parts)) as pool:
+        at_once = list(pool.map(read, parts))
+    again = [read(p) for p in reversed(parts)][::-1]
+    assert engine.partition_plans_made == 1
+    _, reference = _run(path, query, "ceph", "NONE", native=False, partition_bytes=1 << 20,
+                        partitions="each")
+    assert [r for rows in at_once for r in rows] == reference
+    assert again == at_once
+    path.write_bytes(path.read_bytes().replace(b",3,", b",4,"))  # a new version
+    plan = engine.plan(query, FileSource(path, "bkt/object.csv", path.stat().st_size),
+                       InputSpec("csv"), flavor="ceph")
+    assert sum(len(read(p.partition)) for p in plan.partitions) == 0
+    assert engine.partition_plans_made == 2
