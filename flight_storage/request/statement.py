@@ -16,6 +16,7 @@ JSON document has a field of that name.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,11 +69,14 @@ def _top_level_from(tokens: list[Token]) -> int | None:
     return None
 
 
+@functools.lru_cache(maxsize=1024)
 def split_table_reference(sql: str) -> tuple[TableReference | None, str]:
     """Return the ``"bucket"."key"`` a statement reads and the statement rewritten to ``stdin``.
 
     Statements that read ``s3object``/``stdin`` (or that do not tokenize) come back unchanged
-    with no reference; the dialect then reports any syntax error itself.
+    with no reference; the dialect then reports any syntax error itself. Answers are kept for
+    the last statements seen (every DoGet of an endpoint splits its statement again; the
+    reference is read-only for callers).
 
     Example:
         >>> split_table_reference('SELECT _1 FROM "sales"."orders/2024-01.csv" WHERE _1 > 2')[0]

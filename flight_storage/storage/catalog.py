@@ -8,6 +8,7 @@ key's suffixes (``orders.csv.gz`` is GZIP-compressed CSV) unless a request says 
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -238,11 +239,12 @@ class Catalog:
         return self.sets[0]
 
     def bucket_config(self, bucket: str) -> BucketConfig:
-        """The bucket's table configuration (empty when it has none)."""
+        """The bucket's table configuration (empty when it has none); read every time (it
+        may change), parsed once per text."""
         text = self.store(bucket).config_text()
         if text is None:
             return BucketConfig()
-        return BucketConfig.parse(text, f"{bucket}/{BUCKET_CONFIG}")
+        return _parsed_config(text, f"{bucket}/{BUCKET_CONFIG}")
 
     def object(self, bucket: str, key: str) -> ObjectInfo:
         """Resolve one object (refusing names that could leave its bucket)."""
@@ -270,6 +272,11 @@ class Catalog:
         store = self.store(bucket)
         for stored in store.list(prefix):
             yield _info(bucket, store, stored)
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed_config(text: str, where: str) -> BucketConfig:
+    return BucketConfig.parse(text, where)
 
 
 def _info(bucket: str, store: BucketStore, stored: StoredObject) -> ObjectInfo:
