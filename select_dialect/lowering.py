@@ -209,6 +209,8 @@ class LoweringState:
 
     json_paths: dict[str, tuple[tuple[Any, ...], ...]] = field(default_factory=dict)
     max_positional: int = 0
+    positions: set[int] = field(default_factory=set)
+    """Every CSV field position the statement reads (``_N``, or a header name's)."""
 
 
 def like_to_regex(pattern: str, escape: str | None) -> str:
@@ -1056,6 +1058,7 @@ class Lowering:
             if position < 1:
                 raise QuerySemanticError(f"invalid column {name}")
             self.state.max_positional = max(self.state.max_positional, position)
+            self.state.positions.add(position)
             return self._field(position), FIELD
         if not quoted:
             self._check_unambiguous(name, self.header)
@@ -1063,6 +1066,7 @@ class Lowering:
         if index is None:
             raise self._unknown_column(name)
         self.state.max_positional = max(self.state.max_positional, index)
+        self.state.positions.add(index)
         return self._field(index), FIELD
 
     def _field(self, position: int) -> exp.Expression:

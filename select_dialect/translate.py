@@ -57,6 +57,8 @@ class Translation:
         is_aggregate: the query aggregates (one output row, or one per group with GROUP BY).
         select_star: the projection is ``*``.
         max_positional: largest N of ``_N`` used (0 if none).
+        positions: every CSV field position the statement reads (``_N`` or a header name's);
+            a statement over very wide records reads only these.
         json_from_path: steps of ``FROM s3object[*].a.b`` (after the table name).
         json_paths: input column name -> JSON path steps (JSON input).
         limit: the LIMIT value, if any.
@@ -95,6 +97,7 @@ class Translation:
     whole_input: bool = False
     reads_table: bool = True
     keeps_empty_fields: bool = False
+    positions: frozenset[int] = frozenset()
 
 
 # Statements that would change data or schema: the server only reads, and says so.
@@ -358,6 +361,7 @@ def _translate(
         whole_input=whole_input,
         reads_table=from_clause.source is not None,
         keeps_empty_fields=keeps_empty_fields,
+        positions=frozenset(lowering.state.positions),
     )
 
 

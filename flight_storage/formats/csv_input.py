@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import csv
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import BinaryIO, cast
 
@@ -613,18 +613,22 @@ def _filter_rows(rows: list[list[str]], options: CsvInputOptions) -> list[list[s
 
 
 def _columns(
-    lists: pa.ListArray, options: CsvInputOptions, num_columns: int | None
+    lists: pa.ListArray, options: CsvInputOptions, num_columns: int | None,
+    keep: Sequence[int] | None = None,
 ) -> pa.RecordBatch:
-    """Turn one list of fields per row into Utf8 columns ``_1 .. _N``."""
+    """Turn one list of fields per row into Utf8 columns ``_1 .. _N`` (only the positions in
+    ``keep`` when given: a record of 100,000 fields costs the columns asked for)."""
     lengths = pc.list_value_length(lists).fill_null(0)
-    if num_columns is None:
-        width = pc.max(lengths).as_py() or 0 if len(lists) else 0
+    if keep is not None:
+        positions = list(keep)
+    elif num_columns is None:
+        positions = list(range(1, (pc.max(lengths).as_py() or 0 if len(lists) else 0) + 1))
     else:
-        width = num_columns
+        positions = list(range(1, num_columns + 1))
     flat = lists.flatten()
     starts = pc.subtract(lists.offsets.slice(0, len(lists)), lists.offsets[0])
     arrays = []
-    for col in range(width):
+    for col in (p - 1 for p in positions):
         present = pc.greater(lengths, col)
         index = pc.if_else(present, pc.add(starts, col), pa.scalar(None, pa.int32()))
         values = pc.take(flat, index)
@@ -633,7 +637,7 @@ def _columns(
         if options.empty_is_null:
             values = pc.if_else(pc.equal(values, ""), pa.scalar(None, pa.string()), values)
         arrays.append(values.cast(pa.string()))
-    names = [f"_{i + 1}" for i in range(width)]
+    names = [f"_{p}" for p in positions]
     schema = pa.schema([pa.field(n, pa.string(), nullable=True) for n in names])
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
@@ -647,7 +651,8 @@ def _check_lengths(lines: pa.Array, options: CsvInputOptions, pos: _Position) ->
         raise _too_long(options, pos.offset, pos.records + first + 1)
 
 
-def _fast_table(data: bytes, options: CsvInputOptions) -> pa.Table | None:
+def _fast_table(data: bytes, options: CsvInputOptions, keep: Sequence[int] | None = None,
+                width: int | None = None) -> pa.Table | None:
     """Parse ``data`` with ``pyarrow.csv`` when that provably gives the same fields.
 
     That holds when the block has no quote, escape, comment or carriage-return characters,
@@ -691,6 +696,14 @@ def _fast_table(data: bytes, options: CsvInputOptions) -> pa.Table | None:
     # an upper bound of the width (delimiters inside quotes count too); pyarrow ignores
     # column_types entries for columns that do not exist
     bound = first.count(fd.encode("ascii")) + 1
+    if keep is None and width is not None and bound > width:
+        keep = range(1, width + 1)  # records wider than the table: build its columns only
+    if keep is not None and not data.isascii():
+        try:  # the columns not built are not decoded: check the text here (as the slow path)
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    wanted = [p for p in keep if p <= bound] if keep is not None else list(range(1, bound + 1))
     try:
         table = pa_csv.read_csv(
             pa.py_buffer(data),
@@ -704,10 +717,12 @@ def _fast_table(data: bytes, options: CsvInputOptions) -> pa.Table | None:
                 newlines_in_values=False,
             ),
             convert_options=pa_csv.ConvertOptions(
-                column_types={f"f{i}": pa.string() for i in range(bound)},
+                column_types={f"f{p - 1}": pa.string() for p in wanted},
                 strings_can_be_null=options.empty_is_null,
                 null_values=[""],
                 quoted_strings_can_be_null=options.empty_is_null,
+                # only the columns asked for are built (the others are parsed, not kept)
+                include_columns=[f"f{p - 1}" for p in wanted] if keep is not None else None,
             ),
         )
     except pa.ArrowInvalid:
@@ -716,6 +731,10 @@ def _fast_table(data: bytes, options: CsvInputOptions) -> pa.Table | None:
     if table.num_rows != lines:
         return None
     # verify_quotes is set only together with quote_char = options.quote (a str).
+    if keep is not None:
+        if verify_quotes:  # the quote check needs every field's bytes
+            return None
+        return table.rename_columns([f"_{p}" for p in wanted])
     if (verify_quotes and isinstance(quote_char, str)
             and not _every_quote_consumed(table, data, quote_char, lines)):
         return None
@@ -793,8 +812,12 @@ def _check_record_sizes(data: bytes, options: CsvInputOptions, pos: _Position) -
 class _Reader:
     """Turns a stream of raw blocks into lists-of-fields arrays, block by block."""
 
-    def __init__(self, options: CsvInputOptions) -> None:
+    def __init__(self, options: CsvInputOptions, keep: Sequence[int] | None = None,
+                 fast: bool = True, width: int | None = None) -> None:
         self.options = options
+        self.keep = keep
+        self.fast = fast
+        self.width = width
         self.rd_bytes = options.record_delimiter.encode("utf-8")
         self.pos = _Position()
         self.stream_tokenizer = _Tokenizer(options, split_records=True)
@@ -834,7 +857,7 @@ class _Reader:
     def _parse(self, data: bytes, final: bool) -> tuple[pa.ListArray | pa.Table | None, int]:
         """Parse whole records from ``data``; returns the rows and bytes consumed."""
         opts = self.options
-        table = _fast_table(data, opts)
+        table = _fast_table(data, opts, self.keep, self.width) if self.fast else None
         if table is not None:
             _check_record_sizes(data, opts, self.pos)
             self.pos.records += table.num_rows
@@ -929,6 +952,7 @@ def iter_csv_batches(
     batch_rows: int = 65536,
     skip_header: bool | None = None,
     block_size: int = DEFAULT_BLOCK_SIZE,
+    columns: Sequence[int] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Read CSV records as batches of nullable Utf8 columns ``_1 .. _N``.
 
@@ -944,6 +968,8 @@ def iter_csv_batches(
         skip_header: drop the first record; by default when ``FileHeaderInfo`` is
             ``IGNORE``/``USE`` and the range (if any) starts at byte 0.
         block_size: bytes read from ``source`` per step.
+        columns: read only these field positions (1-based, ascending; ``num_columns`` is then
+            ignored): columns ``_p`` for each, NULL where a record is shorter.
 
     Yields:
         Record batches (never empty).
@@ -961,7 +987,7 @@ def iter_csv_batches(
     """
     if skip_header is None:
         skip_header = options.has_header and (byte_range is None or byte_range[0] == 0)
-    reader = _Reader(options)
+    reader = _Reader(options, columns, width=num_columns)
     for rows in reader.lists(_raw_blocks(source, options, byte_range, block_size)):
         if skip_header:
             rows = rows.slice(1)
@@ -969,16 +995,40 @@ def iter_csv_batches(
         if isinstance(rows, pa.Table):
             for batch in rows.to_batches(max_chunksize=batch_rows):
                 if batch.num_rows:
-                    yield _fit_width(batch, num_columns)
+                    yield _fit_width(batch, num_columns, columns)
             continue
         for begin in range(0, len(rows), batch_rows):
             part = rows.slice(begin, batch_rows)
             if len(part):
-                yield _columns(part, options, num_columns)
+                yield _columns(part, options, num_columns, columns)
 
 
-def _fit_width(batch: pa.RecordBatch, num_columns: int | None) -> pa.RecordBatch:
-    """Pad with NULL columns or drop extra columns to make ``batch`` ``num_columns`` wide."""
+def peek_width(source: BinaryIO, options: CsvInputOptions, *, rows: int = 1024,
+               block_size: int = 64 << 10) -> int:
+    """The most fields of the first ``rows`` records (the header included), counted without
+    building a column per field (a record of 100,000 fields costs its bytes, not 100,000
+    arrays)."""
+    reader = _Reader(options, fast=False)
+    widest = seen = 0
+    for lists in reader.lists(_raw_blocks(source, options, None, block_size)):
+        part = lists.slice(0, rows - seen)
+        if len(part):
+            widest = max(widest, pc.max(pc.list_value_length(part)).as_py() or 0)
+        seen += len(part)
+        if seen >= rows:
+            break
+    return widest
+
+
+def _fit_width(batch: pa.RecordBatch, num_columns: int | None,
+               keep: Sequence[int] | None = None) -> pa.RecordBatch:
+    """Pad with NULL columns or drop extra columns to make ``batch`` ``num_columns`` wide (or
+    have the columns ``_p`` of ``keep``)."""
+    if keep is not None:
+        have = dict(zip(batch.schema.names, batch.columns, strict=True))
+        names = [f"_{p}" for p in keep]
+        return pa.RecordBatch.from_arrays(
+            [have.get(n, pa.nulls(batch.num_rows, pa.string())) for n in names], names=names)
     if num_columns is None or num_columns == batch.num_columns:
         return batch
     arrays = list(batch.columns[:num_columns])

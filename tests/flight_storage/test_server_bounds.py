@@ -259,3 +259,38 @@ def test_planning_past_the_query_timeout_stops_and_frees_its_slot(tmp_path: Path
         assert _query(server, 'SELECT count(*) FROM "b"."small.csv"').column(0).to_pylist() == [3]
     finally:
         server.stop()
+
+
+def test_a_record_of_100000_fields_costs_the_columns_asked_for(tmp_path: Path) -> None:
+    """Records of 100,000 fields (589 KB each): a statement naming a far column reads it (the
+    documented rule: name the columns you need), SELECT * is refused by --max-columns at once,
+    and neither costs memory per field: 8 queries at once stay within the headroom
+    (issue #30 point 6: about 500 MB per query, 2.37 GB for 8, even when refused)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    bucket = tmp_path / "b"
+    bucket.mkdir()
+    rows = [",".join(f"{letter}{i}" for i in range(1, 100_001)) for letter in "vw"]
+    (bucket / "wide.csv").write_text("\n".join(rows) + "\n")
+    (bucket / "small.csv").write_text("1,2\n")
+    server = start_server(tmp_path)
+    try:
+        _query(server, 'SELECT count(*) FROM "b"."small.csv"')  # warm up the engine
+        _reset_peak_rss(server)
+        before = _current_rss_mib(server)
+        far = _query(server, 'SELECT _99999, _3 FROM "b"."wide.csv"')
+        assert far.to_pylist() == [{"_99999": "v99999", "_3": "v3"},
+                                   {"_99999": "w99999", "_3": "w3"}]
+        assert _error_code(lambda: _query(server, 'SELECT * FROM "b"."wide.csv"')) == (
+            "TooManyColumns")
+        queries = ['SELECT count(*) FROM "b"."wide.csv"', 'SELECT _100000 FROM "b"."wide.csv"',
+                   'SELECT * FROM "b"."wide.csv"'] * 3
+        with ThreadPoolExecutor(8) as pool:
+            outcomes = list(pool.map(
+                lambda sql: _error_code(lambda: _query(server, sql)) if "SELECT *" in sql
+                else _query(server, sql).column(0).to_pylist(), queries[:8]))
+        answers = [[2], ["v100000", "w100000"], "TooManyColumns"]
+        assert outcomes == answers * 2 + answers[:2]
+        assert _peak_rss_mib(server) < before + RSS_HEADROOM_MIB
+    finally:
+        server.stop()

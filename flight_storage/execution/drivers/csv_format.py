@@ -88,15 +88,20 @@ class CsvDriver:
         if header is not None and translation.select_star:
             width = max(width, len(header))
         if translation.select_star and header is None:
-            width = max(width, _peek_width(sources[0], input, options))
+            with open_input(sources[0], input) as stream:
+                width = max(width, csv_input.peek_width(stream, options))
         width = max(width, 1)  # a statement that reads no field still counts rows
-        if width > engine.config.max_columns:
+        positions: Sequence[int] = range(1, width + 1)
+        if width > engine.config.max_columns and not translation.select_star:
+            # very wide records: the table has only the fields the statement names
+            positions = sorted(translation.positions)
+        if len(positions) > engine.config.max_columns:
             raise InvalidRequestError(
-                f"the query's table would have {width} columns; the limit is "
+                f"the query's table would have {len(positions)} columns; the limit is "
                 f"{engine.config.max_columns} (--max-columns): name the columns you need",
                 code="TooManyColumns",
             )
-        schema = pa.schema([pa.field(f"_{i}", pa.string()) for i in range(1, width + 1)])
+        schema = pa.schema([pa.field(f"_{i}", pa.string()) for i in positions])
         return translation, schema, header
 
     def partitions(self, engine: SelectEngine, source: ObjectSource, input: InputSpec,
@@ -262,14 +267,11 @@ def _count_bad_values(engine: SelectEngine, plan: SelectPlan, source: ObjectSour
     return [(i, n, example) for i, (n, example) in sorted(found.items())]
 
 
-def _peek_width(source: ObjectSource, input: InputSpec,
-                options: csv_input.CsvInputOptions) -> int:
-    with open_input(source, input) as stream:
-        for batch in csv_input.iter_csv_batches(
-            stream, options, num_columns=None, batch_rows=1024, block_size=64 << 10
-        ):
-            return batch.num_columns
-    return 0
+def _sparse_positions(schema: pa.Schema) -> list[int] | None:
+    """The field positions of a table of only the fields a statement names (very wide
+    records), or None for the usual ``_1 .. _N``."""
+    positions = [int(name[1:]) for name in schema.names]
+    return None if positions == list(range(1, len(positions) + 1)) else positions
 
 
 def _read(engine: SelectEngine, plan: SelectPlan, source: ObjectSource,
@@ -293,6 +295,7 @@ def _batches(engine: SelectEngine, plan: SelectPlan, source: ObjectSource,
             num_columns=len(plan.input_schema) if typed is None else None,
             byte_range=span,
             batch_rows=engine.config.batch_rows,
+            columns=_sparse_positions(plan.input_schema) if typed is None else None,
         )
         if typed is None:
             yield from batches
