@@ -11,8 +11,10 @@
     ├── ResourceLimitError         query too long, too many queries, memory, timeout -> resource exhausted
     ├── WrongNodeError             WrongNode: this cluster node does not hold the object
     ├── NodeUnavailableError       NodeUnavailable: no node holding the object answered -> unavailable
-    └── StoreUnavailableError      ServiceUnavailable, SlowDown: the object store did not answer
-                                   (unreachable, throttling past the retries) -> unavailable
+    ├── StoreUnavailableError      ServiceUnavailable, SlowDown: the object store did not answer
+    │                              (unreachable, throttling past the retries) -> unavailable
+    └── NotImplementedFeatureError NotImplemented: input we know and do not read yet (an Iceberg
+                                   delete file) -> unimplemented
 
 The server converts these at one boundary into Flight errors whose ``extra_info`` is the
 JSON of :meth:`StorageError.to_dict`; anything else is an internal error with an incident id.
@@ -131,3 +133,10 @@ class StoreUnavailableError(StorageError):
 
     code = "ServiceUnavailable"
     status = "unavailable"
+
+
+class NotImplementedFeatureError(StorageError):
+    """Input this server recognises and does not read yet (it never answers without it)."""
+
+    code = "NotImplemented"
+    status = "unimplemented"

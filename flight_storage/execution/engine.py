@@ -309,6 +309,8 @@ def _udfs() -> tuple[Any, ...]:
 
 
 _READ_ONLY = SQLOptions().with_allow_ddl(False).with_allow_dml(False).with_allow_statements(False)
+READ_ONLY = _READ_ONLY
+"""What every statement the engine runs may do: query, never DDL, DML or statements."""
 
 _PARQUET_TYPES: tuple[tuple[Callable[[pa.DataType], bool], str], ...] = (
     (pa.types.is_boolean, "bool"),
@@ -739,6 +741,34 @@ class SelectEngine:
             for group in groups
         )
 
+    # ------------------------------------------------------------- tables read elsewhere
+    # Hooks for a table whose files the engine does not list or read itself: an Iceberg table
+    # (``execution/iceberg_scan.py`` plans its data files and reads them with :meth:`session`).
+    def plan_table(self, expression: str, input_schema: pa.Schema, *, flavor: str) -> SelectPlan:
+        """Translate ``expression`` for a table of ``input_schema`` (columns by name, as a
+        Parquet object's); the plan has no sources and no partitions yet (the caller's).
+
+        Raises:
+            InvalidRequestError: an unknown flavour, or a statement over the length limit.
+            SelectDialectError: the statement does not translate.
+        """
+        if flavor not in FLAVORS:
+            raise InvalidRequestError(
+                f"unknown flavor {flavor!r}; use one of {', '.join(FLAVOR_NAMES)}")
+        check_query_length(expression, self.config.max_query_chars)
+        columns = [Column(f.name, _dialect_type(f.type)) for f in input_schema]
+        translation = self._translate(expression, input_format="parquet", flavor=flavor,
+                                      columns=columns)
+        return self._finish_plan(expression, flavor, (), InputSpec("parquet"), translation,
+                                 input_schema, [])
+
+    def session(self, translation: Translation | None, *, partitions: int,
+                split_min_bytes: int = 0) -> SessionContext:
+        """A DataFusion session as the engine's own reads use (UDFs, Parquet settings, memory
+        pool, independent partitions) with ``partitions`` target partitions."""
+        return _session(self.config, translation, partitions=partitions,
+                        split_min_bytes=split_min_bytes)
+
     # ------------------------------------------------------------------ execution
     def execute(
         self, plan: SelectPlan, partitions: Sequence[Partition] | None = None
@@ -1148,6 +1178,10 @@ def _arrow_batches(open_stream: Callable[[], Any]) -> Iterator[pa.RecordBatch]:
         raise
     except Exception as exc:  # DataFusion raises plain exceptions with text only
         raise engine_error(exc) from None
+
+
+arrow_batches = _arrow_batches
+"""The public name of :func:`_arrow_batches` (tables read elsewhere: ``iceberg_scan.py``)."""
 
 
 def _prefix_reason(plan: SelectPlan) -> str:

@@ -121,11 +121,15 @@ def _check_age(issued_at: float, max_age: float | None, now: float | None, what:
 
 # Partition kind -> (fields that must be set, fields that must be empty).
 _PARTITION_KINDS: Final[Mapping[str, tuple[frozenset[str], frozenset[str]]]] = {
-    "object": (frozenset(), frozenset({"start", "end", "row_groups", "keys"})),
-    "byte_range": (frozenset({"start", "end"}), frozenset({"row_groups", "keys"})),
-    "row_groups": (frozenset({"row_groups"}), frozenset({"start", "end", "keys"})),
-    "objects": (frozenset({"keys"}), frozenset({"start", "end", "row_groups"})),
+    "object": (frozenset(), frozenset({"start", "end", "row_groups", "keys", "snapshot", "split"})),
+    "byte_range": (frozenset({"start", "end"}),
+                   frozenset({"row_groups", "keys", "snapshot", "split"})),
+    "row_groups": (frozenset({"row_groups"}),
+                   frozenset({"start", "end", "keys", "snapshot", "split"})),
+    "objects": (frozenset({"keys"}), frozenset({"start", "end", "row_groups", "snapshot", "split"})),
+    "files": (frozenset({"keys", "snapshot"}), frozenset({"start", "end"})),
 }
+_PARTITION_FIELDS: Final = ("start", "end", "row_groups", "keys", "snapshot", "split")
 
 
 @dataclass(frozen=True)
@@ -135,11 +139,16 @@ class Partition:
     Attributes:
         kind: ``"object"`` (the whole object), ``"byte_range"`` (``start``..``end``, end
             exclusive, with S3 Select ScanRange record rules), ``"row_groups"`` (Parquet row
-            group indexes) or ``"objects"`` (several whole objects, e.g. a prefix table).
+            group indexes), ``"objects"`` (several whole objects, e.g. a prefix table) or
+            ``"files"`` (data files of one snapshot of an Iceberg table).
         start: first byte (byte_range).
         end: one past the last byte (byte_range).
-        row_groups: Parquet row group indexes (row_groups).
-        keys: object keys (objects).
+        row_groups: Parquet row group indexes (row_groups; for files, the row groups of the
+            one split file, for sizes).
+        keys: object keys (objects), data file paths (files).
+        snapshot: the Iceberg snapshot id the files belong to (files).
+        split: ``(index, count)``: the one data file is read as DataFusion's partition
+            ``index`` of ``count`` (files; empty: the files whole).
     """
 
     kind: str
@@ -147,19 +156,24 @@ class Partition:
     end: int | None = None
     row_groups: tuple[int, ...] = ()
     keys: tuple[str, ...] = ()
+    snapshot: int | None = None
+    split: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         rule = _PARTITION_KINDS.get(self.kind)
         if rule is None:
             raise ValueError(f"unknown partition kind {self.kind!r}")
         required, forbidden = rule
-        present = {name for name in ("start", "end", "row_groups", "keys") if self._set(name)}
+        present = {name for name in _PARTITION_FIELDS if self._set(name)}
         if missing := required - present:
             raise ValueError(f"{self.kind} partition needs {sorted(missing)}")
         if extra := forbidden & present:
             raise ValueError(f"{self.kind} partition takes no {sorted(extra)}")
         if self.start is not None and self.end is not None and not 0 <= self.start <= self.end:
             raise ValueError(f"bad byte range {self.start}..{self.end}")
+        if self.split and (len(self.split) != 2 or len(self.keys) != 1
+                           or not 0 <= self.split[0] < self.split[1]):
+            raise ValueError("a split is (index, count) of one file")
 
     def _set(self, name: str) -> bool:
         value = getattr(self, name)
@@ -168,7 +182,7 @@ class Partition:
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form, leaving out unset fields."""
         out: dict[str, Any] = {"kind": self.kind}
-        for name in ("start", "end", "row_groups", "keys"):
+        for name in _PARTITION_FIELDS:
             if self._set(name):
                 value = getattr(self, name)
                 out[name] = list(value) if isinstance(value, tuple) else value
@@ -183,6 +197,8 @@ class Partition:
             end=data.get("end"),
             row_groups=tuple(int(g) for g in data.get("row_groups", ())),
             keys=tuple(str(k) for k in data.get("keys", ())),
+            snapshot=None if data.get("snapshot") is None else int(data["snapshot"]),
+            split=tuple(int(i) for i in data.get("split", ())),
         )
 
 

@@ -10,7 +10,8 @@ from flight_storage.execution.engine import EngineConfig
 from flight_storage.rpc.streams import StreamLimits
 from flight_storage.storage.cluster import ClusterDescription
 from flight_storage.storage.data_locations import bucket_sets
-from flight_storage.storage.s3_store import S3Settings
+from flight_storage.storage.iceberg_catalog import IcebergCatalogs, IcebergCatalogSpec
+from flight_storage.storage.s3_store import S3Connection, S3Settings
 from flight_storage.storage.stores import BucketSet
 
 
@@ -50,6 +51,7 @@ class ServerConfig:
         engine: query execution limits.
         cluster: the cluster description when this server is one node of a cluster.
         node_name: this node's name in ``cluster``.
+        iceberg: the ``--iceberg NAME=...`` catalogs (``storage/iceberg_catalog.py``).
     """
 
     data: Path | tuple[str, ...]
@@ -75,6 +77,19 @@ class ServerConfig:
     cluster: ClusterDescription | None = None
     node_name: str | None = None
     store: S3Settings = field(default_factory=S3Settings)
+    iceberg: tuple[str, ...] = ()
+
+    def iceberg_catalogs(self) -> IcebergCatalogs:
+        """The ``--iceberg`` catalogs (loaded on first use; their ``s3://`` files are read with
+        :attr:`store`'s settings)."""
+        connection: list[S3Connection] = []
+
+        def store() -> S3Connection:
+            if not connection:
+                connection.append(S3Connection(self.store))
+            return connection[0]
+
+        return IcebergCatalogs([IcebergCatalogSpec.parse(v) for v in self.iceberg], store)
 
     def bucket_sets(self) -> list[BucketSet]:
         """The buckets of every data location. Folder objects of a cluster's holdings are

@@ -53,6 +53,7 @@ from flight_storage.request.s3_request import (
 )
 from flight_storage.request.statement import split_table_reference
 from flight_storage.request.tables import ResolvedTable, input_spec, object_version, resolve_table
+from flight_storage.rpc import iceberg_tables
 from flight_storage.rpc.actions import ACTIONS
 from flight_storage.rpc.auth import TokenSigner, Users
 from flight_storage.rpc.boundary import guarded, rpc_boundary
@@ -124,6 +125,7 @@ class StorageServer(flight.FlightServerBase):
         config.check()
         self.config = config
         self.catalog = Catalog(config.bucket_sets())
+        self.iceberg = config.iceberg_catalogs()  # Iceberg tables: rpc/iceberg_tables.py
         self.engine = SelectEngine(config.engine)
         self.secret = config.ticket_secret or secrets.token_bytes(32)
         self.users = Users.load(config.users_file) if config.users_file is not None else None
@@ -233,8 +235,10 @@ class StorageServer(flight.FlightServerBase):
         return middleware.fields if middleware is not None else {}
 
     def check_access(self, call: CallContext, bucket: str) -> None:
-        """Refuse buckets the caller may not read (and names that could leave the root)."""
-        self.catalog.store(bucket)
+        """Refuse buckets (and Iceberg catalogs) the caller may not read, and names that could
+        leave the root."""
+        if bucket not in self.iceberg:
+            self.catalog.store(bucket)
         if call.user is not None and not call.user.may_read(bucket):
             raise AccessDeniedError(f"user {call.user.name} may not read bucket {bucket}")
 
@@ -326,6 +330,9 @@ class StorageServer(flight.FlightServerBase):
         parameters: bytes | None,
         fields: dict[str, Any],
     ) -> flight.FlightInfo:
+        if iceberg_tables.iceberg_reference(query) is not None:  # an Iceberg table
+            return iceberg_tables.statement_info(self, call, descriptor, query, flavor,
+                                                 parameters, fields)
         table, plan = self.plan_statement(call, query, flavor, parameters)
         issued = time.time()
         # A statement that reads no object (SELECT 1) has a ticket naming no bucket.
@@ -353,7 +360,10 @@ class StorageServer(flight.FlightServerBase):
         plan: SelectPlan,
         total_records: int,
         fields: dict[str, Any],
+        about_plan: Mapping[str, Any] | None = None,
     ) -> flight.FlightInfo:
+        """The FlightInfo of a planned statement's tickets (``about_plan``: what
+        ``app_metadata`` says of a plan the engine did not read itself, an Iceberg table's)."""
         expires = expiry(tickets[0].issued_at + self.config.ticket_max_age_s)
         first = tickets[0]
         endpoints = []
@@ -373,8 +383,9 @@ class StorageServer(flight.FlightServerBase):
             # the rows are the union of the endpoints' rows: a cluster may join such plans
             t = plan.translation
             about["mergeable"] = not (t.is_aggregate or t.whole_input or t.limit is not None)
-        if plan.native is None:
+        if plan.native is None and about_plan is None:
             about["reason"] = plan.native_reason
+        about.update(about_plan or {})
         return flight.FlightInfo(schema, descriptor, endpoints, total_records, total_bytes,
                                  app_metadata=json.dumps(about).encode())
 
@@ -406,6 +417,9 @@ class StorageServer(flight.FlightServerBase):
         def plan() -> tuple[ResolvedTable | None, SelectPlan]:
             # all of it in the slot: splitting and scanning a long statement takes time too
             reference, sql = split_table_reference(query)
+            if reference is not None and reference.is_iceberg:
+                return None, iceberg_tables.plan_statement(self, call, query, flavor,
+                                                           parameters).plan
             if reference is None:
                 # bound first: the dialect has no ``?`` (SELECT ? || 'x' reads no table either)
                 bound = _bound(sql, parameters)
@@ -498,6 +512,9 @@ class StorageServer(flight.FlightServerBase):
         ticket = protocol.decode_ticket(handle, self.secret, max_age=self.config.ticket_max_age_s)
         if ticket.user != call.user_name:
             raise AccessDeniedError("ticket was issued to another user")
+        if ticket.partition.kind == "files":  # an Iceberg table's data files
+            return iceberg_tables.serve_partition(self, context, call, ticket, handle,
+                                                  self._fields(context))
         if not ticket.bucket and ticket.output_serialization is None:
             return self._serve_constant(ticket)
         if self.cluster is not None:  # before the catalog, which would say NoSuchBucket

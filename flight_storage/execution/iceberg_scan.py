@@ -1,0 +1,683 @@
+"""Apache Iceberg tables: their data files planned with pruning, each endpoint read by our own
+DataFusion.
+
+Planning (:func:`plan_iceberg`), in GetFlightInfo:
+
+1. the snapshot: the table's current one, or the one ``FOR VERSION AS OF n`` names, or the
+   one current at ``FOR TIMESTAMP AS OF t``; the table's schema is that snapshot's;
+2. the statement is translated for that schema (as a Parquet object's columns) and DataFusion
+   optimizes it over an empty table; the filter it leaves directly above the table scan is
+   converted, conjunct by conjunct, into an Iceberg row filter where the conversion is exact
+   (a column compared with a literal of its own type, IN lists, IS [NOT] NULL, a LIKE prefix,
+   AND, OR and NOT of those); what does not convert is left out, which only keeps more files;
+3. pyiceberg's ``table.scan(row_filter=..., snapshot_id=...).plan_files()`` prunes by partition
+   values (identity, day/month/year/hour, bucket, truncate) and by the manifests' column
+   bounds and null counts, and gives the data files;
+4. the files become ``files`` partitions (``protocol/tickets.py``: data file paths and the
+   snapshot id, signed in the ticket): small files grouped, and, when there are fewer files
+   than server cores, big files split by row groups (DataFusion's own file-scan partitions,
+   as ``native_parquet.py`` splits one Parquet object), so a plan has an endpoint per core.
+
+Execution (:func:`execute_iceberg`), in DoGet: each data file is registered in a DataFusion
+session with DataFusion's Parquet reader (through the object store, or this machine's disk for a
+``file://`` warehouse) and seen through a projection that maps the snapshot's schema onto the
+file **by field id**: a renamed column is read under its old name, a column added after the
+file was written reads as NULL, a promoted type (int to long, float to double, a wider decimal)
+is cast. The statement, with its full WHERE, runs over the union of the files' projections.
+
+Delete files (format v2 positional and equality deletes) are not applied yet: a plan that meets
+one answers ``NotImplemented`` naming the table and the delete file, never rows that were
+deleted.
+
+Hand-written: the filter conversion (DataFusion's expressions to pyiceberg's) and the field-id
+projection; pyiceberg plans, DataFusion reads. pyiceberg's own DataFusion table provider is
+not used: it is built against another DataFusion major.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import functools
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from flight_storage.errors import (
+    InvalidRequestError,
+    NotImplementedFeatureError,
+    QueryExecutionError,
+    StaleTicketError,
+)
+from flight_storage.execution.arrow_result import to_arrow_result
+from flight_storage.execution.engine import (
+    READ_ONLY,
+    TABLE,
+    PlannedPartition,
+    SelectEngine,
+    SelectPlan,
+    arrow_batches,
+)
+from flight_storage.execution.native_parquet import row_group_split, row_group_starts
+from flight_storage.protocol import Partition
+from flight_storage.storage.iceberg_catalog import (
+    IcebergCatalogs,
+    data_file_location,
+    open_data_file,
+)
+
+MAX_FILES_PER_ENDPOINT = 64
+"""Small data files grouped into one endpoint, at most (the ticket names each)."""
+_FIELD_ID = b"PARQUET:field_id"
+
+
+@dataclass(frozen=True)
+class IcebergTableName:
+    """``"catalog"."namespace"."table"`` and the snapshot it asks for.
+
+    Attributes:
+        catalog: the configured catalog's name.
+        namespace: the namespace, nested ones dotted.
+        table: the table's name.
+        version: ``FOR VERSION AS OF`` (a snapshot id), or None.
+        as_of: ``FOR TIMESTAMP AS OF`` (ISO text), or None.
+    """
+
+    catalog: str
+    namespace: str
+    table: str
+    version: int | None = None
+    as_of: str | None = None
+
+    @property
+    def display(self) -> str:
+        """How messages name the table."""
+        return f"{self.catalog}.{self.namespace}.{self.table}"
+
+
+@dataclass(frozen=True)
+class IcebergPlan:
+    """A planned statement over an Iceberg table.
+
+    Attributes:
+        name: the table.
+        snapshot: the snapshot read (None: the table has none yet, so no rows).
+        plan: the statement's plan (its partitions are ``files`` partitions).
+        files: every data file the plan reads.
+        pruned: data files of the snapshot that pruning left out (None: not counted).
+        row_filter: the Iceberg row filter planning used (its text).
+        field_ids: the snapshot schema's columns by name -> field id.
+    """
+
+    name: IcebergTableName
+    snapshot: int | None
+    plan: SelectPlan
+    files: tuple[str, ...]
+    pruned: int | None
+    row_filter: str
+    field_ids: dict[str, int]
+
+    @property
+    def about(self) -> dict[str, Any]:
+        """What FlightInfo's ``app_metadata`` says of the plan."""
+        return {"reader": "datafusion", "table": "iceberg", "snapshot": self.snapshot,
+                "files": len(self.files), "pruned_files": self.pruned,
+                "row_filter": self.row_filter}
+
+
+# ----------------------------------------------------------------------------- schemas
+
+
+def arrow_schema(iceberg_schema: Any) -> pa.Schema:
+    """The Arrow schema clients see for an Iceberg schema: plain (not large) strings, binaries
+    and lists, every column nullable (a file may lack a required column's older spelling)."""
+    from pyiceberg.io.pyarrow import schema_to_pyarrow
+
+    schema = schema_to_pyarrow(iceberg_schema, include_field_ids=False)
+    return pa.schema([pa.field(f.name, _plain(f.type), nullable=True) for f in schema])
+
+
+def _plain(data_type: pa.DataType) -> pa.DataType:
+    if pa.types.is_large_string(data_type):
+        return pa.string()
+    if pa.types.is_large_binary(data_type):
+        return pa.binary()
+    if isinstance(data_type, pa.ExtensionType):  # uuid: its 16 bytes
+        return _plain(data_type.storage_type)
+    if pa.types.is_large_list(data_type) or pa.types.is_list(data_type):
+        value = data_type.value_field
+        return pa.list_(value.with_type(_plain(value.type)))
+    if pa.types.is_struct(data_type):
+        return pa.struct([data_type.field(i).with_type(_plain(data_type.field(i).type))
+                          for i in range(data_type.num_fields)])
+    return data_type
+
+
+# ----------------------------------------------------------------------------- planning
+
+
+def plan_iceberg(engine: SelectEngine, catalogs: IcebergCatalogs, name: IcebergTableName,
+                 expression: str, *, flavor: str) -> IcebergPlan:
+    """Plan ``expression`` (``FROM stdin`` in place of the table) over the Iceberg table.
+
+    Raises:
+        ObjectNotFoundError: no such catalog, table or snapshot.
+        NotImplementedFeatureError: the files to read have delete files.
+    """
+    table = catalogs.table(name.catalog, name.namespace, name.table)
+    snapshot = _snapshot(table, name)
+    schema = _snapshot_schema(table, snapshot)
+    plan = engine.plan_table(expression, arrow_schema(schema), flavor=flavor)
+    snapshot_id = snapshot.snapshot_id if snapshot is not None else None
+    row_filter = iceberg_row_filter(engine, plan) if snapshot is not None else None
+    tasks: list[Any] = []
+    total: int | None = 0
+    if snapshot is not None:
+        from pyiceberg.expressions import AlwaysTrue
+
+        scan = table.scan(row_filter=row_filter if row_filter is not None else AlwaysTrue(),
+                          snapshot_id=snapshot_id, case_sensitive=True)
+        tasks = list(scan.plan_files())
+        _refuse_deletes(name, tasks)
+        total = _total_files(snapshot)
+    partitions = _partitions(engine, catalogs, snapshot_id or 0, tasks, plan) or [
+        PlannedPartition(_no_files(snapshot_id), bytes=0, rows=0)]
+    files = tuple(t.file.file_path for t in tasks)
+    return IcebergPlan(name, snapshot_id, dataclasses.replace(plan, partitions=tuple(partitions)),
+                       files, total - len(files) if total is not None else None,
+                       str(row_filter) if row_filter is not None else "AlwaysTrue()",
+                       field_ids(schema))
+
+
+def _no_files(snapshot_id: int | None) -> Partition:
+    """The one endpoint of a plan that reads no file (no snapshot yet, or all pruned)."""
+    return Partition("files", keys=("",), snapshot=snapshot_id or 0)
+
+
+def _refuse_deletes(name: IcebergTableName, tasks: Sequence[Any]) -> None:
+    """Delete files are not applied yet: refuse, naming the first, rather than answer rows
+    that were deleted."""
+    for task in tasks:
+        if task.delete_files:
+            delete = sorted(d.file_path for d in task.delete_files)[0]
+            raise NotImplementedFeatureError(
+                f"Iceberg table {name.display}: data file {task.file.file_path} has delete "
+                f"files, which this server does not apply yet (first: {delete}); it answers no "
+                "rows rather than rows that were deleted")
+
+
+def field_ids(iceberg_schema: Any) -> dict[str, int]:
+    """The schema's top-level columns: name -> Iceberg field id."""
+    return {f.name: f.field_id for f in iceberg_schema.fields}
+
+
+def _snapshot(table: Any, name: IcebergTableName) -> Any:
+    """The snapshot the statement reads (None: the table has none)."""
+    if name.version is not None:
+        snapshot = table.snapshot_by_id(name.version)
+        if snapshot is None:
+            raise _no_snapshot(name, f"no snapshot {name.version}")
+        return snapshot
+    if name.as_of is not None:
+        moment = _timestamp_ms(name.as_of)
+        found = table.snapshot_as_of_timestamp(moment)
+        if found is None:
+            raise _no_snapshot(name, f"no snapshot at or before {name.as_of}")
+        return found
+    return table.current_snapshot()
+
+
+def _no_snapshot(name: IcebergTableName, what: str) -> Exception:
+    from flight_storage.errors import ObjectNotFoundError
+
+    return ObjectNotFoundError(f"Iceberg table {name.display}: {what}", code="NoSuchSnapshot")
+
+
+def _timestamp_ms(text: str) -> int:
+    """Milliseconds since the epoch of ISO ``text`` (UTC unless it names a zone)."""
+    try:
+        moment = dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise InvalidRequestError(f"FOR TIMESTAMP AS OF {text!r}: not a time (write "
+                                  "'2024-01-02 03:04:05', optionally with a zone)") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def _snapshot_schema(table: Any, snapshot: Any) -> Any:
+    """The schema a snapshot was written with (pyiceberg's reading rule too)."""
+    if snapshot is not None and snapshot.schema_id is not None:
+        for schema in table.schemas().values():
+            if schema.schema_id == snapshot.schema_id:
+                return schema
+    return table.schema()
+
+
+def _total_files(snapshot: Any) -> int | None:
+    summary = snapshot.summary
+    value = summary.additional_properties.get("total-data-files") if summary else None
+    return int(value) if value is not None else None
+
+
+def _partitions(engine: SelectEngine, catalogs: IcebergCatalogs, snapshot_id: int,
+                tasks: Sequence[Any], plan: SelectPlan) -> list[PlannedPartition]:
+    """The plan's endpoints: every file in one when the statement is not a union of per-row
+    results (aggregates, LIMIT, ORDER BY), else small files grouped and, when there are fewer
+    files than cores, big files split by row groups."""
+    if not tasks:
+        return []
+    if not plan.parallel_safe:
+        return [_files_partition(snapshot_id, tasks)]
+    cores = engine.config.parallelism
+    planned: list[PlannedPartition] = []
+    if len(tasks) < cores:
+        wanted = -(-cores // len(tasks))
+        for task in tasks:
+            planned += _split_file(catalogs, snapshot_id, task, wanted)
+        return planned
+    target = min(engine.config.partition_bytes,
+                 max(1, sum(t.file.file_size_in_bytes for t in tasks) // cores))
+    group: list[Any] = []
+    for task in tasks:
+        size = sum(t.file.file_size_in_bytes for t in group)
+        if group and (size + task.file.file_size_in_bytes > target
+                      or len(group) >= MAX_FILES_PER_ENDPOINT):
+            planned.append(_files_partition(snapshot_id, group))
+            group = []
+        group.append(task)
+    planned.append(_files_partition(snapshot_id, group))
+    return planned
+
+
+def _files_partition(snapshot_id: int, tasks: Sequence[Any]) -> PlannedPartition:
+    return PlannedPartition(
+        Partition("files", keys=tuple(t.file.file_path for t in tasks), snapshot=snapshot_id),
+        bytes=sum(t.file.file_size_in_bytes for t in tasks),
+        rows=sum(t.file.record_count for t in tasks))
+
+
+def _split_file(catalogs: IcebergCatalogs, snapshot_id: int, task: Any,
+                wanted: int) -> list[PlannedPartition]:
+    """One file as ``wanted`` (or fewer) DataFusion partitions of its row groups, leaving out
+    partitions that hold no row group's start (``native_parquet.row_group_split``)."""
+    whole = [_files_partition(snapshot_id, [task])]
+    metadata = _footer(catalogs, task.file.file_path)
+    if wanted <= 1 or metadata.num_row_groups < 2:
+        return whole
+    size = task.file.file_size_in_bytes
+    starts = row_group_starts(metadata)
+    pieces = row_group_split(starts, size, wanted)
+    if sum(1 for p in pieces if p) < 2:
+        return whole
+    path = task.file.file_path
+    return [
+        PlannedPartition(
+            Partition("files", keys=(path,), snapshot=snapshot_id, split=(index, wanted),
+                      row_groups=groups),
+            bytes=sum(metadata.row_group(g).total_byte_size for g in groups),
+            rows=sum(metadata.row_group(g).num_rows for g in groups))
+        for index, groups in enumerate(pieces) if groups
+    ]
+
+
+def whole_partition(plan: SelectPlan) -> Partition:
+    """Every file of the plan in one ``files`` partition (a client that reads one endpoint)."""
+    paths: list[str] = []
+    snapshot = 0
+    for planned in plan.partitions:
+        snapshot = planned.partition.snapshot or snapshot
+        paths += [k for k in planned.partition.keys if k not in paths]
+    return Partition("files", keys=tuple(paths) or ("",), snapshot=snapshot)
+
+
+# ----------------------------------------------------------------------------- the row filter
+
+
+def iceberg_row_filter(engine: SelectEngine, plan: SelectPlan) -> Any:
+    """The Iceberg row filter of the plan's WHERE (None: nothing converts exactly).
+
+    DataFusion optimizes the translated statement over an empty table of the plan's schema;
+    the filter it leaves directly above the table scan (its predicate already simplified,
+    casts of literals unwrapped) is converted conjunct by conjunct."""
+    ctx = engine.session(plan.translation, partitions=1)
+    empty = pa.RecordBatch.from_pylist([], schema=plan.input_schema)
+    ctx.register_record_batches(TABLE, [[empty]])
+    try:
+        logical = ctx.sql_with_options(plan.translation.sql, READ_ONLY).optimized_logical_plan()
+    except Exception:  # DataFusion raises plain exceptions; execution reports them
+        return None
+    predicate = _scan_filter(logical)
+    if predicate is None:
+        return None
+    schema = plan.input_schema
+    converted = [c for c in (_convert(e, schema) for e in _conjuncts(predicate)) if c is not None]
+    return functools.reduce(_expressions().And, converted) if converted else None
+
+
+def _scan_filter(node: Any) -> Any:
+    """The predicate of a Filter whose input is the table scan, anywhere in the plan."""
+    variant = node.to_variant()
+    inputs = node.inputs()
+    if type(variant).__name__ == "Filter" and len(inputs) == 1 \
+            and type(inputs[0].to_variant()).__name__ == "TableScan":
+        return variant.predicate()
+    for child in inputs:
+        found = _scan_filter(child)
+        if found is not None:
+            return found
+    return None
+
+
+def _kind(expr: Any) -> str:
+    return str(expr.variant_name())
+
+
+def _conjuncts(expr: Any) -> list[Any]:
+    variant = expr.to_variant()
+    if _kind(expr) == "BinaryExpr" and variant.op() == "AND":
+        return _conjuncts(variant.left()) + _conjuncts(variant.right())
+    return [expr]
+
+
+_COMPARISONS = ("=", "!=", "<", "<=", ">", ">=")
+_FLIPPED = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def _convert(expr: Any, schema: pa.Schema) -> Any:
+    """One DataFusion expression as an equivalent Iceberg expression, or None."""
+    kind = _kind(expr)
+    converter = _CONVERTERS.get(kind)
+    return converter(expr.to_variant(), schema) if converter is not None else None
+
+
+def _binary(variant: Any, schema: pa.Schema) -> Any:
+    e = _expressions()
+    op = variant.op()
+    if op in ("AND", "OR"):
+        left, right = _convert(variant.left(), schema), _convert(variant.right(), schema)
+        if op == "AND":  # a conjunct that does not convert is left out: still a superset
+            if left is None or right is None:
+                return left if right is None else right
+            return e.And(left, right)
+        return e.Or(left, right) if left is not None and right is not None else None
+    if op not in _COMPARISONS:
+        return None
+    column, value = _column(variant.left(), schema), _literal(variant.right())
+    if column is None:
+        column, value = _column(variant.right(), schema), _literal(variant.left())
+        op = _FLIPPED[op]
+    if column is None or value is None:
+        return None
+    converted = _value(schema.field(column).type, value)
+    if converted is None:
+        return None
+    return _comparison(op)(column, converted)
+
+
+def _expressions() -> Any:
+    """pyiceberg's expression classes (untyped here: their pydantic signatures take terms,
+    and a column name is what they are given)."""
+    import pyiceberg.expressions
+
+    return pyiceberg.expressions
+
+
+def _comparison(op: str) -> Callable[[str, Any], Any]:
+    e = _expressions()
+    return {"=": e.EqualTo, "!=": e.NotEqualTo, "<": e.LessThan, "<=": e.LessThanOrEqual,
+            ">": e.GreaterThan, ">=": e.GreaterThanOrEqual}[op]
+
+
+def _in_list(variant: Any, schema: pa.Schema) -> Any:
+    e = _expressions()
+    column = _column(variant.expr(), schema)
+    if column is None:
+        return None
+    values = []
+    for item in variant.list():
+        scalar = _literal(item)
+        converted = _value(schema.field(column).type, scalar) if scalar is not None else None
+        if converted is None:
+            return None
+        values.append(converted)
+    return (e.NotIn if variant.negated() else e.In)(column, values)
+
+
+def _null_test(negated: bool) -> Callable[[Any, pa.Schema], Any]:
+    def convert(variant: Any, schema: pa.Schema) -> Any:
+        e = _expressions()
+        column = _column(variant.expr(), schema)
+        if column is None:
+            return None
+        return (e.NotNull if negated else e.IsNull)(column)
+
+    return convert
+
+
+def _not(variant: Any, schema: pa.Schema) -> Any:
+    inner = _convert(variant.expr(), schema)
+    # NOT of a superset is not a superset: only an exact inner conversion may be negated, and
+    # every conversion here is exact except an AND that dropped a conjunct
+    if inner is None or not _exact(variant.expr(), schema):
+        return None
+    return _expressions().Not(inner)
+
+
+def _exact(expr: Any, schema: pa.Schema) -> bool:
+    """True when every part of ``expr`` converts (no conjunct was left out)."""
+    if _kind(expr) == "BinaryExpr" and expr.to_variant().op() in ("AND", "OR"):
+        variant = expr.to_variant()
+        return _exact(variant.left(), schema) and _exact(variant.right(), schema)
+    return _convert(expr, schema) is not None
+
+
+def _like(variant: Any, schema: pa.Schema) -> Any:
+    """``col LIKE 'prefix%'`` (no other wildcard, no escape) is StartsWith."""
+    if variant.negated() or variant.escape_char() is not None:
+        return None
+    column = _column(variant.expr(), schema)
+    pattern = _literal(variant.pattern())
+    if column is None or pattern is None or not pa.types.is_string(schema.field(column).type):
+        return None
+    text = pattern.as_py()
+    if not isinstance(text, str) or not text.endswith("%"):
+        return None
+    prefix = text[:-1]
+    if any(ch in prefix for ch in "%_\\") or not prefix:
+        return None
+    return _expressions().StartsWith(column, prefix)
+
+
+_CONVERTERS: dict[str, Callable[[Any, pa.Schema], Any]] = {
+    "BinaryExpr": _binary,
+    "InList": _in_list,
+    "IsNull": _null_test(False),
+    "IsNotNull": _null_test(True),
+    "Not": _not,
+    "Like": _like,
+}
+
+
+def _column(expr: Any, schema: pa.Schema) -> str | None:
+    """The column ``expr`` is, when it is a bare column of the table."""
+    if _kind(expr) != "Column":
+        return None
+    name = str(expr.to_variant().name())
+    return name if schema.get_field_index(name) >= 0 else None
+
+
+def _literal(expr: Any) -> pa.Scalar | None:
+    if _kind(expr) != "Literal":
+        return None
+    try:
+        value = expr.python_value()
+    except Exception:  # a literal datafusion-python cannot hand over
+        return None
+    return value if isinstance(value, pa.Scalar) and value.is_valid else None
+
+
+def _value(column_type: pa.DataType, scalar: pa.Scalar) -> Any:
+    """The literal for an Iceberg predicate on a column of ``column_type``, or None when the
+    comparison would not mean the same there (another type, a unit or zone that differs)."""
+    literal_type = scalar.type
+    if pa.types.is_integer(column_type) and pa.types.is_integer(literal_type):
+        return int(scalar.as_py())
+    if pa.types.is_string(column_type) and (pa.types.is_string(literal_type)
+                                            or pa.types.is_large_string(literal_type)
+                                            or pa.types.is_string_view(literal_type)):
+        return str(scalar.as_py())
+    if column_type != literal_type:
+        return None
+    if pa.types.is_boolean(column_type):
+        return bool(scalar.as_py())
+    if pa.types.is_float64(column_type):
+        value = scalar.as_py()
+        return float(value) if value == value else None  # NaN: never pushed
+    if pa.types.is_decimal(column_type):
+        return Decimal(scalar.as_py())
+    if pa.types.is_date32(column_type):
+        return scalar.as_py()
+    if pa.types.is_timestamp(column_type) and column_type.unit == "us":
+        return int(scalar.cast(pa.int64()).as_py())
+    return None
+
+
+# ----------------------------------------------------------------------------- execution
+
+
+class _Footers:
+    """Parquet footers of data files by path (an Iceberg data file is never rewritten in place:
+    its path is its identity)."""
+
+    def __init__(self, entries: int = 4096) -> None:
+        self._entries = entries
+        self._cache: OrderedDict[str, pq.FileMetaData] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, catalogs: IcebergCatalogs, path: str) -> pq.FileMetaData:
+        with self._lock:
+            found = self._cache.get(path)
+            if found is not None:
+                self._cache.move_to_end(path)
+                return found
+        with open_data_file(path, catalogs.connection) as file:
+            metadata = pq.ParquetFile(file).metadata
+        with self._lock:
+            self._cache[path] = metadata
+            while len(self._cache) > self._entries:
+                self._cache.popitem(last=False)
+        return metadata
+
+
+_FOOTERS = _Footers()
+
+
+def _footer(catalogs: IcebergCatalogs, path: str) -> pq.FileMetaData:
+    try:
+        return _FOOTERS.get(catalogs, path)
+    except FileNotFoundError:
+        raise StaleTicketError(f"data file {path} is gone (the snapshot was expired?): plan the "
+                               "query again", code="NoSuchKey") from None
+
+
+def replan(engine: SelectEngine, catalogs: IcebergCatalogs, name: IcebergTableName,
+           expression: str, *, flavor: str, snapshot_id: int
+           ) -> tuple[SelectPlan, dict[str, int]]:
+    """The plan a ticket's DoGet executes and the columns' field ids: the statement translated
+    for the ticket's snapshot's schema (the files come from the ticket, not from planning
+    again).
+
+    Raises:
+        StaleTicketError: the snapshot is no longer in the table (expired).
+    """
+    table = catalogs.table(name.catalog, name.namespace, name.table)
+    snapshot = table.snapshot_by_id(snapshot_id) if snapshot_id else None
+    if snapshot is None and snapshot_id:
+        raise StaleTicketError(f"Iceberg table {name.display}: snapshot {snapshot_id} is no "
+                               "longer in the table (expired): plan the query again")
+    schema = _snapshot_schema(table, snapshot)
+    return (engine.plan_table(expression, arrow_schema(schema), flavor=flavor),
+            field_ids(schema))
+
+
+def execute_iceberg(engine: SelectEngine, catalogs: IcebergCatalogs, plan: SelectPlan,
+                    ids: dict[str, int], partition: Partition) -> Iterator[pa.RecordBatch]:
+    """The statement's result over one ``files`` partition, as Flight clients see it
+    (``ids``: the snapshot schema's field ids, :func:`field_ids`)."""
+    paths = [p for p in partition.keys if p]
+    if not paths:
+        return
+    schema = plan.arrow_schema
+    index, count = partition.split if partition.split else (None, 1)
+    cores = engine.config.parallelism if not plan.parallel_safe else 1
+    ctx = engine.session(plan.translation, partitions=max(count, cores))
+    mismatch: list[int] = []
+
+    def open_stream() -> Any:
+        frames = [_file_frame(ctx, catalogs, plan.input_schema, ids, path, n)
+                  for n, path in enumerate(paths)]
+        view = functools.reduce(lambda a, b: a.union(b), frames)
+        ctx.register_view(TABLE, view)
+        frame = ctx.sql_with_options(plan.translation.sql, READ_ONLY)
+        if index is None:
+            return frame.execute_stream()
+        physical = frame.execution_plan()
+        if physical.partition_count != count:
+            mismatch.append(physical.partition_count)
+            return None
+        return ctx.execute(physical, index)
+
+    for batch in arrow_batches(open_stream):
+        yield to_arrow_result(batch, schema)
+    if mismatch:
+        raise QueryExecutionError(
+            f"{paths[0]}: DataFusion made {mismatch[0]} partitions of the file, not the "
+            f"{count} planned: plan the query again", code="PreconditionFailed")
+
+
+def _file_frame(ctx: Any, catalogs: IcebergCatalogs, schema: pa.Schema, ids: dict[str, int],
+                path: str, number: int) -> Any:
+    """The data file as a DataFrame of the snapshot's schema, columns matched by field id."""
+    from datafusion import col, lit
+
+    location = data_file_location(path, catalogs.connection)
+    location.register(ctx)
+    name = f"iceberg_file_{number}"
+    ctx.register_parquet(name, location.url, file_extension=location.url.rsplit("/", 1)[-1])
+    frame = ctx.table(name)
+    by_id = _file_columns(catalogs, path, pa.schema(frame.schema()))
+    columns = []
+    for field in schema:
+        field_id = ids.get(field.name)
+        source = by_id.get(field_id) if field_id is not None else None
+        if source is None:
+            columns.append(lit(pa.scalar(None, type=field.type)).alias(field.name))
+            continue
+        source_name, source_type = source
+        expr = col(f'"{source_name}"')
+        if source_type != field.type:
+            expr = expr.cast(field.type)
+        columns.append(expr.alias(field.name))
+    return frame.select(*columns)
+
+
+def _file_columns(catalogs: IcebergCatalogs, path: str, read: pa.Schema
+                  ) -> dict[int, tuple[str, pa.DataType]]:
+    """The file's top-level columns by Iceberg field id: their names in the file and the type
+    DataFusion reads them as."""
+    metadata = _footer(catalogs, path)
+    arrow = metadata.schema.to_arrow_schema()
+    found: dict[int, tuple[str, pa.DataType]] = {}
+    for field in arrow:
+        raw = (field.metadata or {}).get(_FIELD_ID)
+        if raw is None or read.get_field_index(field.name) < 0:
+            continue
+        found[int(raw)] = (field.name, read.field(field.name).type)
+    return found

@@ -1,0 +1,167 @@
+"""Iceberg tables over Flight SQL: a statement over ``"catalog"."namespace"."table"`` planned
+into ``files`` tickets in GetFlightInfo, one of them served in DoGet.
+
+The server's hooks call these functions (``server.py``: ``_statement_info``, ``plan_statement``
+and ``_serve_partition``); planning and reading are ``execution/iceberg_scan.py``'s, the
+catalogs ``storage/iceberg_catalog.py``'s. A ticket is as stateless as an object's: it carries
+the statement, the snapshot id and the data files of its endpoint, signed; DoGet translates the
+statement again for that snapshot's schema and reads exactly those files, so a commit between
+planning and reading never mixes snapshots.
+
+Access: an Iceberg catalog's name is checked against a user's buckets (a users file lists
+catalogs beside buckets).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Protocol, TypeVar
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+from flight_storage import protocol
+from flight_storage.errors import InvalidRequestError
+from flight_storage.execution.engine import SelectEngine, SelectPlan
+from flight_storage.execution.iceberg_scan import (
+    IcebergPlan,
+    IcebergTableName,
+    execute_iceberg,
+    plan_iceberg,
+    replan,
+    whole_partition,
+)
+from flight_storage.protocol import PartitionTicket
+from flight_storage.request.parameters import bind, has_parameters
+from flight_storage.request.statement import TableReference, split_table_reference
+from flight_storage.rpc.boundary import guarded
+from flight_storage.rpc.config import ServerConfig
+from flight_storage.rpc.endpoints import endpoint_partitions, known_rows, query_id, ticket_key
+from flight_storage.rpc.middleware import CallContext
+from flight_storage.rpc.streams import QueryStream, ReadCounter, StreamPool
+from flight_storage.storage.iceberg_catalog import IcebergCatalogs
+from select_dialect.translate import refuse_writes
+
+T = TypeVar("T")
+
+
+class IcebergHost(Protocol):
+    """What these functions use of the server."""
+
+    config: ServerConfig
+    engine: SelectEngine
+    iceberg: IcebergCatalogs
+    streams: StreamPool
+
+    @property
+    def node_name(self) -> str | None: ...
+
+    def check_query_length(self, query: str, what: str = ...) -> None: ...
+
+    def check_access(self, call: CallContext, bucket: str) -> None: ...
+
+    def is_cancelled(self, key: bytes) -> bool: ...
+
+    def bounded(self, call: CallContext, what: str, work: Callable[[], T]) -> T: ...
+
+    def _flight_info(self, schema: pa.Schema, descriptor: flight.FlightDescriptor,
+                     tickets: list[PartitionTicket], plan: SelectPlan, total_records: int,
+                     fields: dict[str, Any], about_plan: Mapping[str, Any] | None = None
+                     ) -> flight.FlightInfo:
+        """The server's FlightInfo of planned tickets."""
+        ...
+
+
+def iceberg_reference(query: str) -> TableReference | None:
+    """The Iceberg table a statement reads (None: it reads an object, or nothing)."""
+    reference, _ = split_table_reference(query)
+    return reference if reference is not None and reference.is_iceberg else None
+
+
+def _name(reference: TableReference) -> IcebergTableName:
+    assert reference.table is not None
+    return IcebergTableName(reference.bucket, reference.key, reference.table,
+                            reference.version, reference.as_of)
+
+
+def _bound(sql: str, parameters: bytes | None) -> str:
+    if parameters is not None:
+        return bind(sql, protocol.handle_parameters(parameters))
+    if has_parameters(sql):
+        raise InvalidRequestError("statement has ? parameters but none were bound")
+    return sql
+
+
+def plan_statement(host: IcebergHost, call: CallContext, query: str, flavor: str,
+                   parameters: bytes | None) -> IcebergPlan:
+    """Plan a statement over an Iceberg table (under a compute slot and the query timeout)."""
+    host.check_query_length(query)
+    refuse_writes(query)
+
+    def plan() -> IcebergPlan:
+        reference, sql = split_table_reference(query)
+        assert reference is not None and reference.is_iceberg
+        host.check_access(call, reference.bucket)
+        return plan_iceberg(host.engine, host.iceberg, _name(reference),
+                            _bound(sql, parameters), flavor=flavor)
+
+    return host.bounded(call, "planning", plan)
+
+
+def statement_info(host: IcebergHost, call: CallContext, descriptor: flight.FlightDescriptor,
+                   query: str, flavor: str, parameters: bytes | None,
+                   fields: dict[str, Any]) -> flight.FlightInfo:
+    """GetFlightInfo of a statement over an Iceberg table: a ticket per ``files`` partition."""
+    planned = plan_statement(host, call, query, flavor, parameters)
+    plan = planned.plan
+    if call.single_endpoint:
+        partitions = [whole_partition(plan)]
+    else:
+        partitions = [whole_partition(plan) if p.kind == "object" else p
+                      for p in endpoint_partitions(plan)]
+    issued = time.time()
+    name = planned.name
+    tickets = [
+        PartitionTicket(query=query, flavor=flavor, bucket=name.catalog,
+                        key=f"{name.namespace}.{name.table}", partition=p,
+                        user=call.user_name, parameters=parameters, issued_at=issued,
+                        object_version=f"snapshot:{planned.snapshot}",
+                        planned_by=host.node_name)
+        for p in partitions
+    ]
+    return host._flight_info(plan.arrow_schema, descriptor, tickets, plan, known_rows(plan),
+                             fields, planned.about)
+
+
+def serve_partition(host: IcebergHost, context: flight.ServerCallContext, call: CallContext,
+                    ticket: PartitionTicket, handle: bytes,
+                    fields: dict[str, Any]) -> flight.FlightDataStream:
+    """DoGet of a ``files`` ticket: the statement over those data files of its snapshot."""
+    reference, sql = split_table_reference(ticket.query)
+    if (reference is None or not reference.is_iceberg
+            or (reference.bucket, f"{reference.key}.{reference.table}")
+            != (ticket.bucket, ticket.key)):
+        raise protocol.TicketError("ticket does not match its statement")
+    host.check_access(call, ticket.bucket)
+    key = ticket_key(handle)
+    if host.is_cancelled(key):
+        raise InvalidRequestError("the query was cancelled (CancelFlightInfo)",
+                                  code="QueryCancelled")
+    partition = ticket.partition
+    fields.update(query_id=query_id(ticket), object=f"{ticket.bucket}.{ticket.key}",
+                  partition={"kind": partition.kind, "files": len(partition.keys),
+                             "snapshot": partition.snapshot, "split": list(partition.split)})
+    name = _name(reference)
+    bound = _bound(sql, ticket.parameters)
+    plan, ids = host.bounded(call, "planning", lambda: replan(
+        host.engine, host.iceberg, name, bound, flavor=ticket.flavor,
+        snapshot_id=partition.snapshot or 0))
+
+    def produce() -> Iterator[pa.RecordBatch]:
+        return execute_iceberg(host.engine, host.iceberg, plan, ids, partition)
+
+    schema = plan.arrow_schema
+    stream = QueryStream(produce=produce, schema=schema, source=ReadCounter(), context=context,
+                         pool=host.streams, fields=fields, stop_key=key)
+    return flight.GeneratorStream(schema, guarded(stream))
