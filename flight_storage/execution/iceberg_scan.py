@@ -409,11 +409,17 @@ def _binary(variant: Any, schema: pa.Schema) -> Any:
         return e.Or(left, right) if left is not None and right is not None else None
     if op not in _COMPARISONS:
         return None
-    column, value = _column(variant.left(), schema), _literal(variant.right())
+    left, right = variant.left(), variant.right()
+    if _literal(left) is not None:
+        left, right, op = right, left, _FLIPPED[op]
+    value = _literal(right)
+    if value is None:
+        return None
+    widened = _widened(left, schema)
+    if widened is not None:
+        return _widened_comparison(op, widened[0], widened[1], value)
+    column = _column(left, schema)
     if column is None:
-        column, value = _column(variant.right(), schema), _literal(variant.left())
-        op = _FLIPPED[op]
-    if column is None or value is None:
         return None
     converted = _value(schema.field(column).type, value)
     if converted is None:
@@ -427,6 +433,42 @@ def _expressions() -> Any:
     import pyiceberg.expressions
 
     return pyiceberg.expressions
+
+
+_DAY_NS = 86_400_000_000_000
+
+
+def _widened(expr: Any, schema: pa.Schema) -> tuple[str, int] | None:
+    """``CAST(column AS Timestamp(ns))`` of a date or microsecond-timestamp column (how the
+    s3-select lowering compares them with times): the column and its unit in nanoseconds."""
+    if _kind(expr) != "Cast":
+        return None
+    column = _column(expr.to_variant().expr(), schema)
+    if column is None:
+        return None
+    column_type = schema.field(column).type
+    if pa.types.is_date32(column_type):
+        return column, _DAY_NS
+    if pa.types.is_timestamp(column_type) and column_type.unit == "us" and not column_type.tz:
+        return column, 1000
+    return None
+
+
+def _widened_comparison(op: str, column: str, unit_ns: int, value: pa.Scalar) -> Any:
+    """``CAST(column) op value`` in the column's own unit, exactly: the cast multiplies by
+    ``unit_ns``, so ``>=`` and ``<`` round the bound up, ``>`` and ``<=`` down, and ``=``
+    holds only for a whole number of units."""
+    if not (pa.types.is_timestamp(value.type) and value.type.unit == "ns" and not value.type.tz):
+        return None
+    ns = int(value.cast(pa.int64()).as_py())
+    floor, remainder = divmod(ns, unit_ns)
+    ceiling = floor + (1 if remainder else 0)
+    bound = {">=": ceiling, "<": ceiling, ">": floor, "<=": floor}.get(op)
+    if bound is None:
+        if remainder:  # = or != a value between two units: nothing (everything) matches
+            return None
+        bound = floor
+    return _comparison(op)(column, bound)
 
 
 def _comparison(op: str) -> Callable[[str, Any], Any]:
@@ -597,8 +639,11 @@ def replan(engine: SelectEngine, catalogs: IcebergCatalogs, name: IcebergTableNa
     Raises:
         StaleTicketError: the snapshot is no longer in the table (expired).
     """
-    table = catalogs.table(name.catalog, name.namespace, name.table)
+    table = catalogs.table(name.catalog, name.namespace, name.table, fresh=False)
     snapshot = table.snapshot_by_id(snapshot_id) if snapshot_id else None
+    if snapshot is None and snapshot_id:  # committed within the last second?
+        table = catalogs.table(name.catalog, name.namespace, name.table)
+        snapshot = table.snapshot_by_id(snapshot_id)
     if snapshot is None and snapshot_id:
         raise StaleTicketError(f"Iceberg table {name.display}: snapshot {snapshot_id} is no "
                                "longer in the table (expired): plan the query again")

@@ -102,6 +102,7 @@ def plan_statement(host: IcebergHost, call: CallContext, query: str, flavor: str
     def plan() -> IcebergPlan:
         reference, sql = split_table_reference(query)
         assert reference is not None and reference.is_iceberg
+        host.iceberg.catalog(reference.bucket)  # NoSuchCatalog before AccessDenied
         host.check_access(call, reference.bucket)
         return plan_iceberg(host.engine, host.iceberg, _name(reference),
                             _bound(sql, parameters), flavor=flavor)

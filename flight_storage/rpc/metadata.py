@@ -87,7 +87,7 @@ def _catalogs(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
     # Buckets have no catalog. With no Iceberg catalog there is none to list (as before), and
     # ADBC's get_objects shows buckets under a null catalog; beside named catalogs, ADBC lists
     # only the catalogs named here, so the buckets' "no catalog" is listed as "".
-    rows = [{"catalog_name": name} for name in ([""] + names if names else [])]
+    rows = [{"catalog_name": name} for name in (["", *names] if names else [])]
     return pa.Table.from_pylist(rows, schema=protocol.CATALOGS_SCHEMA)
 
 

@@ -49,9 +49,9 @@ if TYPE_CHECKING:
 _SPEC = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)=(?P<kind>sql|rest):(?P<where>.+)")
 _KINDS = {"sql": "sql", "rest": "rest"}
 _TABLE_TTL_S = 1.0
-"""A table's metadata is looked up at most once a second (a query's GetFlightInfo and its DoGets
-read it within one); a snapshot id pins what a ticket reads, so a newer lookup never mixes
-snapshots."""
+"""A ticket's DoGet looks a table's metadata up at most once a second (the endpoints of one query
+read it within one; a snapshot id pins what each reads); planning always reads it fresh, so a
+query sees every commit made before it."""
 
 
 @dataclass(frozen=True)
@@ -219,9 +219,9 @@ class IcebergCatalogs:
                                lambda: catalog.list_tables(namespace))
         return sorted(tuple(i)[-1] for i in identifiers)
 
-    def table(self, name: str, namespace: str, table: str) -> Any:
-        """The pyiceberg table ``name.namespace.table`` as its catalog has it now (looked up
-        at most once a second).
+    def table(self, name: str, namespace: str, table: str, *, fresh: bool = True) -> Any:
+        """The pyiceberg table ``name.namespace.table`` as its catalog has it now, or (not
+        ``fresh``) as it was looked up at most a second ago.
 
         Raises:
             ObjectNotFoundError: no such catalog, namespace or table (``NoSuchTable``).
@@ -230,7 +230,7 @@ class IcebergCatalogs:
         now = time.monotonic()
         with self._lock:
             cached = self._tables.get(key)
-        if cached is not None and now - cached[0] < _TABLE_TTL_S:
+        if not fresh and cached is not None and now - cached[0] < _TABLE_TTL_S:
             return cached[1]
         catalog = self.catalog(name)
         loaded = _calling(f"Iceberg table {name}.{namespace}.{table}",

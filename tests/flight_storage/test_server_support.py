@@ -10,7 +10,6 @@ import json
 import shutil
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
