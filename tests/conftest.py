@@ -60,6 +60,7 @@ SLOW_MODULES: dict[str, str] = {
     "tests/flight_storage/test_object_store.py": "a SeaweedFS store, servers per fault",
     "tests/flight_storage/test_fleet.py": "three nodes over SeaweedFS, one killed mid-stream",
     "tests/compute_client/test_object_store_clients.py": "a SeaweedFS store and Spark",
+    "tests/flight_storage/test_iceberg_store.py": "Iceberg tables written into SeaweedFS",
 }
 
 

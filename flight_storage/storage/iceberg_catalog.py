@@ -189,11 +189,13 @@ class IcebergCatalogs:
         settings: dict[str, str] = {"s3.endpoint": store.endpoint, "s3.region": store.region,
                                     "s3.force-virtual-addressing": "false"}
         frozen = store.frozen_credentials()
-        if frozen is not None:
-            settings["s3.access-key-id"] = frozen.access_key
-            settings["s3.secret-access-key"] = frozen.secret_key
-            if frozen.token:
-                settings["s3.session-token"] = frozen.token
+        if frozen is not None:  # also what a REST catalog's SigV4 signs with (client.*)
+            for prefix in ("s3", "client"):
+                settings[f"{prefix}.access-key-id"] = frozen.access_key
+                settings[f"{prefix}.secret-access-key"] = frozen.secret_key
+                if frozen.token:
+                    settings[f"{prefix}.session-token"] = frozen.token
+            settings["client.region"] = store.region
         return settings
 
     def namespaces(self, name: str) -> list[str]:
