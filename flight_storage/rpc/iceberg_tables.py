@@ -73,10 +73,22 @@ class IcebergHost(Protocol):
         ...
 
 
-def iceberg_reference(query: str) -> TableReference | None:
-    """The Iceberg table a statement reads (None: it reads an object, or nothing)."""
+def iceberg_reference(query: str, catalogs: IcebergCatalogs) -> TableReference | None:
+    """The Iceberg table a statement reads (None: it reads an object, or nothing).
+
+    Besides ``"catalog"."namespace"."table"``, a two-part name whose first part is a configured
+    catalog, ``"catalog"."namespace.table"``, names a table too (the last dot ends the
+    namespace): the form clients that name a table as ``bucket/key`` send (the DataFusion and
+    Spark sources: ``lake/sales.orders``)."""
     reference, _ = split_table_reference(query)
-    return reference if reference is not None and reference.is_iceberg else None
+    if reference is None:
+        return None
+    if reference.is_iceberg:
+        return reference
+    namespace, dot, table = reference.key.rpartition(".")
+    if reference.bucket in catalogs and dot and namespace and table:
+        return TableReference(reference.bucket, namespace, None, table)
+    return None
 
 
 def _name(reference: TableReference) -> IcebergTableName:
@@ -100,8 +112,9 @@ def plan_statement(host: IcebergHost, call: CallContext, query: str, flavor: str
     refuse_writes(query)
 
     def plan() -> IcebergPlan:
-        reference, sql = split_table_reference(query)
-        assert reference is not None and reference.is_iceberg
+        _, sql = split_table_reference(query)
+        reference = iceberg_reference(query, host.iceberg)
+        assert reference is not None
         host.iceberg.catalog(reference.bucket)  # NoSuchCatalog before AccessDenied
         host.check_access(call, reference.bucket)
         return plan_iceberg(host.engine, host.iceberg, _name(reference),
@@ -139,8 +152,9 @@ def serve_partition(host: IcebergHost, context: flight.ServerCallContext, call: 
                     ticket: PartitionTicket, handle: bytes,
                     fields: dict[str, Any]) -> flight.FlightDataStream:
     """DoGet of a ``files`` ticket: the statement over those data files of its snapshot."""
-    reference, sql = split_table_reference(ticket.query)
-    if (reference is None or not reference.is_iceberg
+    _, sql = split_table_reference(ticket.query)
+    reference = iceberg_reference(ticket.query, host.iceberg)
+    if (reference is None
             or (reference.bucket, f"{reference.key}.{reference.table}")
             != (ticket.bucket, ticket.key)):
         raise protocol.TicketError("ticket does not match its statement")

@@ -330,7 +330,7 @@ class StorageServer(flight.FlightServerBase):
         parameters: bytes | None,
         fields: dict[str, Any],
     ) -> flight.FlightInfo:
-        if iceberg_tables.iceberg_reference(query) is not None:  # an Iceberg table
+        if iceberg_tables.iceberg_reference(query, self.iceberg) is not None:  # Iceberg
             return iceberg_tables.statement_info(self, call, descriptor, query, flavor,
                                                  parameters, fields)
         table, plan = self.plan_statement(call, query, flavor, parameters)
@@ -416,10 +416,10 @@ class StorageServer(flight.FlightServerBase):
 
         def plan() -> tuple[ResolvedTable | None, SelectPlan]:
             # all of it in the slot: splitting and scanning a long statement takes time too
-            reference, sql = split_table_reference(query)
-            if reference is not None and reference.is_iceberg:
+            if iceberg_tables.iceberg_reference(query, self.iceberg) is not None:
                 return None, iceberg_tables.plan_statement(self, call, query, flavor,
                                                            parameters).plan
+            reference, sql = split_table_reference(query)
             if reference is None:
                 # bound first: the dialect has no ``?`` (SELECT ? || 'x' reads no table either)
                 bound = _bound(sql, parameters)
