@@ -112,7 +112,7 @@ class IcebergPlan:
         files: every data file the plan reads.
         pruned: data files of the snapshot that pruning left out (None: not counted).
         row_filter: the Iceberg row filter planning used (its text).
-        field_ids: the snapshot schema's columns by name -> field id.
+        field_ids: the snapshot schema's columns (:class:`ColumnIds`).
     """
 
     name: IcebergTableName
@@ -121,7 +121,7 @@ class IcebergPlan:
     files: tuple[str, ...]
     pruned: int | None
     row_filter: str
-    field_ids: dict[str, int]
+    field_ids: ColumnIds
 
     @property
     def about(self) -> dict[str, Any]:
@@ -192,7 +192,7 @@ def plan_iceberg(engine: SelectEngine, catalogs: IcebergCatalogs, name: IcebergT
     return IcebergPlan(name, snapshot_id, dataclasses.replace(plan, partitions=tuple(partitions)),
                        files, total - len(files) if total is not None else None,
                        str(row_filter) if row_filter is not None else "AlwaysTrue()",
-                       field_ids(schema))
+                       field_ids(table, schema))
 
 
 def _no_files(snapshot_id: int | None) -> Partition:
@@ -212,9 +212,27 @@ def _refuse_deletes(name: IcebergTableName, tasks: Sequence[Any]) -> None:
                 "rows rather than rows that were deleted")
 
 
-def field_ids(iceberg_schema: Any) -> dict[str, int]:
-    """The schema's top-level columns: name -> Iceberg field id."""
-    return {f.name: f.field_id for f in iceberg_schema.fields}
+@dataclass(frozen=True)
+class ColumnIds:
+    """How a snapshot's columns are found in its data files.
+
+    Attributes:
+        by_name: the schema's top-level columns, name -> Iceberg field id.
+        identity: field ids that an identity partition of the table takes its value from (a
+            file may keep such a value in its manifest entry only).
+    """
+
+    by_name: dict[str, int]
+    identity: frozenset[int] = frozenset()
+
+
+def field_ids(table: Any, iceberg_schema: Any) -> ColumnIds:
+    """The schema's columns and the table's identity-partition sources."""
+    from pyiceberg.transforms import IdentityTransform
+
+    identity = frozenset(f.source_id for spec in table.specs().values() for f in spec.fields
+                         if isinstance(f.transform, IdentityTransform))
+    return ColumnIds({f.name: f.field_id for f in iceberg_schema.fields}, identity)
 
 
 def _snapshot(table: Any, name: IcebergTableName) -> Any:
@@ -631,7 +649,7 @@ def _footer(catalogs: IcebergCatalogs, path: str) -> pq.FileMetaData:
 
 def replan(engine: SelectEngine, catalogs: IcebergCatalogs, name: IcebergTableName,
            expression: str, *, flavor: str, snapshot_id: int
-           ) -> tuple[SelectPlan, dict[str, int]]:
+           ) -> tuple[SelectPlan, ColumnIds]:
     """The plan a ticket's DoGet executes and the columns' field ids: the statement translated
     for the ticket's snapshot's schema (the files come from the ticket, not from planning
     again).
@@ -649,11 +667,11 @@ def replan(engine: SelectEngine, catalogs: IcebergCatalogs, name: IcebergTableNa
                                "longer in the table (expired): plan the query again")
     schema = _snapshot_schema(table, snapshot)
     return (engine.plan_table(expression, arrow_schema(schema), flavor=flavor),
-            field_ids(schema))
+            field_ids(table, schema))
 
 
 def execute_iceberg(engine: SelectEngine, catalogs: IcebergCatalogs, plan: SelectPlan,
-                    ids: dict[str, int], partition: Partition) -> Iterator[pa.RecordBatch]:
+                    ids: ColumnIds, partition: Partition) -> Iterator[pa.RecordBatch]:
     """The statement's result over one ``files`` partition, as Flight clients see it
     (``ids``: the snapshot schema's field ids, :func:`field_ids`)."""
     paths = [p for p in partition.keys if p]
@@ -687,7 +705,7 @@ def execute_iceberg(engine: SelectEngine, catalogs: IcebergCatalogs, plan: Selec
             f"{count} planned: plan the query again", code="PreconditionFailed")
 
 
-def _file_frame(ctx: Any, catalogs: IcebergCatalogs, schema: pa.Schema, ids: dict[str, int],
+def _file_frame(ctx: Any, catalogs: IcebergCatalogs, schema: pa.Schema, ids: ColumnIds,
                 path: str, number: int) -> Any:
     """The data file as a DataFrame of the snapshot's schema, columns matched by field id."""
     from datafusion import col, lit
@@ -700,9 +718,13 @@ def _file_frame(ctx: Any, catalogs: IcebergCatalogs, schema: pa.Schema, ids: dic
     by_id = _file_columns(catalogs, path, pa.schema(frame.schema()))
     columns = []
     for field in schema:
-        field_id = ids.get(field.name)
+        field_id = ids.by_name.get(field.name)
         source = by_id.get(field_id) if field_id is not None else None
-        if source is None:
+        if source is None and field_id in ids.identity:
+            raise NotImplementedFeatureError(
+                f"data file {path} has no column {field.name} (an identity partition's source, "
+                "kept in the manifest only?): partition values are not read from manifests yet")
+        if source is None:  # added after the file was written
             columns.append(lit(pa.scalar(None, type=field.type)).alias(field.name))
             continue
         source_name, source_type = source
@@ -725,4 +747,8 @@ def _file_columns(catalogs: IcebergCatalogs, path: str, read: pa.Schema
         if raw is None or read.get_field_index(field.name) < 0:
             continue
         found[int(raw)] = (field.name, read.field(field.name).type)
+    if len(arrow) and not found:
+        raise NotImplementedFeatureError(
+            f"data file {path} carries no Iceberg field ids (written outside Iceberg and added "
+            "to the table?): name mappings are not applied yet")
     return found

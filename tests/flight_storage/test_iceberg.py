@@ -246,3 +246,27 @@ def test_catalog_lists_iceberg_tables_and_buckets(server: ServerProcess) -> None
     assert "sales" in buckets
     assert schema.names == ["id", "ts", "user_name", "score", "ratio", "note"]
     assert schema.field("score").type == pa.int64()
+
+
+def test_a_data_file_without_field_ids_is_refused_naming_it(tmp_path: Path) -> None:
+    """Files added from outside Iceberg (``add_files``) carry no field ids; until name
+    mappings are applied the server refuses them rather than read NULLs."""
+    import pyarrow.parquet as pq
+
+    catalog = sql_catalog("added", str(tmp_path / "c.db"), (tmp_path / "wh").as_uri())
+    catalog.create_namespace("ns")
+    outside = tmp_path / "outside.parquet"
+    pq.write_table(pa.table({"x": pa.array([1, 2, 3], pa.int64())}), outside)
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField
+
+    table = catalog.create_table("ns.t", Schema(NestedField(1, "x", LongType())))
+    table.add_files([outside.as_uri()])
+    flag = f"added=sql:sqlite:///{tmp_path / 'c.db'}?warehouse={(tmp_path / 'wh').as_uri()}"
+    with running_server(SAMPLES, "--iceberg", flag) as server:
+        info = _info(server, 'SELECT x FROM "added"."ns"."t"')
+        with pytest.raises(pa.ArrowNotImplementedError) as caught:
+            flight.connect(server.location).do_get(info.endpoints[0].ticket).read_all()
+    document = error_document(caught.value)
+    assert document["code"] == "NotImplemented"
+    assert "outside.parquet" in document["message"] and "field ids" in document["message"]
