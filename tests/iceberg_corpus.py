@@ -10,6 +10,7 @@ server meets what a user's writer leaves behind:
 | ``parts`` | identity(region), bucket(4, id), truncate(2, name) and month(d) partitions |
 | ``big`` | one data file of several row groups (split into endpoints by row groups) |
 | ``deletes`` | a v2 table with a positional delete file (pyiceberg applies it; the server refuses) |
+| ``eqdeletes`` | a v2 table with an equality delete file (pyiceberg refuses it; so does the server) |
 | ``empty`` | a table with no snapshot yet |
 """
 
@@ -144,6 +145,12 @@ def write_corpus(catalog: Any) -> Corpus:
 
 
 def _write_deletes(catalog: Any, corpus: Corpus, schema: Any) -> None:
+    _write_delete_file(catalog, corpus, schema, "deletes", positional=True)
+    _write_delete_file(catalog, corpus, schema, "eqdeletes", positional=False)
+
+
+def _write_delete_file(catalog: Any, corpus: Corpus, schema: Any, name: str, *,
+                       positional: bool) -> None:
     """A v2 table whose second snapshot adds a positional delete file for rows 3 and 5 of its
     data file (pyiceberg writes no delete files itself: this one is written as the spec says,
     ``file_path`` and ``pos`` with their reserved field ids, and committed with a fast append,
@@ -151,12 +158,12 @@ def _write_deletes(catalog: Any, corpus: Corpus, schema: Any) -> None:
     from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
     from pyiceberg.typedef import Record
 
-    table = catalog.create_table(f"{NAMESPACE}.deletes", schema,
+    table = catalog.create_table(f"{NAMESPACE}.{name}", schema,
                                  properties={"format-version": "2"})
     table.append(pa.table({"k": pa.array(range(10), pa.int64()),
                            "v": pa.array([f"v{i}" for i in range(10)])}))
     data_path = next(iter(table.scan().plan_files())).file.file_path
-    delete_path = data_path.rsplit("/", 1)[0] + "/deletes-00001.parquet"
+    delete_path = data_path.rsplit("/", 1)[0] + f"/{name}-00001.parquet"
     deletes = pa.table({
         "file_path": pa.array([data_path, data_path]),
         "pos": pa.array([3, 5], pa.int64()),
@@ -165,16 +172,21 @@ def _write_deletes(catalog: Any, corpus: Corpus, schema: Any) -> None:
                  metadata={"PARQUET:field_id": "2147483546"}),
         pa.field("pos", pa.int64(), nullable=False, metadata={"PARQUET:field_id": "2147483545"}),
     ]))
+    if not positional:  # rows whose k is 3 or 5 (field id 1)
+        deletes = pa.table({"k": pa.array([3, 5], pa.int64())}, schema=pa.schema([
+            pa.field("k", pa.int64(), metadata={"PARQUET:field_id": "1"})]))
     io = table.io
     with io.new_output(delete_path).create(overwrite=True) as out:
         pq.write_table(deletes, out)
     size = io.new_input(delete_path).__len__()
     delete_file = DataFile.from_args(
-        content=DataFileContent.POSITION_DELETES, file_path=delete_path,
-        file_format=FileFormat.PARQUET, partition=Record(), record_count=2,
-        file_size_in_bytes=size)
+        content=(DataFileContent.POSITION_DELETES if positional
+                 else DataFileContent.EQUALITY_DELETES),
+        file_path=delete_path, file_format=FileFormat.PARQUET, partition=Record(),
+        record_count=2, file_size_in_bytes=size,
+        equality_ids=None if positional else [1])
     delete_file.spec_id = 0
     with table.transaction() as tx, tx.update_snapshot().fast_append() as append:
         append.append_data_file(delete_file)
-    corpus.snapshots["deletes"] = [s.snapshot_id for s in catalog.load_table(
-        f"{NAMESPACE}.deletes").snapshots()]
+    corpus.snapshots[name] = [s.snapshot_id for s in catalog.load_table(
+        f"{NAMESPACE}.{name}").snapshots()]

@@ -179,7 +179,7 @@ class IcebergCatalogs:
 
         properties = {**self._file_io_properties(spec), **spec.properties,
                       "type": spec.kind, "uri": spec.uri}
-        return _calling(f"Iceberg catalog {spec.name}",
+        return iceberg_call(f"Iceberg catalog {spec.name}",
                         lambda: load_catalog(spec.name, **properties))
 
     def _file_io_properties(self, spec: IcebergCatalogSpec) -> dict[str, str]:
@@ -205,7 +205,7 @@ class IcebergCatalogs:
         pending: list[tuple[str, ...]] = [()]
         while pending:
             parent = pending.pop()
-            children = _calling(f"Iceberg catalog {name}",
+            children = iceberg_call(f"Iceberg catalog {name}",
                                 lambda p=parent: catalog.list_namespaces(p))  # type: ignore[misc]
             for child in children:
                 child = tuple(child)
@@ -217,7 +217,7 @@ class IcebergCatalogs:
     def tables(self, name: str, namespace: str) -> list[str]:
         """The tables of ``namespace`` in catalog ``name``, sorted."""
         catalog = self.catalog(name)
-        identifiers = _calling(f"Iceberg catalog {name}",
+        identifiers = iceberg_call(f"Iceberg catalog {name}",
                                lambda: catalog.list_tables(namespace))
         return sorted(tuple(i)[-1] for i in identifiers)
 
@@ -235,15 +235,16 @@ class IcebergCatalogs:
         if not fresh and cached is not None and now - cached[0] < _TABLE_TTL_S:
             return cached[1]
         catalog = self.catalog(name)
-        loaded = _calling(f"Iceberg table {name}.{namespace}.{table}",
+        loaded = iceberg_call(f"Iceberg table {name}.{namespace}.{table}",
                           lambda: catalog.load_table(f"{namespace}.{table}"))
         with self._lock:
             self._tables[key] = (now, loaded)
         return loaded
 
 
-def _calling(what: str, request: Callable[[], Any]) -> Any:
-    """``request()`` with pyiceberg's and the store's failures as our errors."""
+def iceberg_call(what: str, request: Callable[[], Any]) -> Any:
+    """``request()`` (a pyiceberg call) with pyiceberg's and the store's failures as our
+    errors: a missing table ``NoSuchTable``, a store that fails ``ServiceUnavailable``."""
     from pyiceberg.exceptions import (
         NamespaceNotEmptyError,
         NoSuchNamespaceError,

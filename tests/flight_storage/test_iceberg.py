@@ -193,6 +193,12 @@ def test_delete_files_are_refused_naming_them(server: ServerProcess, corpus: Cor
     assert document["code"] == "NotImplemented"
     assert f"lake.{NAMESPACE}.deletes" in document["message"]
     assert "deletes-00001.parquet" in document["message"]
+    with pytest.raises(pa.ArrowNotImplementedError) as caught:
+        _info(server, f'SELECT * FROM "lake"."{NAMESPACE}"."eqdeletes"')
+    document = error_document(caught.value)
+    assert document["code"] == "NotImplemented"
+    assert "equality delete" in document["message"]
+    assert "eqdeletes-00001.parquet" in document["message"]
     # the snapshot before the delete file has none
     first = corpus.snapshots["deletes"][0]
     old = _query(server, f"SELECT count(*) AS n FROM {table} FOR VERSION AS OF {first}")
@@ -241,7 +247,7 @@ def test_catalog_lists_iceberg_tables_and_buckets(server: ServerProcess) -> None
     lake = {s["db_schema_name"]: s for s in catalogs["lake"]["catalog_db_schemas"]}
     tables = {t["table_name"]: t["table_type"] for t in lake[NAMESPACE]["db_schema_tables"]}
     assert tables == {"events": "table", "parts": "table", "big": "table", "empty": "table",
-                      "deletes": "table"}
+                      "deletes": "table", "eqdeletes": "table"}
     buckets = {s["db_schema_name"] for s in catalogs[""]["catalog_db_schemas"]}
     assert "sales" in buckets
     assert schema.names == ["id", "ts", "user_name", "score", "ratio", "note"]
