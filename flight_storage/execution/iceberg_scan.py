@@ -328,18 +328,26 @@ def _partitions(engine: SelectEngine, catalogs: IcebergCatalogs, snapshot_id: in
         for task in tasks:
             planned += _split_file(catalogs, snapshot_id, task, wanted)
         return planned
-    target = min(engine.config.partition_bytes,
-                 max(1, sum(t.file.file_size_in_bytes for t in tasks) // cores))
-    group: list[Any] = []
-    for task in tasks:
-        size = sum(t.file.file_size_in_bytes for t in group)
-        if group and (size + task.file.file_size_in_bytes > target
-                      or len(group) >= MAX_FILES_PER_ENDPOINT):
-            planned.append(_files_partition(snapshot_id, group))
-            group = []
-        group.append(task)
-    planned.append(_files_partition(snapshot_id, group))
-    return planned
+    return [_files_partition(snapshot_id, group)
+            for group in _file_groups(tasks, cores, engine.config.partition_bytes)]
+
+
+def _file_groups(tasks: Sequence[Any], cores: int, partition_bytes: int) -> list[list[Any]]:
+    """Runs of consecutive files of near-equal bytes: a multiple of ``cores`` of them (full
+    waves), each at most ``partition_bytes`` where the files allow, and at most
+    :data:`MAX_FILES_PER_ENDPOINT` files each."""
+    sizes = [max(1, t.file.file_size_in_bytes) for t in tasks]
+    total = sum(sizes)
+    count = max(cores, -(-total // max(1, partition_bytes)))
+    count = min(len(tasks), -(-count // cores) * cores)
+    groups: list[list[Any]] = [[] for _ in range(count)]
+    share = total / count
+    before = 0
+    for task, size in zip(tasks, sizes, strict=True):
+        groups[min(count - 1, int(before / share))].append(task)
+        before += size
+    return [group[i:i + MAX_FILES_PER_ENDPOINT] for group in groups if group
+            for i in range(0, len(group), MAX_FILES_PER_ENDPOINT)]
 
 
 def _files_partition(snapshot_id: int, tasks: Sequence[Any]) -> PlannedPartition:
@@ -741,9 +749,13 @@ def _file_frame(ctx: Any, catalogs: IcebergCatalogs, schema: pa.Schema, ids: Col
     location = data_file_location(path, catalogs.connection)
     location.register(ctx)
     name = f"iceberg_file_{number}"
-    ctx.register_parquet(name, location.url, file_extension=location.url.rsplit("/", 1)[-1])
+    # the file's schema from its footer (read once per file): DataFusion need not infer it,
+    # which costs a HEAD and a footer read per file and query
+    file_schema = _file_schema(catalogs, path)
+    ctx.register_parquet(name, location.url, file_extension=location.url.rsplit("/", 1)[-1],
+                         schema=file_schema)
     frame = ctx.table(name)
-    by_id = _file_columns(catalogs, path, pa.schema(frame.schema()))
+    by_id = _file_columns(catalogs, path, file_schema)
     columns = []
     for field in schema:
         field_id = ids.by_name.get(field.name)
@@ -761,6 +773,13 @@ def _file_frame(ctx: Any, catalogs: IcebergCatalogs, schema: pa.Schema, ids: Col
             expr = expr.cast(field.type)
         columns.append(expr.alias(field.name))
     return frame.select(*columns)
+
+
+def _file_schema(catalogs: IcebergCatalogs, path: str) -> pa.Schema:
+    """The Arrow schema DataFusion reads the file with: its footer's, plain types (DataFusion
+    reads strings as plain Utf8 here, ``native_parquet.SESSION_SETTINGS``), no metadata."""
+    arrow = _footer(catalogs, path).schema.to_arrow_schema()
+    return pa.schema([pa.field(f.name, _plain(f.type), f.nullable) for f in arrow])
 
 
 def _file_columns(catalogs: IcebergCatalogs, path: str, read: pa.Schema
