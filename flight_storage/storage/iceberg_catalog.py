@@ -27,12 +27,14 @@ from __future__ import annotations
 import re
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from flight_storage.errors import (
     InvalidRequestError,
@@ -48,6 +50,8 @@ if TYPE_CHECKING:
 
 _SPEC = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)=(?P<kind>sql|rest):(?P<where>.+)")
 _KINDS = {"sql": "sql", "rest": "rest"}
+FOOTERS_KEPT = 4096
+"""Data files whose Parquet footer a server keeps."""
 _TABLE_TTL_S = 1.0
 """A ticket's DoGet looks a table's metadata up at most once a second (the endpoints of one query
 read it within one; a snapshot id pins what each reads); planning always reads it fresh, so a
@@ -149,7 +153,25 @@ class IcebergCatalogs:
         self.connection = connection
         self._catalogs: dict[str, Any] = {}
         self._tables: dict[tuple[str, str, str], tuple[float, Any]] = {}
+        self._footers: OrderedDict[str, pq.FileMetaData] = OrderedDict()
         self._lock = threading.Lock()
+
+    def footer(self, path: str) -> pq.FileMetaData:
+        """The Parquet footer of the data file ``path``, read once (an Iceberg data file is
+        never rewritten in place: its path is its identity; the last :data:`FOOTERS_KEPT`
+        are kept)."""
+        with self._lock:
+            found = self._footers.get(path)
+            if found is not None:
+                self._footers.move_to_end(path)
+                return found
+        with open_data_file(path, self.connection) as file:
+            metadata = pq.ParquetFile(file).metadata
+        with self._lock:
+            self._footers[path] = metadata
+            while len(self._footers) > FOOTERS_KEPT:
+                self._footers.popitem(last=False)
+        return metadata
 
     def names(self) -> list[str]:
         """The catalogs' names, sorted."""
