@@ -9,7 +9,7 @@ server meets what a user's writer leaves behind:
 | ``events`` | day(ts) partitions, three appends, then schema evolution: a rename, an added column, int -> long and float -> double promotions, and an append after them |
 | ``parts`` | identity(region), bucket(4, id), truncate(2, name) and month(d) partitions |
 | ``big`` | one data file of several row groups (split into endpoints by row groups) |
-| ``deletes`` | a v2 table with a positional delete file (pyiceberg applies it; the server refuses) |
+| ``deletes`` | a v2 table of two data files, a positional delete file deleting two rows of one |
 | ``eqdeletes`` | a v2 table with an equality delete file (pyiceberg refuses it; so does the server) |
 | ``empty`` | a table with no snapshot yet |
 """
@@ -151,10 +151,11 @@ def _write_deletes(catalog: Any, corpus: Corpus, schema: Any) -> None:
 
 def _write_delete_file(catalog: Any, corpus: Corpus, schema: Any, name: str, *,
                        positional: bool) -> None:
-    """A v2 table whose second snapshot adds a positional delete file for rows 3 and 5 of its
-    data file (pyiceberg writes no delete files itself: this one is written as the spec says,
-    ``file_path`` and ``pos`` with their reserved field ids, and committed with a fast append,
-    which pyiceberg's planner reads by each file's content)."""
+    """A v2 table of two data files (k 0-9 and 10-19) whose last snapshot adds a delete file:
+    positional (rows 3 and 5 of the first file) or equality (k = 3 or 5). pyiceberg writes no
+    delete files itself: this one is written as the spec says (``file_path`` and ``pos`` with
+    their reserved field ids, or the equality column with its own) and committed with a fast
+    append, which pyiceberg's planner reads by each file's content."""
     from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
     from pyiceberg.typedef import Record
 
@@ -163,6 +164,8 @@ def _write_delete_file(catalog: Any, corpus: Corpus, schema: Any, name: str, *,
     table.append(pa.table({"k": pa.array(range(10), pa.int64()),
                            "v": pa.array([f"v{i}" for i in range(10)])}))
     data_path = next(iter(table.scan().plan_files())).file.file_path
+    table.append(pa.table({"k": pa.array(range(10, 20), pa.int64()),  # a file it spares
+                           "v": pa.array([f"v{i}" for i in range(10, 20)])}))
     delete_path = data_path.rsplit("/", 1)[0] + f"/{name}-00001.parquet"
     deletes = pa.table({
         "file_path": pa.array([data_path, data_path]),

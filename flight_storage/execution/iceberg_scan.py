@@ -23,9 +23,12 @@ file **by field id**: a renamed column is read under its old name, a column adde
 file was written reads as NULL, a promoted type (int to long, float to double, a wider decimal)
 is cast. The statement, with its full WHERE, runs over the union of the files' projections.
 
-Delete files (format v2 positional and equality deletes) are not applied yet: a plan that meets
-one answers ``NotImplemented`` naming the table and the delete file, never rows that were
-deleted.
+Positional delete files (format v2) travel in the ticket beside their data file; a data file
+with some is read whole in one DataFusion partition, numbered row by row in file order
+(``row_number()`` below the statement's filter), and the deleted positions are left out by an
+anti-join whose build side is the positions (so memory holds the deletes, not the data).
+Equality delete files are not applied yet: a plan that meets one answers ``NotImplemented``
+naming the table and the delete file, never rows that were deleted.
 
 Hand-written: the field-id projection and the grouping of files into endpoints; pyiceberg
 plans, DataFusion reads. pyiceberg's own DataFusion table provider is
@@ -66,6 +69,7 @@ from flight_storage.storage.iceberg_catalog import (
     IcebergCatalogs,
     data_file_location,
     iceberg_call,
+    open_data_file,
 )
 
 MAX_FILES_PER_ENDPOINT = 64
@@ -180,7 +184,6 @@ def plan_iceberg(engine: SelectEngine, catalogs: IcebergCatalogs, name: IcebergT
         scan = table.scan(row_filter=row_filter if row_filter is not None else AlwaysTrue(),
                           snapshot_id=snapshot_id, case_sensitive=True)
         tasks = _plan_files(name, table, snapshot, scan)
-        _refuse_deletes(name, tasks)
         total = _total_files(snapshot)
     partitions = _partitions(engine, catalogs, snapshot_id or 0, tasks, plan) or [
         PlannedPartition(_no_files(snapshot_id), bytes=0, rows=0)]
@@ -221,18 +224,6 @@ def _equality_delete(table: Any, snapshot: Any) -> str:
             if entry.data_file.content == DataFileContent.EQUALITY_DELETES:
                 return str(entry.data_file.file_path)
     return "unknown"
-
-
-def _refuse_deletes(name: IcebergTableName, tasks: Sequence[Any]) -> None:
-    """Delete files are not applied yet: refuse, naming the first, rather than answer rows
-    that were deleted."""
-    for task in tasks:
-        if task.delete_files:
-            delete = sorted(d.file_path for d in task.delete_files)[0]
-            raise NotImplementedFeatureError(
-                f"Iceberg table {name.display}: data file {task.file.file_path} has delete "
-                f"files, which this server does not apply yet (first: {delete}); it answers no "
-                "rows rather than rows that were deleted")
 
 
 @dataclass(frozen=True)
@@ -346,8 +337,11 @@ def _file_groups(tasks: Sequence[Any], cores: int, partition_bytes: int) -> list
 
 
 def _files_partition(snapshot_id: int, tasks: Sequence[Any]) -> PlannedPartition:
+    deletes = tuple((i, path) for i, t in enumerate(tasks)
+                    for path in sorted(d.file_path for d in t.delete_files))
     return PlannedPartition(
-        Partition("files", keys=tuple(t.file.file_path for t in tasks), snapshot=snapshot_id),
+        Partition("files", keys=tuple(t.file.file_path for t in tasks), snapshot=snapshot_id,
+                  deletes=deletes),
         bytes=sum(t.file.file_size_in_bytes for t in tasks),
         rows=sum(t.file.record_count for t in tasks))
 
@@ -357,8 +351,10 @@ def _split_file(catalogs: IcebergCatalogs, snapshot_id: int, task: Any,
     """One file as ``wanted`` (or fewer) DataFusion partitions of its row groups, leaving out
     partitions that hold no row group's start (``native_parquet.row_group_split``)."""
     whole = [_files_partition(snapshot_id, [task])]
+    if wanted <= 1 or task.delete_files:  # a file with deletes is numbered whole
+        return whole
     metadata = _footer(catalogs, task.file.file_path)
-    if wanted <= 1 or metadata.num_row_groups < 2:
+    if metadata.num_row_groups < 2:
         return whole
     size = task.file.file_size_in_bytes
     starts = row_group_starts(metadata)
@@ -379,11 +375,15 @@ def _split_file(catalogs: IcebergCatalogs, snapshot_id: int, task: Any,
 def whole_partition(plan: SelectPlan) -> Partition:
     """Every file of the plan in one ``files`` partition (a client that reads one endpoint)."""
     paths: list[str] = []
+    deletes: set[tuple[str, str]] = set()
     snapshot = 0
     for planned in plan.partitions:
-        snapshot = planned.partition.snapshot or snapshot
-        paths += [k for k in planned.partition.keys if k not in paths]
-    return Partition("files", keys=tuple(paths) or ("",), snapshot=snapshot)
+        partition = planned.partition
+        snapshot = partition.snapshot or snapshot
+        paths += [k for k in partition.keys if k not in paths]
+        deletes.update((partition.keys[i], path) for i, path in partition.deletes)
+    return Partition("files", keys=tuple(paths) or ("",), snapshot=snapshot,
+                     deletes=tuple(sorted((paths.index(k), d) for k, d in deletes)))
 
 
 # ----------------------------------------------------------------------------- execution
@@ -430,11 +430,16 @@ def execute_iceberg(engine: SelectEngine, catalogs: IcebergCatalogs, plan: Selec
     schema = plan.arrow_schema
     index, count = partition.split if partition.split else (None, 1)
     cores = engine.config.parallelism if not plan.parallel_safe else 1
-    ctx = engine.session(plan.translation, partitions=max(count, cores))
+    deleted = {n: [path for i, path in partition.deletes if i == n] for n in range(len(paths))}
+    # row numbers follow file order only in a file read as one partition
+    partitions = 1 if partition.deletes else max(count, cores)
+    ctx = engine.session(plan.translation, partitions=partitions)
+    if partition.deletes:  # the deleted positions, not the data, are the join's build side
+        ctx.sql("SET datafusion.optimizer.join_reordering = false")
     mismatch: list[int] = []
 
     def open_stream() -> Any:
-        frames = [_file_frame(ctx, catalogs, plan.input_schema, ids, path, n)
+        frames = [_file_frame(ctx, catalogs, plan.input_schema, ids, path, n, deleted[n])
                   for n, path in enumerate(paths)]
         view = functools.reduce(lambda a, b: a.union(b), frames)
         ctx.register_view(TABLE, view)
@@ -456,8 +461,9 @@ def execute_iceberg(engine: SelectEngine, catalogs: IcebergCatalogs, plan: Selec
 
 
 def _file_frame(ctx: Any, catalogs: IcebergCatalogs, schema: pa.Schema, ids: ColumnIds,
-                path: str, number: int) -> Any:
-    """The data file as a DataFrame of the snapshot's schema, columns matched by field id."""
+                path: str, number: int, delete_files: Sequence[str] = ()) -> Any:
+    """The data file as a DataFrame of the snapshot's schema, columns matched by field id,
+    without the rows its positional ``delete_files`` delete."""
     from datafusion import col, lit
 
     location = data_file_location(path, catalogs.connection)
@@ -469,6 +475,8 @@ def _file_frame(ctx: Any, catalogs: IcebergCatalogs, schema: pa.Schema, ids: Col
     ctx.register_parquet(name, location.url, file_extension=location.url.rsplit("/", 1)[-1],
                          schema=file_schema)
     frame = ctx.table(name)
+    if delete_files:
+        frame = _without_deleted(ctx, catalogs, frame, name, path, delete_files)
     by_id = _file_columns(catalogs, path, file_schema)
     columns = []
     for field in schema:
@@ -487,6 +495,46 @@ def _file_frame(ctx: Any, catalogs: IcebergCatalogs, schema: pa.Schema, ids: Col
             expr = expr.cast(field.type)
         columns.append(expr.alias(field.name))
     return frame.select(*columns)
+
+
+_POSITION = "__iceberg_row_position"
+_DELETED = "__iceberg_deleted_position"
+
+
+def _without_deleted(ctx: Any, catalogs: IcebergCatalogs, frame: Any, name: str, path: str,
+                     delete_files: Sequence[str]) -> Any:
+    """``frame`` (one data file, read as one partition) less the rows at the positions the
+    delete files name for ``path``: rows numbered in file order below any filter, then a
+    right anti-join against the positions."""
+    from datafusion import col
+    from datafusion import functions as f
+
+    positions = _deleted_positions(catalogs, path, delete_files)
+    columns = [col(f'"{c}"') for c in frame.schema().names]
+    numbered = frame.select(*columns, (f.row_number() - 1).alias(_POSITION))
+    ctx.register_view(f"{name}_rows", numbered)
+    ctx.register_record_batches(f"{name}_deleted", [[pa.record_batch(
+        [positions.cast(pa.uint64())], names=[_DELETED])]])
+    kept = ", ".join(f'rows."{c}"' for c in frame.schema().names)
+    return ctx.sql(f'SELECT {kept} FROM "{name}_deleted" AS deleted RIGHT ANTI JOIN '
+                   f'"{name}_rows" AS rows ON deleted."{_DELETED}" = rows."{_POSITION}"')
+
+
+def _deleted_positions(catalogs: IcebergCatalogs, path: str, delete_files: Sequence[str]
+                       ) -> pa.Array:
+    """The positions (0-based) the positional delete files delete from the data file
+    ``path`` (a delete file may name several data files)."""
+    import pyarrow.compute as pc
+
+    found = []
+    for delete_path in delete_files:
+        with open_data_file(delete_path, catalogs.connection) as file:
+            deletes = pq.read_table(file, columns=["file_path", "pos"])
+        mine = deletes.filter(pc.equal(deletes["file_path"], path))
+        found.append(mine["pos"].combine_chunks().cast(pa.int64()))
+    if not found:
+        return pa.array([], pa.int64())
+    return pc.unique(pa.concat_arrays(found))
 
 
 def _file_schema(catalogs: IcebergCatalogs, path: str) -> pa.Schema:

@@ -119,17 +119,18 @@ def _check_age(issued_at: float, max_age: float | None, now: float | None, what:
 
 # ----------------------------------------------------------------------------- partition tickets
 
+_ICEBERG_FIELDS: Final = ("snapshot", "split", "deletes")
 # Partition kind -> (fields that must be set, fields that must be empty).
 _PARTITION_KINDS: Final[Mapping[str, tuple[frozenset[str], frozenset[str]]]] = {
-    "object": (frozenset(), frozenset({"start", "end", "row_groups", "keys", "snapshot", "split"})),
+    "object": (frozenset(), frozenset({"start", "end", "row_groups", "keys", *_ICEBERG_FIELDS})),
     "byte_range": (frozenset({"start", "end"}),
-                   frozenset({"row_groups", "keys", "snapshot", "split"})),
+                   frozenset({"row_groups", "keys", *_ICEBERG_FIELDS})),
     "row_groups": (frozenset({"row_groups"}),
-                   frozenset({"start", "end", "keys", "snapshot", "split"})),
-    "objects": (frozenset({"keys"}), frozenset({"start", "end", "row_groups", "snapshot", "split"})),
+                   frozenset({"start", "end", "keys", *_ICEBERG_FIELDS})),
+    "objects": (frozenset({"keys"}), frozenset({"start", "end", "row_groups", *_ICEBERG_FIELDS})),
     "files": (frozenset({"keys", "snapshot"}), frozenset({"start", "end"})),
 }
-_PARTITION_FIELDS: Final = ("start", "end", "row_groups", "keys", "snapshot", "split")
+_PARTITION_FIELDS: Final = ("start", "end", "row_groups", "keys", *_ICEBERG_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -149,6 +150,8 @@ class Partition:
         snapshot: the Iceberg snapshot id the files belong to (files).
         split: ``(index, count)``: the one data file is read as DataFusion's partition
             ``index`` of ``count`` (files; empty: the files whole).
+        deletes: ``(i, path)``: the positional delete file ``path`` applies to ``keys[i]``
+            (files).
     """
 
     kind: str
@@ -158,6 +161,7 @@ class Partition:
     keys: tuple[str, ...] = ()
     snapshot: int | None = None
     split: tuple[int, ...] = ()
+    deletes: tuple[tuple[int, str], ...] = ()
 
     def __post_init__(self) -> None:
         rule = _PARTITION_KINDS.get(self.kind)
@@ -174,6 +178,10 @@ class Partition:
         if self.split and (len(self.split) != 2 or len(self.keys) != 1
                            or not 0 <= self.split[0] < self.split[1]):
             raise ValueError("a split is (index, count) of one file")
+        if any(not 0 <= i < len(self.keys) for i, _ in self.deletes):
+            raise ValueError("a delete file names no file of the partition")
+        if self.deletes and self.split:
+            raise ValueError("a file with delete files is read whole")
 
     def _set(self, name: str) -> bool:
         value = getattr(self, name)
@@ -185,7 +193,8 @@ class Partition:
         for name in _PARTITION_FIELDS:
             if self._set(name):
                 value = getattr(self, name)
-                out[name] = list(value) if isinstance(value, tuple) else value
+                out[name] = ([list(v) if isinstance(v, tuple) else v for v in value]
+                             if isinstance(value, tuple) else value)
         return out
 
     @classmethod
@@ -199,6 +208,7 @@ class Partition:
             keys=tuple(str(k) for k in data.get("keys", ())),
             snapshot=None if data.get("snapshot") is None else int(data["snapshot"]),
             split=tuple(int(i) for i in data.get("split", ())),
+            deletes=tuple((int(i), str(path)) for i, path in data.get("deletes", ())),
         )
 
 

@@ -14,6 +14,7 @@ catalogs beside buckets).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol, TypeVar
@@ -23,7 +24,7 @@ import pyarrow.flight as flight
 
 from flight_storage import protocol
 from flight_storage.errors import InvalidRequestError
-from flight_storage.execution.engine import SelectEngine, SelectPlan
+from flight_storage.execution.engine import PlannedPartition, SelectEngine, SelectPlan
 from flight_storage.execution.iceberg_scan import (
     IcebergPlan,
     IcebergTableName,
@@ -129,11 +130,13 @@ def statement_info(host: IcebergHost, call: CallContext, descriptor: flight.Flig
     """GetFlightInfo of a statement over an Iceberg table: a ticket per ``files`` partition."""
     planned = plan_statement(host, call, query, flavor, parameters)
     plan = planned.plan
-    if call.single_endpoint:
-        partitions = [whole_partition(plan)]
-    else:
-        partitions = [whole_partition(plan) if p.kind == "object" else p
-                      for p in endpoint_partitions(plan)]
+    if call.single_endpoint or [p.kind for p in endpoint_partitions(plan)] == ["object"]:
+        # every file in one endpoint: the plan's one partition (its sizes the sum of all)
+        whole = PlannedPartition(whole_partition(plan),
+                                 bytes=sum(p.bytes or 0 for p in plan.partitions),
+                                 rows=sum(p.rows or 0 for p in plan.partitions))
+        plan = dataclasses.replace(plan, partitions=(whole,))
+    partitions = [p.partition for p in plan.partitions]
     issued = time.time()
     name = planned.name
     tickets = [

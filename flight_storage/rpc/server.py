@@ -373,7 +373,8 @@ class StorageServer(flight.FlightServerBase):
                 protocol.ticket_to_flight(ticket, self.secret), locations,
                 expiration_time=expires, app_metadata=about_nodes))
         fields.update(query_id=query_id(first), object=f"{first.bucket}/{first.key}",
-                      endpoints=len(endpoints), flavor=first.flavor, reader=plan.reader)
+                      endpoints=len(endpoints), flavor=first.flavor,
+                      reader=(about_plan or {}).get("reader", plan.reader))
         total_bytes = sum(partition_bytes(ticket.partition, plan) for ticket in tickets)
         # what served the plan, for operators and benchmarks (clients may ignore it), and
         # the cores it computes on (the Spark source packs endpoints into a task per core)
