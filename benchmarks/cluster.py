@@ -22,7 +22,6 @@ import json
 import logging
 import secrets
 import shutil
-import socket
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -65,19 +64,13 @@ def _split(source: Path, into: int, directory: Path) -> list[Path]:
     return parts
 
 
-def _free_port(address: str) -> int:
-    with socket.socket() as s:
-        s.bind((address, 0))
-        return int(s.getsockname()[1])
-
-
 class _Cluster:
     """``n`` nodes, node i holding ``parts/g<i>/`` (parts i, i+n, ... of the six)."""
 
     def __init__(self, parts: list[Path], n: int) -> None:
         self.root = common.WORK / "roots" / f"{NAME}-{n}"
         shutil.rmtree(self.root, ignore_errors=True)
-        nodes = [{"name": f"n{i}", "location": f"grpc://{a}:{_free_port(a)}"}
+        nodes = [{"name": f"n{i}", "location": f"grpc://{a}:{common.free_port(a)}"}
                  for i, a in enumerate(ADDRESSES[:n])]
         holdings = [{"bucket": BUCKET, "prefix": f"parts/g{i}/", "nodes": [f"n{i}"]}
                     for i in range(n)]

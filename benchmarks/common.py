@@ -15,6 +15,7 @@ import os
 import platform
 import secrets
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -113,6 +114,96 @@ def measure(fn: Callable[[], T], runs: int, warmup: int = 1) -> tuple[Stat, T]:
         result = fn()
         samples.append(time.perf_counter() - started)
     return Stat.of(samples), result
+
+
+def process_cpu_seconds(pid: int | None = None) -> float:
+    """CPU-seconds (user + system, every thread, ended threads included) of process ``pid``
+    (None: this process).
+
+    On Linux it reads the process's CPU clock (``clock_gettime`` on the clock id of ``pid``),
+    which counts in nanoseconds; the tick counts in ``/proc/<pid>/stat`` that psutil reads move in
+    10 ms steps, as long as a whole quick query. psutil elsewhere.
+    """
+    if pid is None or pid == os.getpid():
+        return time.process_time()
+    if sys.platform == "linux":
+        try:
+            # MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED) of the kernel's posix-cpu-timers
+            return time.clock_gettime(((~pid) << 3) | 2)
+        except OSError:
+            pass
+    import psutil
+
+    times = psutil.Process(pid).cpu_times()
+    return float(times.user + times.system)
+
+
+@dataclass(frozen=True)
+class Timed:
+    """Wall time of repeated runs and the CPU-seconds each run cost.
+
+    Attributes:
+        wall: seconds per run.
+        cpu: CPU-seconds per run of this process (the client, or the in-process engine).
+        server_cpu: CPU-seconds per run of the server processes (empty when none).
+    """
+
+    wall: Stat
+    cpu: Stat
+    server_cpu: Stat | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"wall": self.wall.to_json(), "cpu": self.cpu.to_json(),
+                "server_cpu": None if self.server_cpu is None else self.server_cpu.to_json()}
+
+
+SERVER_SETTLE_S = 0.02
+"""Pause before each run that reads a server's CPU: a stream's producer thread may still be
+closing after the client has its last batch, and that belongs to the run before."""
+
+
+def measure_rounds(cases: Mapping[str, Callable[[], Any]], runs: int,
+                   server_pids: Mapping[str, Sequence[int]] | None = None, warmup: int = 1
+                   ) -> dict[str, tuple[Timed, Any]]:
+    """Time every case with its CPU-seconds, here and in its ``server_pids``, one run of each
+    case per round, ``runs`` rounds after ``warmup``: on a machine shared with other work,
+    every case sees the same load, so their ratios hold better than their absolute times.
+
+    Returns:
+        Each case's :class:`Timed` and the result of its last run.
+    """
+    pids = {name: tuple((server_pids or {}).get(name, ())) for name in cases}
+    results: dict[str, Any] = {}
+    for _ in range(warmup):
+        for name, fn in cases.items():
+            results[name] = fn()
+    samples: dict[str, tuple[list[float], list[float], list[float]]] = {
+        name: ([], [], []) for name in cases}
+
+    def server_now(name: str) -> float:
+        return sum(process_cpu_seconds(pid) for pid in pids[name])
+
+    for _ in range(runs):
+        for name, fn in cases.items():
+            if pids[name]:
+                time.sleep(SERVER_SETTLE_S)
+            cpu0, server0, started = time.process_time(), server_now(name), time.perf_counter()
+            results[name] = fn()
+            walls, here, there = samples[name]
+            walls.append(time.perf_counter() - started)
+            here.append(time.process_time() - cpu0)
+            if pids[name]:
+                time.sleep(SERVER_SETTLE_S)
+                there.append(server_now(name) - server0)
+    return {name: (Timed(Stat.of(walls), Stat.of(here), Stat.of(there) if there else None),
+                   results[name])
+            for name, (walls, here, there) in samples.items()}
+
+
+def fmt_cpu(seconds: float) -> str:
+    """CPU-seconds in ms (one decimal below 10 ms)."""
+    ms = seconds * 1e3
+    return f"{ms:.1f} ms" if ms < 10 else f"{ms:.0f} ms"
 
 
 def fmt_s(seconds: float) -> str:
@@ -251,6 +342,13 @@ def remove_work(*paths: Path) -> None:
 
 
 # --------------------------------------------------------------------------- servers
+def free_port(address: str = "127.0.0.1") -> int:
+    """A port free on ``address`` now (cluster and fleet files name fixed ports)."""
+    with socket.socket() as s:
+        s.bind((address, 0))
+        return int(s.getsockname()[1])
+
+
 class MemorySampler:
     """Samples the resident set size of some processes in a thread; keeps the peak.
 
@@ -326,14 +424,17 @@ class Server:
                 self.process.wait()
 
 
-def start_server(data_dir: Path, *extra: str, secret_file: Path | None = None) -> Server:
-    """Run ``python -m flight_storage serve`` on a free loopback port; wait until it listens."""
+def start_server(data_dir: Path | str, *extra: str, secret_file: Path | None = None,
+                 env: Mapping[str, str] | None = None) -> Server:
+    """Run ``python -m flight_storage serve`` on a free loopback port; wait until it listens
+    (``data_dir`` may be any ``--data`` location; ``env`` adds to the environment, e.g. an
+    object store's ``AWS_*`` variables)."""
     command = [sys.executable, "-m", "flight_storage", "serve", "--data", str(data_dir),
                "--port", "0", "--log-level", "WARNING", *extra]
     if secret_file is not None:
         command += ["--ticket-secret-file", str(secret_file)]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, cwd=ROOT)
+                               text=True, cwd=ROOT, env={**os.environ, **(env or {})})
     server = Server("", process)
     assert process.stderr is not None and process.stdout is not None
     threading.Thread(target=lambda: server.log_lines.extend(iter(process.stderr.readline, "")),
@@ -354,21 +455,32 @@ class ServerGroup:
     ``i`` on replica ``i % n`` (tickets are stateless, so any replica serves any of them).
     """
 
-    def __init__(self, data_dir: Path, processes: int = 1, *extra: str) -> None:
+    def __init__(self, data_dir: Path | str, processes: int = 1, *extra: str,
+                 env: Mapping[str, str] | None = None, sample_memory: bool = True,
+                 headers: Mapping[str, str] | None = None) -> None:
         WORK.mkdir(parents=True, exist_ok=True)
         self._secret = WORK / f".ticket-secret-{os.getpid()}"
         self._secret.write_text(secrets.token_hex(32))
         self.servers: list[Server] = []
         try:
             for _ in range(processes):
-                self.servers.append(start_server(data_dir, *extra, secret_file=self._secret))
+                self.servers.append(start_server(data_dir, *extra, secret_file=self._secret,
+                                                 env=env))
         except BaseException:
             self.close()
             raise
-        self.memory = MemorySampler(s.pid for s in self.servers)
+        # the sampler's thread costs this process CPU: off where the client's CPU is measured
+        self.memory = MemorySampler(s.pid for s in self.servers) if sample_memory else None
         from compute_client.flight import ConnectionOptions, FlightSelectClient
 
-        self.clients = [FlightSelectClient(ConnectionOptions(s.location)) for s in self.servers]
+        self.clients = [FlightSelectClient(ConnectionOptions(s.location,
+                                                             headers=dict(headers or {})))
+                        for s in self.servers]
+
+    @property
+    def pids(self) -> list[int]:
+        """The server processes."""
+        return [s.pid for s in self.servers]
 
     @property
     def location(self) -> str:
@@ -402,13 +514,57 @@ class ServerGroup:
     def close(self) -> None:
         for client in getattr(self, "clients", []):
             client.close()
-        if hasattr(self, "memory"):
+        if getattr(self, "memory", None) is not None:
             self.memory.close()
         for server in self.servers:
             server.stop()
         self._secret.unlink(missing_ok=True)
 
     def __enter__(self) -> ServerGroup:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AdbcReader:
+    """The ADBC Flight SQL driver on one server: a client that holds no GIL while it reads.
+
+    ``adbc_driver_flightsql`` is native (Go): ``execute`` prepares the statement, asks for its
+    FlightInfo and reads every endpoint concurrently in its own threads, so what it costs the
+    server is measured apart from our Python client's per-batch work.
+    """
+
+    def __init__(self, location: str, headers: Mapping[str, str] | None = None) -> None:
+        import adbc_driver_flightsql.dbapi as dbapi
+        from adbc_driver_flightsql import DatabaseOptions
+
+        prefix = DatabaseOptions.RPC_CALL_HEADER_PREFIX.value
+        self._connection = dbapi.connect(
+            location, db_kwargs={prefix + k: v for k, v in (headers or {}).items()},
+            autocommit=True)
+        self._cursor = self._connection.cursor()
+        self._endpoints: dict[str, int] = {}
+
+    def endpoints(self, statement: str) -> int:
+        """How many endpoints the FlightInfo the driver gets for ``statement`` has
+        (``adbc_execute_partitions``: one partition per endpoint; asked once per statement)."""
+        if statement not in self._endpoints:
+            partitions, _schema = self._cursor.adbc_execute_partitions(statement)
+            self._endpoints[statement] = len(partitions)
+        return self._endpoints[statement]
+
+    def query(self, statement: str) -> FlightResult:
+        """Run ``statement`` and read its whole answer."""
+        self._cursor.execute(statement)
+        table = self._cursor.fetch_arrow_table()
+        return FlightResult(table.num_rows, table.nbytes, self.endpoints(statement), "?")
+
+    def close(self) -> None:
+        self._cursor.close()
+        self._connection.close()
+
+    def __enter__(self) -> AdbcReader:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -463,17 +619,19 @@ def peer_csv(rows: int, seed: int = 7) -> Path:
     return path
 
 
-def datafusion_csv_context(path: Path, num_columns: int, *, has_header: bool = True) -> Any:
+def datafusion_csv_context(path: Path, num_columns: int, *, has_header: bool = True,
+                           config: Any = None) -> Any:
     """A DataFusion session with our UDFs and ``path`` registered as ``s3object``.
 
     The table has the columns the server gives a CSV object: Utf8 ``_1 .. _N`` (empty -> NULL),
-    read by DataFusion's own CSV reader with its default parallelism.
+    read by DataFusion's own CSV reader with its default parallelism (or ``config``, a
+    ``SessionConfig``).
     """
     from datafusion import SessionContext
 
     from flight_storage.execution.udfs import register_udfs
 
-    ctx = SessionContext()
+    ctx = SessionContext(config)
     register_udfs(ctx)
     schema = pa.schema([pa.field(f"_{i}", pa.string()) for i in range(1, num_columns + 1)])
     ctx.register_csv("s3object", str(path), schema=schema, has_header=has_header,

@@ -5,7 +5,14 @@ stacks, idle threads excluded), runs one query of :data:`benchmarks.queries.QUER
 and reports the share of samples per function (inclusive and self) and per stage (CSV
 tokenizing, dataset glue, DataFusion, Flight, ...).
 
+``--query endpoint_cost`` profiles the fixed cost of endpoints instead: the 0-row query of
+:mod:`benchmarks.endpoint_cost` over its 64 endpoints (``--partition-mb 1``). ``--gil`` keeps
+only the samples of the thread holding the GIL (the Python work the endpoints serialise on);
+without it py-spy also counts threads blocked in native code or on a lock, so shares are of
+samples, not of CPU (``benchmarks.endpoint_steps`` gives CPU per step).
+
     python -m benchmarks.profile_server --query like --quick
+    python -m benchmarks.profile_server --query endpoint_cost --gil
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from benchmarks import common, server_efficiency
+from benchmarks import common, endpoint_cost, server_efficiency
 from benchmarks.queries import QUERIES
 
 log = logging.getLogger("benchmarks.profile_server")
@@ -39,6 +46,10 @@ STAGES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("engine (flight_storage/execution)", re.compile(r"flight_storage/execution/")),
     ("Flight server / stream",
      re.compile(r"flight_storage/rpc/(server|boundary|streams)\.py|pyarrow/flight")),
+    ("catalog and object paths (flight_storage/storage)", re.compile(r"flight_storage/storage/")),
+    ("request decoding (statement, tables, tickets)",
+     re.compile(r"flight_storage/(request|protocol)/")),
+    ("threads: start, locks, hand-off (threading.py)", re.compile(r"threading\.py")),
 )
 # A thread blocked on a Python lock still shows as active to py-spy.
 _WAITING = re.compile(r"^(Condition\.wait|Event\.wait|Thread\.join|_wait_for_tstate_lock) "
@@ -51,6 +62,8 @@ def _options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seconds", type=float, default=20.0, help="how long to sample")
     parser.add_argument("--rate", type=int, default=250, help="samples per second")
     parser.add_argument("--native", action="store_true", help="include native frames")
+    parser.add_argument("--gil", action="store_true",
+                        help="only samples of the thread holding the GIL")
     parser.add_argument("--partition-mb", type=int, default=None)
 
 
@@ -105,55 +118,78 @@ def summarize(stacks: list[tuple[list[str], int]], top: int = 15) -> dict[str, A
             "stages": share(stages)}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = common.bench_args(__doc__.splitlines()[0], argv, _options)
+def _target(args: argparse.Namespace) -> tuple[str, Any, str, list[str]]:
+    """(name, data root, statement, server arguments) of the query to profile."""
+    extra = ["--partition-mb", str(args.partition_mb)] if args.partition_mb else []
+    if args.query == endpoint_cost.NAME:
+        root = common.data_root(NAME, {f"{endpoint_cost.BUCKET}/{endpoint_cost.KEY}":
+                                       endpoint_cost._object()})
+        statement = endpoint_cost.QUERY.replace(
+            " FROM s3object", f' FROM "{endpoint_cost.BUCKET}"."{endpoint_cost.KEY}"', 1)
+        return args.query, root, statement, extra or ["--partition-mb", "1"]
     query = next(q for q in QUERIES if q.name == args.query)
     files, _headers = server_efficiency.dataset(args.quick, {query.table})
-    extra = ["--partition-mb", str(args.partition_mb)] if args.partition_mb else []
-    raw = common.WORK / f"{NAME}-{query.name}.txt"
-    raw.parent.mkdir(parents=True, exist_ok=True)
     statement = query.on(server_efficiency.BUCKET, f"{query.table}.csv")
-    with common.ServerGroup(server_efficiency.server_root(files), 1, *extra) as servers:
+    return query.name, server_efficiency.server_root(files), statement, extra
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = common.bench_args(__doc__.splitlines()[0], argv, _options)
+    name, root, statement, extra = _target(args)
+    raw = common.WORK / f"{NAME}-{name}.txt"
+    raw.parent.mkdir(parents=True, exist_ok=True)
+    with common.ServerGroup(root, 1, *extra, sample_memory=False) as servers:
         servers.query(statement)  # warm up before sampling
         command = [str(common.BIN / "py-spy"), "record", "--pid", str(servers.servers[0].pid),
                    "--format", "raw", "--rate", str(args.rate), "-o", str(raw),
                    "--duration", str(int(args.seconds) + 30)]
         if args.native:
             command.append("--native")
+        if args.gil:
+            command.append("--gil")
         spy = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                text=True)
         time.sleep(1.0)
         runs, started = 0, time.perf_counter()
+        cpu = common.process_cpu_seconds(servers.pids[0])
         while time.perf_counter() - started < args.seconds:
             servers.query(statement)
             runs += 1
         elapsed = time.perf_counter() - started
+        cpu = common.process_cpu_seconds(servers.pids[0]) - cpu
         spy.send_signal(signal.SIGINT)
         _, err = spy.communicate(timeout=60)
     if not raw.exists():
         raise RuntimeError(f"py-spy wrote nothing: {err[-2000:]}")
     summary = summarize(parse_collapsed(raw.read_text()))
     per_query = elapsed / max(runs, 1)
-    text = _markdown(query.name, summary, runs, per_query, args)
-    payload = {"query": query.name, "statement": statement, "runs": runs,
-               "seconds_per_query": per_query, "native": args.native, "profile": summary}
-    name = f"{NAME}_{query.name}"
-    common.write_results(args.out, name, payload, text)
+    server_cpu = cpu / max(runs, 1)
+    text = _markdown(name, summary, runs, per_query, server_cpu, args)
+    payload = {"query": name, "statement": statement, "runs": runs,
+               "seconds_per_query": per_query, "server_cpu_per_query": server_cpu,
+               "native": args.native, "gil": args.gil, "profile": summary}
+    common.write_results(args.out, f"{NAME}_{name}{'_gil' if args.gil else ''}", payload, text)
     if not args.keep_data:
         raw.unlink(missing_ok=True)
-        common.remove_work(common.WORK / "roots" / server_efficiency.NAME)
+        common.remove_work(common.WORK / "roots" / server_efficiency.NAME,
+                           common.WORK / "roots" / NAME)
     return 0
 
 
 def _markdown(query: str, summary: dict[str, Any], runs: int, per_query: float,
-              args: argparse.Namespace) -> str:
+              server_cpu: float, args: argparse.Namespace) -> str:
     def rows(items: list[dict[str, Any]]) -> list[list[str]]:
         return [[f"`{i['name']}`", f"{i['share']:.1%}"] for i in items]
 
+    data = "the 64-endpoint 0-row query" if query == endpoint_cost.NAME else (
+        f"{'quick' if args.quick else 'full'} data")
+    kinds = ", ".join(k for k, on in (("native frames", args.native),
+                                     ("GIL holder only", args.gil)) if on)
     return (
-        f"## Server profile: `{query}` ({'quick' if args.quick else 'full'} data)\n\n"
-        f"py-spy at {args.rate} Hz on the server process{' (native frames)' if args.native else ''}"
+        f"## Server profile: `{query}` ({data})\n\n"
+        f"py-spy at {args.rate} Hz on the server process{f' ({kinds})' if kinds else ''}"
         f", {runs} queries, {common.fmt_s(per_query)} each end to end, "
+        f"{common.fmt_cpu(server_cpu)} of server CPU each (with py-spy attached), "
         f"{summary['samples']} non-idle samples.\n\n"
         "### By stage (innermost matching frame)\n\n"
         + common.md_table(["stage", "share of samples"], rows(summary["stages"]))

@@ -41,13 +41,15 @@ tables.
 ```bash
 .venv/bin/pip install -e '.[bench]'     # duckdb, tpchgen-cli, matplotlib, py-partiql-parser, psutil
 .venv/bin/pip install py-spy            # only for the profile
-.venv/bin/python -m benchmarks.server_efficiency --quick
+.venv/bin/python -m benchmarks.server_efficiency --quick   # + CPU-seconds, ADBC, endpoint cost; --cores N
+.venv/bin/python -m benchmarks.endpoint_steps            # CPU of each step of a DoGet, 64 endpoints
 .venv/bin/python -m benchmarks.pushdown --quick          # starts a local Spark (Java 17)
 .venv/bin/python -m benchmarks.peers --quick             # Ceph's column: see below
 .venv/bin/python -m benchmarks.scaling --quick           # full run: objects up to 2 GB
 .venv/bin/python -m benchmarks.cluster --quick           # 1, 2, 3 storage nodes on 127.0.0.2-4
 .venv/bin/python -m benchmarks.udf_cost --quick
 .venv/bin/python -m benchmarks.profile_server --quick --query like   # py-spy on the server
+.venv/bin/python -m benchmarks.profile_server --query endpoint_cost --gil   # ... on 64 endpoints
 .venv/bin/python -m benchmarks.report                    # rewrite this page
 ```
 
@@ -71,7 +73,7 @@ FLIGHT_SELECT_CEPH_S3SELECT=/path/to/s3select_example .venv/bin/python -m benchm
 
 | benchmark | question | compared |
 |---|---|---|
-| `server_efficiency` | what does serving add to the engine? | the same translated SQL through Flight vs DataFusion in process on the same file |
+| `server_efficiency` | what does serving add to the engine, in time and CPU-seconds, and per endpoint? | the same translated SQL through Flight (our client and the ADBC driver) vs DataFusion in process on the same file; a 0-row query over 1–64 endpoints; a ClickBench-shaped query on wide Parquet vs DuckDB |
 | `pushdown` | what does pushdown save at 0.1–100% selectivity? | DataFusion remote table, whole-object fetch, Spark source with and without pushdown, Spark reading the CSV |
 | `peers` | how do others answer the same queries? | DuckDB on the CSV; moto's S3 Select emulation (py-partiql-parser) on a small file; Ceph's s3select engine on the six peer queries |
 | `scaling` | time and server memory as one object grows; one vs two server processes | objects 10 MB – 2 GB |

@@ -1,8 +1,8 @@
 """Small results: query latency through ADBC with one endpoint per partition vs one endpoint.
 
 Three rows, asked three ways (issue #12 item 5, "should small results be one endpoint
-anyway"), each with the default endpoints option (``partitioned``) and with the header
-``x-flight-select-endpoints: single``:
+anyway"), each with ADBC's default (``partitioned``: the server recognises the driver) and
+with the header ``x-flight-select-endpoints: single``:
 
 * ``three_objects``: a prefix table of three one-row CSV objects;
 * ``one_object``: one three-row CSV object;

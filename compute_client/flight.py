@@ -202,8 +202,12 @@ class FlightSelectClient:
         self._failed: set[str] = set()
         named = [] if options.flavor is None else [(FLAVOR_HEADER.encode(),
                                                     options.flavor.encode())]
+        given = {k.lower(): v for k, v in options.headers.items()}
+        # This client reads every endpoint: ask for one per partition (the server gives
+        # clients it does not know one endpoint), unless the caller's headers say otherwise.
+        given.setdefault(protocol.ENDPOINTS_HEADER, protocol.ENDPOINTS_PARTITIONED)
         self._headers: list[tuple[bytes, bytes]] = named + [
-            (k.lower().encode(), v.encode()) for k, v in options.headers.items()]
+            (k.encode(), v.encode()) for k, v in given.items()]
         # No connection (nor login) until a call needs one: an executor reading endpoints
         # from their own locations must not depend on the planning server still being up.
 

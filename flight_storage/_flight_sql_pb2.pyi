@@ -264,6 +264,32 @@ class ActionCancelQueryResult(_message.Message):
     result: ActionCancelQueryResult.CancelResult
     def __init__(self, result: _Optional[_Union[ActionCancelQueryResult.CancelResult, str]] = ...) -> None: ...
 
+class ActionBeginTransactionRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ActionBeginTransactionResult(_message.Message):
+    __slots__ = ("transaction_id",)
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: bytes
+    def __init__(self, transaction_id: _Optional[bytes] = ...) -> None: ...
+
+class ActionEndTransactionRequest(_message.Message):
+    __slots__ = ("transaction_id", "action")
+    class EndTransaction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        END_TRANSACTION_UNSPECIFIED: _ClassVar[ActionEndTransactionRequest.EndTransaction]
+        END_TRANSACTION_COMMIT: _ClassVar[ActionEndTransactionRequest.EndTransaction]
+        END_TRANSACTION_ROLLBACK: _ClassVar[ActionEndTransactionRequest.EndTransaction]
+    END_TRANSACTION_UNSPECIFIED: ActionEndTransactionRequest.EndTransaction
+    END_TRANSACTION_COMMIT: ActionEndTransactionRequest.EndTransaction
+    END_TRANSACTION_ROLLBACK: ActionEndTransactionRequest.EndTransaction
+    TRANSACTION_ID_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    transaction_id: bytes
+    action: ActionEndTransactionRequest.EndTransaction
+    def __init__(self, transaction_id: _Optional[bytes] = ..., action: _Optional[_Union[ActionEndTransactionRequest.EndTransaction, str]] = ...) -> None: ...
+
 class CancelFlightInfoRequest(_message.Message):
     __slots__ = ("info",)
     INFO_FIELD_NUMBER: _ClassVar[int]

@@ -27,7 +27,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from flight_storage.cores import usable_cores
 from flight_storage.errors import StorageError
+from flight_storage.rpc.s3_http.door_config import S3DoorConfig
 from select_dialect.flavors import AWS, FLAVOR_NAMES, FLAVORS
 
 QUERY_DEFAULT_FLAVOR = AWS
@@ -97,6 +99,9 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
+    from flight_storage.formats.csv_sniff import TableReading
+    from flight_storage.formats.typed_columns import BAD_VALUES
+
     serve.add_argument(
         "--data", required=True, action="append", metavar="LOCATION",
         help="where the buckets are, repeatable: DIR (each top-level folder a bucket), s3:// "
@@ -125,6 +130,20 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         "and cluster nodes: required with --cluster); default: $FLIGHT_SELECT_TICKET_SECRET or "
         "a random key per process",
     )
+    reading = serve.add_argument_group(
+        "reading CSV tables (Flight SQL statements; see README, Configuration reference)")
+    reading.add_argument("--no-sniff", dest="sniff", action="store_false",
+                         default=TableReading.sniff,
+                         help="read CSV objects no configuration entry covers as S3 Select does "
+                         "(no header, string columns _1.._N) in the standard flavour too, "
+                         "instead of inferring their header and types (sniffing: %(default)s)")
+    reading.add_argument("--sniff-kb", type=int, default=TableReading.sample_bytes >> 10,
+                         help="KiB read from an object's start to infer its header and types")
+    reading.add_argument("--bad-values", choices=BAD_VALUES, default=TableReading.bad_values,
+                         help="a field that does not convert to its column's type: error "
+                         "(the query fails naming the object, line and column) or null (read "
+                         "as NULL, with a warning in the FlightInfo and the result schema); "
+                         "a configuration entry's bad_values wins")
     cluster = serve.add_argument_group(
         "cluster (docs/cluster.md): every node gets the same cluster file, the same "
         "--ticket-secret-file and the same --auth users file")
@@ -174,23 +193,31 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     limits.add_argument("--shutdown-grace", type=float, default=30.0,
                         help="seconds running streams may finish after SIGTERM")
     s3 = serve.add_argument_group("S3 door (the S3 REST API over HTTP, same process)")
+    door = S3DoorConfig()
     s3.add_argument("--s3-port", type=int, help="serve the S3 API on this port (0: a free one); "
                     "off unless given")
-    s3.add_argument("--s3-host", default="127.0.0.1", help="address of the S3 door")
+    s3.add_argument("--s3-host", default=door.host, help="address of the S3 door")
     s3.add_argument("--s3-writable", action="store_true",
                     help="allow CreateBucket, PutObject, DeleteObject, DeleteBucket")
-    s3.add_argument("--s3-max-request-kb", type=int, default=256,
+    s3.add_argument("--s3-max-request-kb", type=int, default=door.max_request_bytes >> 10,
                     help="largest SelectObjectContent (or other non-upload) request body")
-    s3.add_argument("--s3-max-object-mb", type=int, default=64, help="largest PutObject body")
-    s3.add_argument("--s3-body-timeout", type=float, default=60.0,
+    s3.add_argument("--s3-max-object-mb", type=int, default=door.max_object_bytes >> 20,
+                    help="largest PutObject body (streamed to disk, not held in memory)")
+    s3.add_argument("--s3-body-timeout", type=float, default=door.body_timeout_s,
                     help="seconds a client has to send its request body")
-    s3.add_argument("--s3-max-connections", type=int, default=64,
+    s3.add_argument("--s3-header-timeout", type=float, default=door.header_timeout_s,
+                    help="seconds a connection has to send a whole request head, from opening "
+                    "or from its previous answer; then it is closed")
+    s3.add_argument("--s3-max-connections", type=int, default=door.max_connections,
                     help="connections served at once; more are answered 503")
+    s3.add_argument("--s3-flavor", choices=FLAVOR_NAMES, default=door.flavor,
+                    help="flavour of a SelectObjectContent request whose "
+                    "x-flight-select-flavor header names none (ceph: answer as Ceph RGW)")
     serve.add_argument("--log-level", default="INFO")
 
 
 def _default_streams() -> int:
-    return max(4, 2 * (os.cpu_count() or 2))
+    return max(4, 2 * usable_cores())
 
 
 def _ticket_secret(path: Path | None) -> bytes:
@@ -200,7 +227,8 @@ def _ticket_secret(path: Path | None) -> bytes:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from flight_storage.execution.engine import EngineConfig
+    from flight_storage.execution.plan_types import EngineConfig
+    from flight_storage.formats.csv_sniff import TableReading
     from flight_storage.rpc.auth import UsersFileError
     from flight_storage.rpc.config import ConfigError, ServerConfig
     from flight_storage.rpc.server import JsonLogFormatter, StorageServer
@@ -247,6 +275,8 @@ def _serve(args: argparse.Namespace) -> int:
         query_timeout_s=args.query_timeout,
         keepalive_s=args.keepalive,
         shutdown_grace_s=args.shutdown_grace,
+        reading=TableReading(sniff=args.sniff, sample_bytes=args.sniff_kb << 10,
+                             bad_values=args.bad_values),
         engine=EngineConfig(
             partition_bytes=args.partition_mb << 20,
             memory_limit_bytes=args.memory_limit_mb << 20,
@@ -292,14 +322,14 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _start_s3_door(args: argparse.Namespace, server: Any, config: Any) -> Any:
     """Start the S3 door next to ``server``; exits the process if it cannot listen."""
-    from flight_storage.rpc.s3_http.app import S3DoorConfig
     from flight_storage.rpc.s3_http.gateway import S3Gateway
 
     door = S3DoorConfig(
         host=args.s3_host, port=args.s3_port, writable=args.s3_writable,
         max_request_bytes=args.s3_max_request_kb << 10,
         max_object_bytes=args.s3_max_object_mb << 20, body_timeout_s=args.s3_body_timeout,
-        max_connections=args.s3_max_connections,
+        header_timeout_s=args.s3_header_timeout, max_connections=args.s3_max_connections,
+        flavor=args.s3_flavor,
     )
     problem = door.refusal(authenticated=config.users_file is not None,
                            allow_anonymous=config.allow_anonymous,
@@ -375,7 +405,9 @@ def _cluster(args: argparse.Namespace) -> int:
     password = os.environ.get("FLIGHT_SELECT_PASSWORD", "") if args.user else None
     nodes = cluster_status(cluster, args.user, password)
     print(json.dumps(nodes, indent=2) if args.json else format_status(nodes))
-    return 0 if all(n["up"] for n in nodes) else 1
+    if not all(n["up"] for n in nodes):
+        return 1  # a node is down
+    return 2 if any(n["objects"] is None for n in nodes) else 0  # up, credentials refused
 
 
 def _add_user(args: argparse.Namespace) -> int:

@@ -16,6 +16,9 @@
     └── NotImplementedFeatureError NotImplemented: input we know and do not read yet (an Iceberg
                                    delete file) -> unimplemented
 
+``StoppedError`` is not among them: it ends work whose query was told to stop (timed out,
+cancelled, the server stopping), after the client has been answered; no client sees it.
+
 The server converts these at one boundary into Flight errors whose ``extra_info`` is the
 JSON of :meth:`StorageError.to_dict`; anything else is an internal error with an incident id.
 """
@@ -140,3 +143,8 @@ class NotImplementedFeatureError(StorageError):
 
     code = "NotImplemented"
     status = "unimplemented"
+
+
+class StoppedError(Exception):
+    """Work told to stop (its query timed out or was cancelled, or the server is stopping)
+    ends with this at its next read; it never reaches a client (see the module docstring)."""

@@ -53,6 +53,10 @@ class DataFusionGenerator(PostgresGenerator):
 class DataFusion(Dialect):
     """Target dialect: only the generator is used."""
 
+    # DataFusion orders NULLs last ascending, first descending: unless NULLS FIRST/LAST is
+    # printed, a generated ORDER BY gets that order (sqlglot's default, "nulls_are_small",
+    # left a user's ``ORDER BY x NULLS FIRST`` unprinted, so NULLs came last).
+    NULL_ORDERING = "nulls_are_large"
     Generator = DataFusionGenerator
 
 

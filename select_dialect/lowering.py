@@ -41,6 +41,7 @@ from sqlglot import exp
 
 from select_dialect import udf_names as U
 from select_dialect.errors import QuerySemanticError, UnsupportedFeatureError
+from select_dialect.flavors import Flavor
 from select_dialect.s3select import Missing
 from select_dialect.timestamp_format import strftime_for
 
@@ -109,6 +110,19 @@ AGGREGATE_KINDS: dict[tuple[str, Kind], Kind] = {
     ("avg", INT): FLOAT,
     ("avg", FLOAT): FLOAT,
     ("avg", DECIMAL): DECIMAL,
+}
+
+# Standard SQL (Flavor.sql_types): the SQL type a kind is, for error messages, and which kinds
+# SUM/AVG and arithmetic take and MIN/MAX order as themselves (DataFusion 55, DuckDB 1.x and
+# PostgreSQL refuse sum(VARCHAR), sum(BOOLEAN), VARCHAR + INTEGER; they order text as text).
+SQL_TYPE_NAMES: dict[Kind, str] = {
+    INT: "BIGINT", FLOAT: "DOUBLE", DECIMAL: "DECIMAL", STRING: "VARCHAR", FIELD: "VARCHAR",
+    BOOL: "BOOLEAN", TS: "TIMESTAMP", NATIVE_TS: "TIMESTAMP", NULL: "NULL", JSON: "JSON",
+}
+_SQL_NUMBERS = NUMERIC | {NULL, JSON}  # a JSON value is typed by its text: numbers are numbers
+_SQL_ORDERED = NUMERIC | TEXTUAL | {BOOL, TS, NATIVE_TS}
+_OPERATOR_SIGNS: dict[type[exp.Expression], str] = {
+    exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%", exp.Pow: "^",
 }
 
 _INT_RE = re.compile(r"^\d+$")
@@ -618,6 +632,15 @@ def _through_builtins(ts: exp.Expression,
     return slow
 
 
+def native_timestamp(node: exp.Expression) -> exp.Expression:
+    """SQL's ``CAST(node AS TIMESTAMP)`` (DataFusion's timestamp of nanoseconds, no zone)."""
+    return cast(paren(node), "TIMESTAMP")
+
+
+def _is_native_timestamp(node: exp.Expression) -> bool:
+    return type(node) is exp.Cast and node.to.is_type(exp.DataType.Type.TIMESTAMP)
+
+
 def is_aggregate(node: exp.Expression) -> bool:
     """True when ``node`` contains an aggregate call."""
     return any(isinstance(n, exp.AggFunc) for n in node.walk())
@@ -628,7 +651,7 @@ class Lowering:
 
     Args:
         input_format: ``csv``, ``json`` or ``parquet``.
-        flavor: ``ceph`` or ``aws``.
+        flavor: the flavour whose rules apply (its flags; never its name).
         columns: Parquet columns (name, type) in file order.
         header: CSV header names (``FileHeaderInfo USE``), in file order.
         table_names: names that may prefix a column (``s3object``, the FROM alias, ...).
@@ -641,7 +664,7 @@ class Lowering:
         self,
         *,
         input_format: str,
-        flavor: str,
+        flavor: Flavor,
         columns: Sequence[Column] | None,
         header: Sequence[str] | None,
         table_names: Iterable[str],
@@ -761,12 +784,12 @@ class Lowering:
         steps = self._steps(node)
         if steps is None:
             return None
-        if self.flavor == "ceph" and len(steps) == 1 and isinstance(steps[0], _Quoted):
+        if self.flavor.double_quotes_are_strings and len(steps) == 1 and isinstance(steps[0], _Quoted):
             return None  # a Ceph string literal
         names = [s for s in steps if isinstance(s, str) and s is not _ANY_INDEX]
         if not names:
             return None
-        if self.flavor == "aws" and names[-1] is not steps[-1]:
+        if self.flavor.unnamed_index_paths and names[-1] is not steps[-1]:
             return None  # MinIO names a path that ends in an index `_N`, like an expression
         last = names[-1]
         if self.input_format == "json" and len(names) == 1 and names[0].lower() in self.table_names | {"_1"}:
@@ -808,6 +831,8 @@ class Lowering:
             return fn(U.JSON_TO_STRING, node)
         if kind == TS:
             return fn(U.TIMESTAMP_TO_STRING, node)
+        if kind == NATIVE_TS and self.flavor.sql_types:  # DataFusion's text: no zone
+            return cast(paren(node), "VARCHAR")
         if kind == NATIVE_TS:
             return fn(U.TIMESTAMP_TO_STRING, self.as_ts(typed))
         if kind == NULL:
@@ -856,6 +881,56 @@ class Lowering:
         if kind == JSON:
             return fn(U.TO_TIMESTAMP, fn(U.JSON_TO_STRING, node))
         raise QuerySemanticError(f"a {kind} value cannot be used as a timestamp")
+
+    def as_native_ts(self, typed: Typed) -> exp.Expression:
+        """SQL's ``CAST(x AS TIMESTAMP)`` (standard flavour): DataFusion's zone-less timestamp.
+        Text is read by DataFusion's cast (an offset is converted to UTC; text that is no
+        timestamp fails the query, naming it); an s3-select timestamp gives its instant."""
+        node, kind = typed
+        if kind == NATIVE_TS and _is_native_timestamp(node):
+            return node
+        if kind in TEXTUAL or kind == NATIVE_TS:
+            return native_timestamp(node)
+        if kind == TS:
+            return native_timestamp(utc_instant(node))
+        if kind == JSON:
+            return native_timestamp(fn(U.JSON_TO_STRING, node))
+        if kind == NULL:
+            return native_timestamp(exp.Null())
+        raise QuerySemanticError(f"cannot cast {SQL_TYPE_NAMES[kind]} to TIMESTAMP",
+                                 code="InvalidCast")
+
+    def null_of(self, kind: Kind) -> exp.Expression:
+        """A NULL of ``kind`` (:func:`typed_null`); in standard SQL a timestamp's NULL is a
+        TIMESTAMP, so NULLIF and COALESCE of timestamps stay timestamps. (The s3-select flavours
+        keep their VARCHAR NULL here: NULLIF of a Parquet timestamp there is text.)"""
+        if kind == NATIVE_TS and self.flavor.sql_types:
+            return native_timestamp(exp.Null())
+        return typed_null(kind)
+
+    def _sql_numbers(self, node: exp.Expression, *operands: tuple[exp.Expression, Typed]
+                     ) -> None:
+        """Standard SQL: arithmetic takes numbers only (no text read as a number)."""
+        kinds = [typed[1] for _, typed in operands]
+        wrong = [(source, typed[1]) for source, typed in operands if typed[1] not in _SQL_NUMBERS]
+        if not wrong:
+            return
+        sign = _OPERATOR_SIGNS.get(type(node), "-")
+        types = f" {sign} ".join(SQL_TYPE_NAMES[k] for k in kinds)
+        source, kind = wrong[0]
+        raise QuerySemanticError(
+            f"{types if len(kinds) > 1 else sign + types} is not defined: {_describe(source)} "
+            f"is {SQL_TYPE_NAMES[kind]}{_cast_hint(source, kind, '{}')}",
+            code="InvalidDataType")
+
+    def _sql_argument_error(self, name: str, source: exp.Expression, kind: Kind
+                            ) -> QuerySemanticError:
+        """Standard SQL: ``sum``/``avg`` of something that is not a number."""
+        return QuerySemanticError(
+            f"{name}({SQL_TYPE_NAMES[kind]}) is not defined: {name} takes a number and "
+            f"{_describe(source)} is {SQL_TYPE_NAMES[kind]}"
+            f"{_cast_hint(source, kind, name + '({})')}",
+            code="IncorrectSqlFunctionArgumentType")
 
     def _cast(self, typed: Typed, target: str) -> Typed:
         node, kind = typed
@@ -908,6 +983,8 @@ class Lowering:
         typed = self.lower(inner)
         if typed[1] == NULL:
             return typed
+        if self.flavor.sql_types:
+            self._sql_numbers(node, (inner, typed))
         number = self.as_number(typed)
         return exp.Neg(this=paren(number)), (typed[1] if typed[1] in NUMERIC else FLOAT)
 
@@ -946,7 +1023,7 @@ class Lowering:
             raise UnsupportedFeatureError(f"unsupported reference: {_describe(node)}")
         first = steps[0]
         # Ceph: a bare double-quoted name is a string literal.
-        if self.flavor == "ceph" and len(steps) == 1 and isinstance(first, _Quoted):
+        if self.flavor.double_quotes_are_strings and len(steps) == 1 and isinstance(first, _Quoted):
             return lit_str(str(first)), STRING
         if len(steps) == 1 and isinstance(first, str) and not isinstance(first, _Quoted):
             if first.lower() == "missing":
@@ -966,7 +1043,7 @@ class Lowering:
     def _name(self, name: str) -> Typed:
         quoted = isinstance(name, _Quoted)
         key = name.lower()
-        if (key in self.aliases and not quoted) or (key in self.aliases and self.flavor == "aws"):
+        if key in self.aliases and (not quoted or self.flavor.aws_names):
             if key not in self._alias_stack:
                 return self._alias(key)
             if not self._is_column(name):
@@ -998,7 +1075,7 @@ class Lowering:
     def _check_unambiguous(self, name: str, names: Sequence[str]) -> None:
         """AWS: an unquoted name matching several names that differ in case is an error (a
         quoted name picks one; Ceph takes the exact match, else the first)."""
-        if self.flavor == "ceph":
+        if not self.flavor.aws_names:
             return
         spellings = sorted({n for n in names if n.lower() == name.lower()})
         if len(spellings) > 1:
@@ -1021,7 +1098,7 @@ class Lowering:
                     "to USE to name them by the first line")
         return QuerySemanticError(
             f"alias {{{name}}} or column not exist in schema{hint}",
-            code="ProcessingTimeError" if self.flavor == "ceph" else "MissingHeaderName",
+            code=self.flavor.missing_column_code,
         )
 
     def _is_column(self, name: str) -> bool:
@@ -1033,7 +1110,7 @@ class Lowering:
         for i, header_name in enumerate(self.header):
             if header_name == name:
                 return i + 1
-        if not quoted or self.flavor == "ceph":
+        if not quoted or not self.flavor.aws_names:
             for i, header_name in enumerate(self.header):
                 if header_name.lower() == name.lower():
                     return i + 1
@@ -1043,7 +1120,7 @@ class Lowering:
         if not isinstance(name, _Quoted):
             self._check_unambiguous(name, [c.name for c in self.columns])
         match = next((c for c in self.columns if c.name == name), None)
-        if match is None and (self.flavor == "ceph" or not isinstance(name, _Quoted)):
+        if match is None and (not self.flavor.aws_names or not isinstance(name, _Quoted)):
             match = next((c for c in self.columns if c.name.lower() == name.lower()), None)
         if match is None and positional:
             index = int(positional.group(1))
@@ -1076,7 +1153,7 @@ class Lowering:
         AWS's rules: a quoted key matches its own case only; an unquoted one matches any case,
         and several keys of one object matching it is an AmbiguousFieldName. Ceph matches
         every key case-insensitively, the last of several winning."""
-        if self.flavor == "ceph":
+        if not self.flavor.aws_names:
             return "key"
         return "exact_key" if isinstance(step, _Quoted) else "only_key"
 
@@ -1119,6 +1196,8 @@ class Lowering:
     def _arithmetic(self, node: exp.Expression) -> Typed:
         left = self.lower(node.this)
         right = self.lower(node.expression)
+        if self.flavor.sql_types:
+            self._sql_numbers(node, (node.this, left), (node.expression, right))
         for side in (left, right):
             if side[1] == STRING and isinstance(side[0], exp.Literal):
                 raise QuerySemanticError("illegal binary operation with string")
@@ -1153,6 +1232,8 @@ class Lowering:
             a, b = _year_as_range(left[0], right[0]), _year_as_range(right[0], left[0])
         elif pair <= TEXTUAL or pair == {BOOL}:
             a, b = left[0], right[0]
+        elif self.flavor.sql_types and NATIVE_TS in pair and pair <= TEXTUAL | {NATIVE_TS}:
+            a, b = self.as_native_ts(left), self.as_native_ts(right)  # SQL: text is cast
         elif TS in pair or NATIVE_TS in pair:
             a = utc_instant(self.as_ts(left))
             b = utc_instant(self.as_ts(right))
@@ -1165,7 +1246,8 @@ class Lowering:
             a, b = self.as_kind(left, FLOAT), self.as_kind(right, FLOAT)
         elif JSON in pair and pair & TEXTUAL:
             a, b = self.as_string(left), self.as_string(right)
-        elif pair == {JSON, BOOL} and self.flavor == "aws" and klass in (exp.EQ, exp.NEQ):
+        elif (pair == {JSON, BOOL} and self.flavor.json_bool_typed_equality
+              and klass in (exp.EQ, exp.NEQ)):
             # AWS/MinIO: values of different types are unequal (42 != true, "true" != true);
             # a JSON boolean's text is exactly true/false.
             json_side, bool_side = (left, right) if lk == JSON else (right, left)
@@ -1465,10 +1547,12 @@ class Lowering:
             return [node for node, _ in values], NULL
         if len(kinds) == 1:
             kind = kinds.pop()
-            return [node if k != NULL else typed_null(kind) for node, k in values], kind
+            return [node if k != NULL else self.null_of(kind) for node, k in values], kind
         if kinds <= NUMERIC | {JSON, FIELD}:
             target = NUMBER_COERCION[frozenset(_number_kind(k) for k in kinds)]
             return [self._unified_number((n, k), target) for n, k in values], target
+        if self.flavor.sql_types and NATIVE_TS in kinds and kinds <= TEXTUAL | {NATIVE_TS}:
+            return [self.as_native_ts(v) for v in values], NATIVE_TS
         if kinds <= {TS, NATIVE_TS} | TEXTUAL:
             if kinds & {TS, NATIVE_TS}:
                 return [self.as_ts(v) for v in values], TS
@@ -1506,6 +1590,8 @@ class Lowering:
         typed = self.lower(node.this)
         if target == "decimal":
             return self._cast_to_decimal(typed, to)
+        if self.flavor.sql_types and to.this == exp.DataType.Type.TIMESTAMP:
+            return self.as_native_ts(typed), NATIVE_TS
         return self._cast(typed, target)
 
     def _cast_to_decimal(self, typed: Typed, to: exp.DataType) -> Typed:
@@ -1533,7 +1619,7 @@ class Lowering:
         if start_node is None:
             raise QuerySemanticError("substring needs a start position")
         start = self._integer(self.lower(start_node))
-        if self.flavor == "aws":
+        if self.flavor.substring_start_clamped:
             start = fn("greatest", start, exp.Literal.number(1))
         args = [subject, start]
         if length_node is not None:
@@ -1577,8 +1663,8 @@ class Lowering:
         if arg is None or isinstance(arg, exp.Star) or (isinstance(arg, exp.Literal)):
             return fn("count", exp.Star()), INT
         typed = self.lower(arg)
-        if typed[1] == NULL:
-            return fn("count", typed_null(INT)), INT
+        if typed[1] == NULL or _boolean_constant(typed[0]) is None:  # no row has a value
+            return fn("count", exp.Null()), INT
         self._no_nested_aggregate(arg)
         if typed[1] == JSON:  # a JSON null is not counted
             return fn("count", _without_json_null(typed[0])), INT
@@ -1588,7 +1674,12 @@ class Lowering:
         self._no_nested_aggregate(node.this)
         typed = self.lower(node.this)
         name = "sum" if isinstance(node, exp.Sum) else "avg"
-        return fn(name, self.as_number(typed)), AGGREGATE_KINDS.get((name, typed[1]), FLOAT)
+        if self.flavor.sql_types and typed[1] not in _SQL_NUMBERS:
+            raise self._sql_argument_error(name, node.this, typed[1])
+        kind = AGGREGATE_KINDS.get((name, typed[1]), FLOAT)
+        if _boolean_constant(typed[0]) is None:
+            return self._aggregate_of_null(kind), kind
+        return fn(name, self.as_number(typed)), kind
 
     def _min_max(self, node: exp.Expression) -> Typed:
         if node.expressions:
@@ -1596,12 +1687,25 @@ class Lowering:
         self._no_nested_aggregate(node.this)
         typed = self.lower(node.this)
         name = "min" if isinstance(node, exp.Min) else "max"
-        if typed[1] in NUMERIC or typed[1] == STRING:
+        ordered = _SQL_ORDERED if self.flavor.sql_types else NUMERIC | {STRING}
+        if typed[1] == NULL or _boolean_constant(typed[0]) is None:
+            kind = typed[1] if typed[1] in ordered else NULL
+            return self._aggregate_of_null(kind), kind  # still an aggregate: one row
+        if typed[1] in ordered:  # SQL orders text as text, timestamps as instants
             return fn(name, typed[0]), typed[1]
-        if typed[1] == NULL:  # still an aggregate: one row, whatever the input
-            return fn(name, typed_null(FLOAT)), NULL
         number = self.as_number(typed)
         return fn(name, number), FLOAT
+
+    def _aggregate_of_null(self, kind: Kind) -> exp.Expression:
+        """SUM/AVG/MIN/MAX of a NULL constant: a NULL of ``kind``, still an aggregate (one row
+        per group), written ``max(NULL)`` under the cast. DataFusion names an aggregate of
+        ``CAST(NULL AS T)`` after the NULL alone, so two of them of different types in one
+        query collided ("duplicate unqualified field name")."""
+        null = (typed_null(FLOAT) if kind == NULL else self.null_of(kind)).copy()
+        inner = null.find(exp.Null)
+        assert inner is not None  # every typed NULL holds one
+        inner.replace(fn("max", exp.Null()))
+        return null
 
     def _no_nested_aggregate(self, node: exp.Expression | None) -> None:
         if node is not None and is_aggregate(node):
@@ -1642,7 +1746,7 @@ class Lowering:
         if first[1] == NULL:
             return exp.Null(), NULL
         equal = self.compare(exp.EQ, first, second)
-        return exp.Case(ifs=[exp.If(this=equal, true=typed_null(first[1]))], default=first[0].copy()), first[1]
+        return exp.Case(ifs=[exp.If(this=equal, true=self.null_of(first[1]))], default=first[0].copy()), first[1]
 
     def _date_part_arg(self, node: exp.Expression, function: str) -> str:
         part = _part_name(node)
@@ -1656,7 +1760,7 @@ class Lowering:
         part = self._date_part_arg(args[0], "date_add")
         amount = self._integer(self.lower(args[1]))
         ts = self.as_ts(self.lower(args[2]))
-        if part == "year" and self.flavor == "ceph":
+        if part == "year" and self.flavor.year_keeps_month_end:
             part = U.CEPH_YEAR  # boost's years: the last day of a month stays the last
         return fn(U.DATE_ADD, lit_str(part), amount, ts), TS
 
@@ -1683,7 +1787,7 @@ class Lowering:
             raise QuerySemanticError("utcnow takes no arguments")
         now = fn("date_trunc", lit_str("second"), fn("now"))
         # Ceph prints utcnow() with "+00:00" (no zone written); AWS writes "Z".
-        convert = U.TIMESTAMP_FROM_UTC if self.flavor == "ceph" else U.TIMESTAMP_Z
+        convert = U.TIMESTAMP_Z if self.flavor.utcnow_in_z else U.TIMESTAMP_FROM_UTC
         return fn(convert, now, exp.Literal.number(4)), TS
 
     def _add(self, args: list[exp.Expression]) -> Typed:
@@ -1696,7 +1800,7 @@ class Lowering:
         """Ceph's ``version()``: the s3select engine version whose dialect this follows."""
         if args:
             raise QuerySemanticError("version takes no arguments")
-        if self.flavor != "ceph":
+        if not self.flavor.version_function:
             raise UnsupportedFeatureError("unsupported function: version")
         return lit_str(CEPH_S3SELECT_VERSION), STRING
 
@@ -1766,6 +1870,13 @@ def _part_name(node: exp.Expression) -> str:
     if isinstance(node, exp.Literal) and node.is_string:
         return node.this.lower()
     raise QuerySemanticError(f"expected a date part, got {_describe(node)}")
+
+
+def _cast_hint(source: exp.Expression, kind: Kind, shape: str) -> str:
+    """For text: how to ask for a number (``; cast it: sum(CAST(_1 AS DOUBLE))``)."""
+    if kind not in TEXTUAL:
+        return ""
+    return "; cast it to a number: " + shape.format(f"CAST({_describe(source)} AS DOUBLE)")
 
 
 def _number_kind(kind: Kind) -> Kind:

@@ -161,6 +161,10 @@ class S3Select(Dialect):
 
     INDEX_OFFSET = 0
     NORMALIZE_FUNCTIONS = "upper"
+    # ORDER BY (standard flavour) without NULLS FIRST/LAST orders as DataFusion does: NULLs
+    # are larger than any value. The generator (select_dialect.datafusion) says the same, so
+    # it writes out exactly the NULLS FIRST/LAST that differ from that default.
+    NULL_ORDERING = "nulls_are_large"
 
     class Tokenizer(tokens.Tokenizer):
         QUOTES = ["'", "`"]

@@ -16,6 +16,7 @@ from typing import Any
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
+from select_dialect.aggregate_names import separate_aggregate_names
 from select_dialect.datafusion import to_sql
 from select_dialect.errors import (
     QuerySemanticError,
@@ -300,7 +301,7 @@ def _translate(
                           and _is_star(projections[0], from_clause.table_names))
     lowering = Lowering(
         input_format=input_format,
-        flavor=rules,
+        flavor=FLAVORS[flavor],
         columns=columns,
         header=header,
         table_names=from_clause.table_names,
@@ -339,6 +340,8 @@ def _translate(
         # (``count(*) … limit 0``; with ``limit 6`` and no match it prints 0)
         query = query.limit(exp.Literal.number(0), copy=False)
 
+    if aggregate:
+        separate_aggregate_names(query)
     return Translation(
         sql=to_sql(query),
         output_names=lowered.names,

@@ -73,6 +73,7 @@ UDF_NAMES: frozenset[str] = frozenset(signature.name for signature in UDFS)
 # DataFusion builtins the generator may emit (everything else is rejected).
 BUILTIN_FUNCTIONS: frozenset[str] = frozenset(
     {
+        "arrow_cast",
         "avg",
         "btrim",
         "character_length",

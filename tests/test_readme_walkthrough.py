@@ -1,24 +1,30 @@
 """The README's "Serve your own data" walk-through, run as written (the port is the difference).
 
 Each step is taken from the README's fenced blocks in that section, so a change to the README
-changes what runs here: the shell step makes the data, the JSON block is the bucket's
-configuration, the server runs on that directory, and the Python step's printed rows must be
-the ones its comment shows.
+changes what runs here: the shell step makes the data (a CSV with a header line and zone-less
+timestamps), the server runs on that directory without configuration, each Python step (ADBC,
+pandas, Spark) must print what its last comment shows, Spark's filter must run on the server,
+and the JSON block, as the bucket's configuration, must win over what was inferred.
 """
 
 from __future__ import annotations
 
 import ast
+import json
 import re
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
-from tests.conftest import start_server
+import pytest
+
+from tests.conftest import ServerProcess, running_server
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+OBJECT = "shop/orders/2025-01.csv"
 
 
 def _section() -> str:
@@ -27,26 +33,75 @@ def _section() -> str:
     return match.group(1)
 
 
-def _block(language: str) -> str:
-    """The section's one fenced block of ``language`` (indented inside the list)."""
-    blocks = re.findall(rf"^( *)```{language}\n(.*?)^\1```", _section(), flags=re.DOTALL | re.MULTILINE)
-    assert len(blocks) == 1, f"expected one {language} block, found {len(blocks)}"
-    return textwrap.dedent(blocks[0][1])
+def _blocks(language: str) -> list[str]:
+    """The section's fenced blocks of ``language`` (indented inside the list), in order."""
+    blocks = re.findall(rf"^( *)```{language}\n(.*?)^\1```", _section(),
+                        flags=re.DOTALL | re.MULTILINE)
+    return [textwrap.dedent(body) for _, body in blocks]
 
 
-def test_serve_your_own_data_walkthrough(tmp_path: Path) -> None:
-    subprocess.run(_block("bash"), shell=True, cwd=tmp_path, check=True, timeout=60)
-    data = tmp_path / "mydata"
-    (data / "shop" / ".flight-select.json").write_text(_block("json"), encoding="utf-8")
+def _run_step(code: str, server: ServerProcess) -> object:
+    """Run a Python step against ``server``; its printed value must be its last comment's."""
+    comment = code.rstrip().splitlines()[-1].strip()
+    assert comment.startswith("# "), f"the step's last line shows no output: {comment!r}"
+    done = subprocess.run(
+        [sys.executable, "-c", code.replace("grpc://127.0.0.1:8815", server.location)],
+        capture_output=True, text=True, timeout=300, check=False, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    printed = ast.literal_eval(done.stdout.strip().splitlines()[-1])
+    assert printed == ast.literal_eval(comment[2:])
+    return printed
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    root = tmp_path_factory.mktemp("walkthrough")
+    (bash,) = _blocks("bash")
+    subprocess.run(bash, shell=True, cwd=root, check=True, timeout=60)
     assert "serve --data mydata" in _section()
-    server = start_server(data)
-    try:
-        code = _block("python").replace("grpc://127.0.0.1:8815", server.location)
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              timeout=120, check=True)
-    finally:
-        server.stop()
-    comment = re.search(r"print\(cur\.fetchall\(\)\)\s*# (\[.*?\]):", _block("python"))
-    assert comment is not None, "the Python step's comment no longer shows its rows"
-    expected = ast.literal_eval(comment.group(1))
-    assert ast.literal_eval(done.stdout.strip()) == expected == [("DE", 5.0), ("FR", None)]
+    with running_server(root / "mydata") as process:
+        yield process
+
+
+def test_adbc_and_pandas_read_the_csv_typed_without_configuration(server: ServerProcess) -> None:
+    adbc, pandas, _spark = _blocks("python")
+    assert _run_step(adbc, server) == [("FR", 19.9, "2025-01-03T09:15:00+00:00"),
+                                       ("FR", 42.5, "2025-01-04T08:02:55+00:00")]
+    assert _run_step(pandas, server) == {"order_id": "int64", "amount": "float64",
+                                         "country": "object",
+                                         "ordered_at": "datetime64[us, UTC]"}
+
+
+@pytest.mark.spark
+def test_spark_pushes_the_filter_to_the_server(server: ServerProcess) -> None:
+    *_, spark = _blocks("python")
+    seen = len(server.log_lines)
+    assert _run_step(spark, server) == ["ES", "FR"]
+    sent = [json.loads(line) for line in server.log_lines[seen:] if line.startswith("{")]
+    rows = sum(e.get("rows", 0) for e in sent
+               if e.get("method") == "DO_GET" and e.get("object") == OBJECT)
+    assert rows == 2  # the two matching rows of four: the server filtered
+
+
+def test_the_configuration_wins_and_a_bad_value_names_its_line(server: ServerProcess,
+                                                                tmp_path: Path) -> None:
+    import adbc_driver_flightsql.dbapi as flightsql
+    import adbc_driver_manager
+    import pyarrow as pa
+
+    (config,) = _blocks("json")
+    data = Path(server.process.args[server.process.args.index("--data") + 1])
+    (data / "shop" / ".flight-select.json").write_text(config, encoding="utf-8")
+    with flightsql.connect(server.location, autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute(f'SELECT amount FROM "shop"."{OBJECT.split("/", 1)[1]}"')
+        assert cur.fetch_arrow_table().schema.types == [pa.decimal128(10, 2)]
+    quoted = re.search(r"`(shop/orders/2025-01\.csv: line \d+, column \d+ \(amount\): "
+                       r"'n/a' is not a valid decimal\(10,2\))`", _section())
+    assert quoted is not None, "the section no longer quotes the bad value's error"
+    path = data / OBJECT
+    path.write_text(path.read_text().replace("7.25", "n/a"))
+    with pytest.raises(adbc_driver_manager.Error) as info, \
+            flightsql.connect(server.location, autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute('SELECT sum(amount) FROM "shop"."orders/2025-01.csv"')
+        cur.fetchall()
+    assert quoted.group(1) in str(info.value)

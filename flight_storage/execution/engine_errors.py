@@ -23,7 +23,8 @@ from flight_storage.execution import udfs
 
 # DataFusion error texts that are really the user's processing errors: (pattern, S3 code).
 _ENGINE_ERRORS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"Cannot cast|Cast error|Failed to parse|Can't parse", re.I), "CastFailed"),
+    (re.compile(r"Cannot cast|Cast error|Failed to parse|Can't parse|Error parsing timestamp",
+                re.I), "CastFailed"),
     (re.compile(r"Divide by zero|Division by zero", re.I), "DivisionByZero"),
     (re.compile(r"overflow", re.I), "NumericValueOutOfRange"),
     (re.compile(r"Resources exhausted|memory", re.I), "ResourceLimitExceeded"),
@@ -60,8 +61,12 @@ def engine_error(exc: BaseException) -> StorageError:
 
 
 def _first_line(text: str) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else "query failed"
-    return re.sub(r"^(DataFusion error|Execution error|Arrow error|External error):\s*", "", line)
+    """The line that names the failure: the first, or the innermost cause of a chain
+    (``Optimizer rule 'simplify_expressions' failed`` / ``caused by`` / the cast that failed on
+    a constant)."""
+    lines = [line for line in text.strip().splitlines() if line.strip()] or ["query failed"]
+    line = lines[-1] if "caused by" in lines else lines[0]
+    return re.sub(r"^((DataFusion|Execution|Arrow|External|Parser) error:\s*)+", "", line)
 
 
 def guard_reader(batches: Iterable[pa.RecordBatch], object_name: str) -> Iterator[pa.RecordBatch]:

@@ -22,7 +22,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from flight_storage.execution.engine import READ_ONLY, TABLE, SelectEngine, SelectPlan
+from flight_storage.execution.engine import SelectEngine
+from flight_storage.execution.plan_types import TABLE, SelectPlan
+from flight_storage.execution.session import READ_ONLY, new_session
 
 
 def iceberg_row_filter(engine: SelectEngine, plan: SelectPlan) -> Any:
@@ -31,7 +33,7 @@ def iceberg_row_filter(engine: SelectEngine, plan: SelectPlan) -> Any:
     DataFusion optimizes the translated statement over an empty table of the plan's schema;
     the filter it leaves directly above the table scan (its predicate already simplified,
     casts of literals unwrapped) is converted conjunct by conjunct."""
-    ctx = engine.session(plan.translation, partitions=1)
+    ctx = new_session(engine.config, plan.translation, partitions=1)
     empty = pa.RecordBatch.from_pylist([], schema=plan.input_schema)
     ctx.register_record_batches(TABLE, [[empty]])
     try:

@@ -54,16 +54,11 @@ from flight_storage.errors import (
     StaleTicketError,
 )
 from flight_storage.execution.arrow_result import to_arrow_result
-from flight_storage.execution.engine import (
-    READ_ONLY,
-    TABLE,
-    PlannedPartition,
-    SelectEngine,
-    SelectPlan,
-    arrow_batches,
-)
+from flight_storage.execution.engine import SelectEngine
 from flight_storage.execution.iceberg_filter import iceberg_row_filter
 from flight_storage.execution.native_parquet import row_group_split, row_group_starts
+from flight_storage.execution.plan_types import TABLE, PlannedPartition, SelectPlan
+from flight_storage.execution.session import READ_ONLY, arrow_batches, new_session
 from flight_storage.protocol import Partition
 from flight_storage.storage.iceberg_catalog import (
     IcebergCatalogs,
@@ -433,7 +428,8 @@ def execute_iceberg(engine: SelectEngine, catalogs: IcebergCatalogs, plan: Selec
     deleted = {n: [path for i, path in partition.deletes if i == n] for n in range(len(paths))}
     # row numbers follow file order only in a file read as one partition
     partitions = 1 if partition.deletes else max(count, cores)
-    ctx = engine.session(plan.translation, partitions=partitions)
+    ctx = new_session(engine.config, plan.translation, partitions=partitions,
+                      split_min_bytes=0)
     if partition.deletes:  # the deleted positions, not the data, are the join's build side
         ctx.sql("SET datafusion.optimizer.join_reordering = false")
     mismatch: list[int] = []

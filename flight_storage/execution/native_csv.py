@@ -17,20 +17,70 @@ DataFusion cuts a file of ``size`` bytes at multiples of ``ceil(size / n)`` and 
 to the range holding its first byte (AWS's ScanRange rule). :func:`native_ranges` computes that
 split; the engine plans its endpoints with it and executes range ``i`` as ``ctx.execute(plan,
 i)``. ``tests/flight_storage/test_native_csv.py`` pins both facts against the reference reader.
+
+A typed table (configured or sniffed columns, ``formats/typed_columns.py``) gives DataFusion
+its types: the file table is exactly as wide as the columns (a wider record is DataFusion's
+error, a shorter one NULL-filled) and DataFusion's reader converts the fields itself; the view
+names the columns. With ``bad_values`` ``null`` the file table stays Utf8 and the view converts
+with ``try_cast`` (a field that does not convert is NULL), and :meth:`NativeCsvTable.bad_values`
+counts them for the warning. DataFusion's reader errors (``Error while parsing value 'n/a' as
+type 'Int64' for column 1 at line 22``) count lines from the start of the partition's byte
+range: :meth:`NativeCsvTable.read_error` turns them into an error naming the object, its line
+and the column.
+
+Byte-range partitions are DataFusion's own file-scan partitions: with ``n`` target partitions
+DataFusion cuts a file of ``size`` bytes at multiples of ``ceil(size / n)`` and gives each record
+to the range holding its first byte (AWS's ScanRange rule). :func:`native_ranges` computes that
+split; the engine plans its endpoints with it and executes range ``i`` as ``ctx.execute(plan,
+i)``. ``tests/flight_storage/test_native_csv.py`` pins both facts against the reference reader.
 """
 
 from __future__ import annotations
 
+import functools
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 import pyarrow as pa
 from datafusion import SessionContext
 from datafusion.options import CsvReadOptions
 
+from flight_storage.errors import InputFormatError
 from flight_storage.formats.csv_guard import CsvSurvey, survey_file, survey_range
 from flight_storage.formats.csv_input import RULES_CEPH, CsvInputOptions
-from flight_storage.storage.sources import DataFusionLocation, ObjectSource, version_key
+from flight_storage.formats.typed_columns import BAD_VALUES_NULL, TypedColumns, arrow_type
+from flight_storage.protocol import Partition
+from flight_storage.storage.sources import (
+    DataFusionLocation,
+    ObjectSource,
+    stop_switch,
+    version_key,
+)
 from flight_storage.storage.version_cache import VersionCache
+
+_SQL_TYPES: tuple[tuple[str, str], ...] = (
+    ("int64", "BIGINT"), ("int32", "INT"), ("float64", "DOUBLE"), ("double", "DOUBLE"),
+    ("bool", "BOOLEAN"), ("date", "DATE"), ("string", "VARCHAR"),
+)
+"""A configured type name -> the SQL type ``try_cast`` converts to (``bad_values`` ``null``);
+decimals and timestamps are written out in :func:`_try_cast`."""
+
+_READ_ERRORS: tuple[tuple[re.Pattern[str], int], ...] = (
+    # (DataFusion's text, what to add to its line number to count from the range's first line)
+    (re.compile(r"parsing value '(?P<value>.*?)' as type '\w+' for column (?P<column>\d+) "
+                r"at line (?P<line>\d+)", re.S), 1),
+    (re.compile(r"Error parsing column (?P<column>\d+) at line (?P<line>\d+): .*?from "
+                r"'(?P<value>.*?)'", re.S), 1),
+    (re.compile(r"incorrect number of fields for line (?P<line>\d+), expected (?P<width>\d+) "
+                r"got (?P<got>\d+)"), 0),
+    (re.compile(r"can't parse the string value (?P<value>.*?) to decimal"), 0),
+)
+"""arrow-csv's errors (checked on DataFusion 55): a value that does not parse (0-based line,
+the header counted), a timestamp that does not parse, a record wider than the schema (1-based),
+each counting from the first line of the partition's byte range; a decimal that does not parse
+(no line, no column: :func:`find_field` looks for the value)."""
 
 _COMPRESSION = {"NONE": "", "GZIP": "gzip", "BZIP2": "bz2", "ZSTD": "zstd"}
 """DataFusion's name of each CompressionType the native path takes (concatenated members and
@@ -71,18 +121,20 @@ class SurveyCache:
         """The survey of ``source`` as it is now, computed at most once per version. The survey
         reads the record layout, not how an empty field is read, so one survey serves both."""
         key = replace(options, empty_is_null=True)
-        return self._cache.get(version_key(source),
-                               lambda: survey_file(source.open(), options, compression),
-                               key, compression)
+        return self._cache.get(
+            version_key(source),
+            lambda: survey_file(source.open(), options, compression, stop_switch(source)),
+            key, compression)
 
     def survey_range(self, source: ObjectSource, options: CsvInputOptions, start: int,
                      stop: int) -> CsvSurvey:
         """The survey of the lines of ``[start, stop)`` of an uncompressed ``source``, computed
         at most once per version (see :func:`~flight_storage.formats.csv_guard.survey_range`)."""
         key = replace(options, empty_is_null=True)
-        return self._cache.get(version_key(source),
-                               lambda: survey_range(source.open(), options, start, stop),
-                               key, "NONE", start, stop)
+        return self._cache.get(
+            version_key(source),
+            lambda: survey_range(source.open(), options, start, stop, stop_switch(source)),
+            key, "NONE", start, stop)
 
 
 @dataclass(frozen=True)
@@ -98,6 +150,8 @@ class NativeCsvTable:
         strip_quotes: remove the quotes DataFusion kept from doubled quotes (Ceph's rules read
             ``"a""b"`` as ``ab``; a field left empty is NULL).
         compression: the request's CompressionType (the survey read the decompressed bytes).
+        columns: the typed table's columns (None: Utf8 ``_1 .. _N``).
+        source: the object, for errors (which line a reader error is on).
     """
 
     location: DataFusionLocation
@@ -107,18 +161,39 @@ class NativeCsvTable:
     coalesce_empty: int
     strip_quotes: bool = False
     compression: str = "NONE"
+    columns: TypedColumns | None = None
+    source: ObjectSource | None = None
 
     @property
     def file_width(self) -> int:
-        """Columns of the file table: every field of every line fits."""
+        """Columns of the file table: every field of every line fits (a typed table: its
+        columns, and a wider record is an error)."""
+        if self.columns is not None:
+            return len(self.columns.names)
         return max(self.width, self.survey.max_fields, self.survey.header_fields, 1)
+
+    @property
+    def converts_in_view(self) -> bool:
+        """A typed table whose fields the view converts with ``try_cast`` (``bad_values``
+        ``null``) rather than DataFusion's reader."""
+        return self.columns is not None and self.columns.bad_values == BAD_VALUES_NULL
+
+    @property
+    def object_name(self) -> str:
+        """The object's name, for errors."""
+        return self.source.name if self.source is not None else self.location.url
+
+    def _file_schema(self) -> pa.Schema:
+        if self.columns is None or self.converts_in_view:
+            types = [pa.string()] * self.file_width
+        else:
+            types = list(self.columns.schema.types)
+        return pa.schema([pa.field(f"_{i}", t) for i, t in enumerate(types, start=1)])
 
     def register(self, ctx: SessionContext, name: str) -> None:
         """Register the view ``name`` (and the file table ``name_file`` under it) on ``ctx``."""
         file_table = f"{name}_file"
-        schema = pa.schema(
-            [pa.field(f"_{i}", pa.string()) for i in range(1, self.file_width + 1)]
-        )
+        schema = self._file_schema()
         options = CsvReadOptions(
             has_header=self.options.has_header,
             delimiter=self.options.field_delimiter,
@@ -131,6 +206,10 @@ class NativeCsvTable:
         )
         self.location.register(ctx)
         ctx.register_csv(file_table, self.location.url, options=options)
+        if self.columns is not None:
+            ctx.register_view(name, ctx.sql(
+                f'SELECT {", ".join(self._typed_columns())} FROM "{file_table}"'))
+            return
         columns = []
         for i in range(1, self.width + 1):
             if i > self.file_width:
@@ -149,6 +228,173 @@ class NativeCsvTable:
                 columns.append(f'"_{i}"')
         ctx.register_view(name, ctx.sql(f'SELECT {", ".join(columns)} FROM "{file_table}"'))
 
+    def _typed_columns(self) -> list[str]:
+        """The view's columns of a typed table: named, converted where the view converts,
+        the flavour's empty-field and quote rules on string columns."""
+        assert self.columns is not None
+        out = []
+        for i, (column, type_name) in enumerate(
+                zip(self.columns.names, self.columns.types, strict=True), start=1):
+            field = _quoted(i)
+            if arrow_type(type_name) == pa.string():
+                if self.strip_quotes:
+                    quote = self.survey.quote.replace("'", "''")
+                    field = f"nullif(replace({field}, '{quote}', ''), '')"
+                if i <= self.coalesce_empty:
+                    field = f"coalesce({field}, '')"
+            elif self.converts_in_view:
+                field = _try_cast(field, type_name)
+            out.append(f'{field} AS "{column.replace(chr(34), chr(34) * 2)}"')
+        return out
+
+    def bad_values(self, ctx: SessionContext) -> list[tuple[int, int, str]]:
+        """``(column, count, example)`` for each typed column with fields the view's
+        ``try_cast`` turns to NULL (a ``bad_values`` ``null`` table), counted on ``ctx``."""
+        assert self.columns is not None and self.converts_in_view
+        self.register(ctx, "checked")
+        typed = [(i, t) for i, t in enumerate(self.columns.types, start=1)
+                 if arrow_type(t) != pa.string()]
+        if not typed:
+            return []
+        bad = {i: f'"_{i}" IS NOT NULL AND {_try_cast(_quoted(i), t)} IS NULL' for i, t in typed}
+        parts = ", ".join(f'sum(CASE WHEN {bad[i]} THEN 1 ELSE 0 END) AS "n{i}", '
+                          f'min(CASE WHEN {bad[i]} THEN "_{i}" END) AS "e{i}"' for i, _ in typed)
+        counts = ctx.sql(f'SELECT {parts} FROM "checked_file"').to_pylist()[0]
+        return [(i, int(counts[f"n{i}"]), str(counts[f"e{i}"])) for i, _ in typed
+                if counts[f"n{i}"]]
+
+    # -- how a plan's endpoints map onto DataFusion's partitions (shared with Parquet's table)
+    def endpoint_split(self, size: int, count: int) -> tuple[int, list[Any]]:
+        """DataFusion's partitions of the object when asked for ``count``, and the piece each
+        reads: its byte ranges."""
+        return count, list(native_ranges(size, count))
+
+    @staticmethod
+    def piece(partition: Partition) -> Any | None:
+        """The piece a plan's partition reads (a byte range), or None."""
+        if partition.kind != "byte_range":
+            return None
+        return (partition.start, partition.end)
+
+    def whole_partitions(self, cores: int) -> int:
+        """Partitions to read the whole object on ``cores`` cores."""
+        return cores
+
+    def explainer(self, size: int, partitions: int, start: int | None
+                  ) -> Callable[[str], InputFormatError | None]:
+        """What names a DataFusion error of one range (starting at ``start``) or of the
+        whole object read in ``partitions`` ranges: its line and column."""
+        starts = ([start] if start is not None
+                  else [lo for lo, _ in native_ranges(size, partitions)])
+        return functools.partial(self.read_error, range_starts=starts)
+
+    def read_error(self, text: str, range_starts: list[int]) -> InputFormatError | None:
+        """DataFusion's reader error ``text`` as an error naming the object, its line and the
+        column, or None when it is not one.
+
+        Args:
+            text: the error's text.
+            range_starts: where the byte ranges start that the failing partition may be (one
+                when the plan executed one range; every range when DataFusion read the file
+                on several cores): the line the error names is the one of those candidates
+                whose text holds the value (or is too wide).
+        """
+        matched = next(((m.groupdict(), shift) for pattern, shift in _READ_ERRORS
+                        if (m := pattern.search(text)) is not None), None)
+        if matched is None:
+            return None
+        found, shift = matched
+        if "line" not in found:  # a decimal: where is the value?
+            assert self.columns is not None
+            decimals = [i for i, t in enumerate(self.columns.types, start=1)
+                        if pa.types.is_decimal(arrow_type(t))]
+            where = None if self.compression != "NONE" or self.source is None else find_field(
+                self.source, found["value"], decimals, self.options.field_delimiter)
+            line, column = where if where is not None else (None, decimals[0])
+            return self.columns.bad_value(self.object_name, line, column, found["value"])
+        relative = int(found["line"]) + shift
+        if "width" in found:
+            width = int(found["width"])
+            delimiter = self.options.field_delimiter.encode()
+            line = self._locate(range_starts, relative, lambda row: row.count(delimiter) >= width)
+            return InputFormatError(
+                f"{self.object_name}: {_at(line)}a record has {found['got']} fields; the table "
+                f"has {width} columns", code="CSVParsingError", line=line, column=width + 1)
+        assert self.columns is not None  # a Utf8 file table has no value to parse
+        value = found["value"]
+        line = self._locate(range_starts, relative,
+                            lambda row: value.encode("utf-8", "replace") in row)
+        return self.columns.bad_value(self.object_name, line, int(found["column"]) + 1, value)
+
+    def _locate(self, range_starts: list[int], relative: int,
+                matches: Callable[[bytes], bool]) -> int | None:
+        if self.compression != "NONE" or self.source is None:  # one partition from line 1
+            return relative
+        return locate_line(self.source, range_starts, relative, matches)
+
+
+def _at(line: int | None) -> str:
+    return f"line {line}: " if line is not None else ""
+
+
+def locate_line(source: ObjectSource, range_starts: list[int], relative: int,
+                matches: Callable[[bytes], bool]) -> int | None:
+    """The line of ``source`` (1-based) that is line ``relative`` of a byte range starting at
+    one of ``range_starts`` (a range's first line is the first one starting at or after its
+    start) and whose text ``matches``; the first candidate when none does. One pass over the
+    object, on an error's path only."""
+    pending = sorted(range_starts)
+    candidates: list[int] = []
+    offset = 0
+    with source.open() as stream:
+        for number, row in enumerate(stream, start=1):
+            while pending and pending[0] <= offset:
+                pending.pop(0)
+                candidates.append(number - 1 + relative)
+            if number in candidates and matches(row):
+                return number
+            if not pending and number >= max(candidates, default=0):
+                break
+            offset += len(row)
+    return candidates[0] if candidates else None
+
+
+def find_field(source: ObjectSource, value: str, columns: list[int], delimiter: str
+               ) -> tuple[int, int] | None:
+    """The first ``(line, column)`` of ``source`` (both 1-based) where one of ``columns`` holds
+    exactly ``value`` (quoted or not), or None: the place of an error that names only the
+    value. One pass over the object, on an error's path only."""
+    needle = value.encode("utf-8", "replace")
+    sep = delimiter.encode("utf-8")
+    with source.open() as stream:
+        for number, row in enumerate(stream, start=1):
+            if needle not in row:
+                continue
+            fields = row.rstrip(b"\r\n").split(sep)
+            for column in columns:
+                if column <= len(fields) and fields[column - 1].strip(b'"') == needle:
+                    return number, column
+    return None
+
+
+def _quoted(index: int) -> str:
+    return f'"_{index}"'
+
+
+def _try_cast(field: str, type_name: str) -> str:
+    """SQL that converts the Utf8 ``field`` to a configured type, NULL where it cannot."""
+    data_type = arrow_type(type_name)
+    if pa.types.is_timestamp(data_type):
+        return (f"arrow_cast(try_cast({field} AS TIMESTAMP), "
+                f"'Timestamp({_UNITS[data_type.unit]}, Some(\"{data_type.tz}\"))')")
+    if pa.types.is_decimal(data_type):
+        return f"try_cast({field} AS DECIMAL({data_type.precision}, {data_type.scale}))"
+    sql = dict(_SQL_TYPES)[type_name.strip().lower()]
+    return f"try_cast({field} AS {sql})"
+
+
+_UNITS = {"s": "Second", "ms": "Millisecond", "us": "Microsecond", "ns": "Nanosecond"}
+
 
 @dataclass(frozen=True)
 class DeferredCsvTable:
@@ -162,17 +408,22 @@ class DeferredCsvTable:
         options: the request's CSV options.
         width: columns the query's table has (``_1 .. _width``).
         compression: the request's CompressionType (a compressed object is one range).
+        columns: the typed table's columns, if it is one.
+        source: the object, for errors.
     """
 
     location: DataFusionLocation
     options: CsvInputOptions
     width: int
     compression: str = "NONE"
+    columns: TypedColumns | None = None
+    source: ObjectSource | None = None
 
     def resolve(self, survey: CsvSurvey) -> tuple[NativeCsvTable | None, str]:
         """The native table for the surveyed range, or None and why not."""
         return native_csv_table(self.location, self.options, survey, width=self.width,
-                                compression=self.compression)
+                                compression=self.compression, columns=self.columns,
+                                source=self.source)
 
 
 def native_csv_table(
@@ -182,6 +433,8 @@ def native_csv_table(
     *,
     width: int,
     compression: str = "NONE",
+    columns: TypedColumns | None = None,
+    source: ObjectSource | None = None,
 ) -> tuple[NativeCsvTable | None, str]:
     """The native table for a query reading ``width`` columns, or None and the reason why not.
 
@@ -191,6 +444,8 @@ def native_csv_table(
         survey: the object's survey under ``options``.
         width: columns ``_1 .. _width`` the query's table has.
         compression: the request's CompressionType.
+        columns: the typed table's columns, if it is one.
+        source: the object, for errors.
     """
     if not survey.native:
         return None, survey.reason
@@ -209,4 +464,4 @@ def native_csv_table(
         coalesce_empty = min(width, low)
     strip = survey.doubled_quotes and options.rules == RULES_CEPH and options.escape != options.quote
     return NativeCsvTable(location, options, survey, width, coalesce_empty, strip,
-                          compression), ""
+                          compression, columns, source), ""

@@ -33,17 +33,21 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from datafusion import SessionConfig, SessionContext
 
+from flight_storage.errors import StoppedError
 from flight_storage.execution.native_csv import native_ranges
+from flight_storage.protocol import Partition
 from flight_storage.storage.sources import (
     DataFusionLocation,
     ObjectSource,
     random_access,
+    stop_switch,
     version_key,
 )
 from flight_storage.storage.version_cache import VersionCache
@@ -111,6 +115,25 @@ class NativeParquetTable:
                              file_extension=self.location.url.rsplit("/", 1)[-1],
                              schema=self.schema)
 
+    def endpoint_split(self, size: int, count: int) -> tuple[int, list[Any]]:
+        """DataFusion's partitions of the file when asked for about ``count`` (see
+        :meth:`partition_count`), and the row groups each reads."""
+        chosen = self.partition_count(count)
+        return chosen, list(self.split(chosen))
+
+    @staticmethod
+    def piece(partition: Partition) -> Any | None:
+        """The piece a plan's partition reads (row groups), or None."""
+        return partition.row_groups if partition.kind == "row_groups" else None
+
+    def whole_partitions(self, cores: int) -> int:
+        """Partitions to read the whole file on ``cores`` cores."""
+        return self.partition_count(cores)
+
+    def explainer(self, size: int, partitions: int, start: int | None) -> None:
+        """DataFusion's Parquet errors need no position: :func:`engine_error` names them."""
+        return None
+
     def split(self, count: int) -> list[tuple[int, ...]]:
         """Row groups of each of ``count`` DataFusion partitions of the file."""
         return row_group_split(list(self.starts), self.size, count)
@@ -171,8 +194,11 @@ def _nan_reason(source: ObjectSource, schema: pa.Schema, floats: list[str],
     with random_access(source) as file:
         parquet = pq.ParquetFile(file)
         groups = list(row_groups) if row_groups is not None else None
+        stop = stop_switch(source)
         for batch in parquet.iter_batches(batch_size=1 << 16, columns=floats,
                                           row_groups=groups):
+            if stop is not None and stop.is_set():
+                raise StoppedError("survey stopped: its query ended")
             for name, column in zip(batch.schema.names, batch.columns, strict=True):
                 if pc.any(pc.is_nan(column)).as_py():
                     return f"column {name} holds NaN (DataFusion orders it above every number)"

@@ -33,7 +33,7 @@ version by the caller, so a hot object pays for it once.
 
 from __future__ import annotations
 
-import os
+import threading
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -42,6 +42,8 @@ from typing import BinaryIO
 
 import numpy as np
 
+from flight_storage.cores import usable_cores
+from flight_storage.errors import StoppedError
 from flight_storage.formats.compression import open_decompressed
 from flight_storage.formats.csv_input import RULES_CEPH, CsvInputOptions
 
@@ -51,7 +53,7 @@ The survey's working arrays grow with the lines a chunk holds (about 30x the chu
 lines): 2 MiB keeps a bomb of short lines within ~100 MiB, and surveys a 121 MB CSV as fast as
 8 MiB chunks did (231 vs 200 MB/s here)."""
 
-_WORKERS = max(1, min(4, os.cpu_count() or 1))
+_WORKERS = min(4, usable_cores())
 _LF, _CR = 10, 13
 _BOM = b"\xef\xbb\xbf"
 _DEFAULT_QUOTE = '"'
@@ -113,12 +115,15 @@ def options_reason(options: CsvInputOptions) -> str:
     return ""
 
 
-def survey_csv(chunks: Iterable[bytes | memoryview], options: CsvInputOptions) -> CsvSurvey:
+def survey_csv(chunks: Iterable[bytes | memoryview], options: CsvInputOptions,
+               stop: threading.Event | None = None) -> CsvSurvey:
     """Survey an object's bytes, given as consecutive chunks of any size.
 
     Args:
         chunks: the (decompressed) object from its first byte.
         options: the request's CSV options under its flavour.
+        stop: when set (the query timed out or was cancelled), the survey ends at the next
+            chunk with :class:`~flight_storage.errors.StoppedError`.
 
     Returns:
         The survey; its ``reason`` is empty when DataFusion may read the object.
@@ -137,7 +142,10 @@ def survey_csv(chunks: Iterable[bytes | memoryview], options: CsvInputOptions) -
     # numpy releases the GIL in its scans: chunks are surveyed on every core, in order
     with ThreadPoolExecutor(max_workers=_WORKERS) as pool:
         pending: deque[Future[_ChunkSurvey]] = deque()
-        for index, chunk in enumerate(_whole_lines(chunks)):
+        for index, chunk in enumerate(_whole_lines(chunks, options.max_record_size)):
+            if stop is not None and stop.is_set():
+                _cancel(pending)
+                raise StoppedError("survey stopped: its query ended")
             pending.append(pool.submit(surveyor.survey, chunk, index == 0))
             while len(pending) > _WORKERS or (pending and pending[0].done()):
                 reason = total.add(pending.popleft().result())
@@ -157,16 +165,18 @@ def _cancel(pending: deque[Future[_ChunkSurvey]]) -> None:
         future.cancel()
 
 
-def survey_file(raw: BinaryIO, options: CsvInputOptions, compression: str = "NONE") -> CsvSurvey:
+def survey_file(raw: BinaryIO, options: CsvInputOptions, compression: str = "NONE",
+                stop: threading.Event | None = None) -> CsvSurvey:
     """:func:`survey_csv` over an object's stream from its first byte (decompressed as it
     streams when compressed); closes ``raw``."""
     decoded = [0]
     with raw, open_decompressed(raw, compression, decoded) as stream:
-        survey = survey_csv(iter(lambda: stream.read(CHUNK_BYTES), b""), options)
+        survey = survey_csv(iter(lambda: stream.read(CHUNK_BYTES), b""), options, stop)
     return replace(survey, decoded_bytes=decoded[0])
 
 
-def survey_range(raw: BinaryIO, options: CsvInputOptions, start: int, stop: int) -> CsvSurvey:
+def survey_range(raw: BinaryIO, options: CsvInputOptions, start: int, stop: int,
+                 stopped: threading.Event | None = None) -> CsvSurvey:
     """:func:`survey_csv` over the lines a reader of the byte range ``[start, stop)`` reads (the
     records whose first byte lies in it, each to its end), from a seekable uncompressed stream
     of the whole object; closes ``raw``.
@@ -178,7 +188,7 @@ def survey_range(raw: BinaryIO, options: CsvInputOptions, start: int, stop: int)
     if start > 0:
         options = replace(options, file_header_info="NONE")
     with raw:
-        return survey_csv(_range_lines(raw, start, stop), options)
+        return survey_csv(_range_lines(raw, start, stop), options, stopped)
 
 
 def _range_lines(raw: BinaryIO, start: int, stop: int) -> Iterator[bytes]:
@@ -213,23 +223,30 @@ def _range_lines(raw: BinaryIO, start: int, stop: int) -> Iterator[bytes]:
         position = end
 
 
-def _whole_lines(chunks: Iterable[bytes | memoryview]) -> Iterator[bytes | memoryview]:
-    """Re-cut chunks so each ends with a line feed (the last may not)."""
-    carry = b""
+def _whole_lines(chunks: Iterable[bytes | memoryview], limit: int
+                 ) -> Iterator[bytes | memoryview]:
+    """Re-cut chunks so each ends with a line feed (the last may not). A line still without
+    its end after ``limit`` bytes is yielded as it is and the cutting stops: its chunk's survey
+    names it (a record over the limit), so no line is ever buffered past the limit (a
+    decompression bomb of zeros is one endless "line")."""
+    carry: list[bytes] = []  # the pieces of the line the last chunk left unfinished
+    carried = 0
     for chunk in chunks:
         data = np.frombuffer(chunk, np.uint8)
         ends = np.flatnonzero(data == _LF)
         if not len(ends):
-            carry += bytes(chunk)
+            carry.append(bytes(chunk))
+            carried += len(chunk)
+            if carried > limit:
+                yield b"".join(carry)
+                return
             continue
         cut = int(ends[-1]) + 1
-        if carry:
-            yield carry + bytes(chunk[:cut])
-        else:
-            yield chunk[:cut]
-        carry = bytes(chunk[cut:])
+        yield b"".join([*carry, bytes(chunk[:cut])]) if carry else chunk[:cut]
+        rest = bytes(chunk[cut:])
+        carry, carried = ([rest], len(rest)) if rest else ([], 0)
     if carry:
-        yield carry
+        yield b"".join(carry)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,15 @@ Two tokenizing rule sets, chosen by flavour (see :data:`_FLAVOURS`):
     quote (or escape + quote) is a literal quote, and a quote not followed by a delimiter is
     kept literally (lazy quotes). Quotes inside unquoted fields are data. An empty field is an
     empty string; empty lines are skipped. MinIO's reading is this with
-    ``AllowQuotedRecordDelimiter`` TRUE and ``Comments`` ``#``.
+    ``AllowQuotedRecordDelimiter`` TRUE and ``Comments`` ``#``. A quoted field that never
+    closes reads lazily to the end of its line (to the end of the object with
+    ``AllowQuotedRecordDelimiter``), as Go's reader does.
+
+``standard`` (the standard surface: AWS's rules, RFC 4180)
+    As ``aws``, but a quoted field that never closes is an error naming its line and column,
+    as DuckDB's reader stops there: before the end of its line ``CSVEscapingRecordDelimiter``
+    (AWS's error for a record delimiter inside quotes without ``AllowQuotedRecordDelimiter``),
+    with it before the end of the object ``CSVParsingError``.
 
 With the record delimiter ``\\n`` a ``\\r`` before it is dropped (Windows line ends).
 
@@ -31,6 +39,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import BinaryIO, cast
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
@@ -55,11 +64,13 @@ class _FlavourDefaults:
     skip_empty_lines: bool
     comment: str | None
     quoted_record_delimiter: bool
+    unclosed_quote_error: bool
 
 
 _FLAVOURS: dict[str, _FlavourDefaults] = {
-    "ceph": _FlavourDefaults("\\", RULES_CEPH, True, False, None, False),
-    "aws": _FlavourDefaults('"', RULES_RFC, False, True, None, False),
+    "ceph": _FlavourDefaults("\\", RULES_CEPH, True, False, None, False, False),
+    "aws": _FlavourDefaults('"', RULES_RFC, False, True, None, False, False),
+    "standard": _FlavourDefaults('"', RULES_RFC, False, True, None, False, True),
 }
 
 _HEADER_INFO = ("NONE", "IGNORE", "USE")
@@ -83,6 +94,9 @@ class CsvInputOptions:
         skip_empty_lines: empty records are dropped.
         trim_chars: characters trimmed from both ends of every field (Ceph extension).
         max_record_size: longest record accepted, in bytes.
+        unclosed_quote_error: a quoted field that does not close (before its line ends, or
+            with ``quoted_record_delimiter`` before the object ends) is an error rather than
+            closed there (Ceph's rule).
     """
 
     field_delimiter: str = ","
@@ -97,6 +111,7 @@ class CsvInputOptions:
     skip_empty_lines: bool = False
     trim_chars: str = ""
     max_record_size: int = DEFAULT_MAX_RECORD_SIZE
+    unclosed_quote_error: bool = False
 
     @classmethod
     def from_request(
@@ -114,7 +129,7 @@ class CsvInputOptions:
                 ``QuoteEscapeCharacter``, ``Comments``, ``AllowQuotedRecordDelimiter``,
                 ``FileHeaderInfo``; missing keys take the flavour's defaults. An empty
                 ``QuoteCharacter`` / ``QuoteEscapeCharacter`` disables it.
-            flavor: ``ceph`` or ``aws``.
+            flavor: ``ceph``, ``aws`` or ``standard`` (the reading rules of its own).
             extensions: Ceph-only options: ``comment_empty_lines`` (bool) and
                 ``trim_chars`` (list of characters).
             max_record_size: longest record accepted, in bytes.
@@ -162,6 +177,7 @@ class CsvInputOptions:
             skip_empty_lines=skip_empty,
             trim_chars=trim,
             max_record_size=max_record_size,
+            unclosed_quote_error=defaults.unclosed_quote_error,
         )
 
     @property
@@ -182,6 +198,15 @@ def _optional_char(csv: Mapping[str, str], key: str, default: str | None) -> str
 
 
 # --------------------------------------------------------------------------- tokenizers
+
+
+class UnclosedQuote(Exception):
+    """A quoted field that never closes (the tokenizer's signal; readers make it an error)."""
+
+    def __init__(self, position: int, field: int) -> None:
+        super().__init__(position, field)
+        self.position = position
+        self.field = field
 
 
 def _specials(options: CsvInputOptions, with_record: bool) -> re.Pattern[str]:
@@ -211,6 +236,48 @@ class _Tokenizer:
         self.escape = options.escape
         self.specials = _specials(options, split_records)
         self.rfc = options.rules == RULES_RFC
+        self.strict = options.unclosed_quote_error
+
+    def unclosed_field(self, record: str) -> int | None:
+        """The field (1-based) of ``record`` (one whole record, RFC rules) whose opening quote
+        never closes, or None."""
+        fd, quote = self.fd, self.quote
+        assert quote is not None
+        i, n, field = 0, len(record), 1
+        while i < n:
+            if record.startswith(quote, i):
+                i = self._closing(record, i + len(quote))
+                if i < 0:
+                    return field
+            else:
+                i = self._bare_end(record, i)
+            if i >= n:
+                return None
+            i += len(fd)
+            field += 1
+        return None
+
+    def _closing(self, text: str, i: int) -> int:
+        """Where a quoted field whose body starts at ``i`` ends (after its closing quote), or
+        -1 when it does not close in ``text``; the rules of :meth:`_rfc_quoted`."""
+        quote, escape, fd = self.quote, self.escape, self.fd
+        assert quote is not None
+        while True:
+            j = text.find(quote, i)
+            if escape is not None and escape != quote:
+                k = text.find(escape, i)
+                if k != -1 and (j == -1 or k < j):
+                    i = k + (1 + len(quote) if text.startswith(quote, k + 1) else 1)
+                    continue
+            if j == -1:
+                return -1
+            after = j + len(quote)
+            if text.startswith(quote, after):
+                i = after + len(quote)
+                continue
+            if after == len(text) or text.startswith(fd, after):
+                return after
+            i = after  # lazy quote: a stray quote is data
 
     def tokenize(self, text: str, final: bool) -> tuple[list[list[str]], int]:
         if self.rfc:
@@ -280,9 +347,12 @@ class _Tokenizer:
         i, n = 0, len(text)
         while i < n:
             if quote is not None and text.startswith(quote, i):
+                opened = i
                 i, value, complete = self._rfc_quoted(text, i + len(quote))
                 if not complete and not final:
                     return rows, record_start
+                if not complete and self.strict:
+                    raise UnclosedQuote(opened, len(fields) + 1)
             else:
                 j = self._bare_end(text, i)
                 if j == n and rd is not None and not final:
@@ -378,17 +448,56 @@ class _Position:
 
     offset: int = 0
     records: int = 0
+    lines: int = 0
+    """Line ends consumed (differs from ``records`` where quoted fields hold line ends)."""
 
 
-def _decode(data: bytes, base: int) -> str:
+def _decode(data: bytes, pos: _Position, options: CsvInputOptions) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
+        line_start = data.rfind(b"\n", 0, exc.start) + 1
+        line = pos.lines + data.count(b"\n", 0, exc.start) + 1
+        column = data.count(options.field_delimiter.encode("utf-8"), line_start, exc.start) + 1
         raise InputFormatError(
-            f"invalid UTF-8 in CSV input at byte offset {base + exc.start}",
+            f"line {line}, column {column}: invalid UTF-8 at byte offset "
+            f"{pos.offset + exc.start}",
             code="InvalidTextEncoding",
-            offset=base + exc.start,
+            offset=pos.offset + exc.start,
+            line=line,
+            column=column,
         ) from exc
+
+
+def _unclosed(options: CsvInputOptions, line: int, column: int) -> InputFormatError:
+    if options.quoted_record_delimiter:
+        return InputFormatError(
+            f"line {line}, column {column}: a quoted field opens here and never closes "
+            "(an unterminated quote)", code="CSVParsingError", line=line, column=column)
+    return InputFormatError(
+        f"line {line}, column {column}: a quoted field does not close before the end of its "
+        "line (an unterminated quote; a line break inside quotes needs "
+        "AllowQuotedRecordDelimiter TRUE)",
+        code="CSVEscapingRecordDelimiter", line=line, column=column)
+
+
+def _check_quotes_closed(lines: pa.Array, options: CsvInputOptions, pos: _Position) -> None:
+    """Refuse a record (one line each) holding a quoted field that does not close in it."""
+    if not (options.unclosed_quote_error and options.quote):
+        return
+    mask = pc.match_substring(lines, options.quote)
+    if not pc.any(mask).as_py():
+        return
+    tokenizer = _Tokenizer(options, split_records=False)
+    for index in np.flatnonzero(mask.to_numpy(zero_copy_only=False)):
+        line = lines[int(index)].as_py()
+        if options.comment and line.startswith(options.comment):
+            continue
+        if options.record_delimiter == "\n" and line.endswith("\r"):
+            line = line[:-1]
+        field = tokenizer.unclosed_field(line)
+        if field is not None:
+            raise _unclosed(options, pos.records + int(index) + 1, field)
 
 
 def _too_long(options: CsvInputOptions, offset: int, record: int | None) -> InputFormatError:
@@ -729,17 +838,25 @@ class _Reader:
         if table is not None:
             _check_record_sizes(data, opts, self.pos)
             self.pos.records += table.num_rows
+            self.pos.lines += table.num_rows
             self.pos.offset += len(data)
             return table, len(data)
-        text = _decode(data, self.pos.offset)
+        text = _decode(data, self.pos, opts)
         if opts.quoted_record_delimiter and opts.quote and opts.quote in text:
-            rows, used_chars = self.stream_tokenizer.tokenize(text, final)
+            try:
+                rows, used_chars = self.stream_tokenizer.tokenize(text, final)
+            except UnclosedQuote as unclosed:
+                line_start = text.rfind("\n", 0, unclosed.position) + 1
+                line = self.pos.lines + text.count("\n", 0, unclosed.position) + 1
+                field = text.count(opts.field_delimiter, line_start, unclosed.position) + 1
+                raise _unclosed(opts, line, field) from None
             used = len(text[:used_chars].encode("utf-8")) if used_chars < len(text) else len(data)
             for number, row in enumerate(rows):
                 size = sum(len(f) for f in row)
                 if size > opts.max_record_size:
                     raise _too_long(opts, self.pos.offset, self.pos.records + number + 1)
             self.pos.records += len(rows)
+            self.pos.lines += data.count(b"\n", 0, used)
             self.pos.offset += used
             rows = _filter_rows(rows, opts)
             return pa.array(rows, type=pa.list_(pa.string())), used
@@ -747,7 +864,9 @@ class _Reader:
         if text.endswith(opts.record_delimiter):
             lines = lines.slice(0, len(lines) - 1)
         _check_lengths(lines, opts, self.pos)
+        _check_quotes_closed(lines, opts, self.pos)
         self.pos.records += len(lines)
+        self.pos.lines += len(lines)
         self.pos.offset += len(data)
         lines = _filter_lines(lines, opts)
         return _lines_to_lists(lines, opts), len(data)

@@ -16,6 +16,11 @@ NULL in JSON              ``null``                        ``null``; MISSING (NUL
 strings in JSON           unquoted (``{"a":male}``)        JSON strings
 CSV quoting (ASNEEDED)    never                           fields holding a delimiter, quote
                                                           or line end
+CSV quoting (ALWAYS)      every field, C++ ``std::quoted``  every field; a quote inside is
+                          with the input's escape          preceded by the output's
+                          character (a backslash): a       QuoteEscapeCharacter (``"``
+                          quote or that character inside   by default)
+                          is preceded by it
 aggregate row in CSV      no record delimiter after it    record delimiter after it
 timestamps                ``YYYY-MM-DDTHH:MM:SS[.ffffff]``  the precision as written, raised
                           + zone as written (``Z``,        by functions: ``2010T``, ``2010-02T``,
@@ -429,6 +434,10 @@ class RecordWriter:
             the bare FROM alias): AWS prints an object row as the record itself (``{}`` when
             MISSING) and, in CSV, its member values as the fields; Ceph prints one
             ``path. : value`` line per leaf and a ``#=== n ===#`` separator per row.
+        ceph_escape: Ceph's QuoteFields ALWAYS escapes a quote, and this character itself, with
+            this character: its CSV reader's escape character (the input's
+            ``QuoteEscapeCharacter``, a backslash by default), not the output's (rgw_s3select.cc
+            passes the input's to s3select's ``std::quoted``).
         rows_keep_their_width: CSV output leaves out each row's trailing NULL fields. For
             ``SELECT *`` over CSV text read with empty fields kept as '' (AWS's rules; Ceph's
             for this statement, ``Translation.keeps_empty_fields``), where only a field the
@@ -457,6 +466,7 @@ class RecordWriter:
         is_aggregate: bool,
         row_as_record: bool = False,
         rows_keep_their_width: bool = False,
+        ceph_escape: str = "\\",
     ) -> None:
         if flavor not in _FLAVOURS:
             raise InvalidRequestError(f"unknown flavour {flavor!r}")
@@ -471,6 +481,7 @@ class RecordWriter:
         self._field_delimiter = _option(settings, "FieldDelimiter", ",")
         self._quote = _option(settings, "QuoteCharacter", '"')
         self._escape = _option(settings, "QuoteEscapeCharacter", '"')
+        self._ceph_escape = ceph_escape
         quote_fields = _option(settings, "QuoteFields", "ASNEEDED").upper()
         if quote_fields not in _QUOTE_FIELDS:
             raise InvalidRequestError(
@@ -579,7 +590,13 @@ class RecordWriter:
         return pc.if_else(needs, self._quoted(values, n), values)
 
     def _quoted(self, values: pa.Array, n: int) -> pa.Array:
-        escaped = pc.replace_substring(values, self._quote, self._escape + self._quote)
+        if self._style.ceph:  # std::quoted: the escape character escapes itself and the quote
+            escape = self._ceph_escape
+            if escape != self._quote:
+                values = pc.replace_substring(values, escape, escape + escape)
+        else:
+            escape = self._escape
+        escaped = pc.replace_substring(values, self._quote, escape + self._quote)
         return _join([self._quote, escaped, self._quote], n)
 
     # ------------------------------------------------------------------ JSON

@@ -10,6 +10,8 @@ re-exports their public names so ``from flight_storage import protocol`` keeps w
 from flight_storage import _flight_sql_pb2 as pb
 from flight_storage.protocol.messages import (
     ENDPOINTS_HEADER,
+    ENDPOINTS_PARTITIONED,
+    ENDPOINTS_SINGLE,
     FLAVOR_HEADER,
     FLIGHT_ACTIONS,
     TYPE_URL_PREFIX,
@@ -55,6 +57,8 @@ __all__ = [
     "CATALOGS_SCHEMA",
     "DB_SCHEMAS_SCHEMA",
     "ENDPOINTS_HEADER",
+    "ENDPOINTS_PARTITIONED",
+    "ENDPOINTS_SINGLE",
     "FLAVOR_HEADER",
     "FLIGHT_ACTIONS",
     "FOREIGN_KEYS_SCHEMA",

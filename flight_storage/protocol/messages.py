@@ -51,8 +51,12 @@ FLAVOR_HEADER: Final = "x-flight-select-flavor"
 ``select_dialect.flavors``). Absent: ``standard`` for Flight SQL statements, ``ceph`` for S3
 SelectObjectContent requests."""
 ENDPOINTS_HEADER: Final = "x-flight-select-endpoints"
-"""Call header: ``single``, one endpoint for the whole result, for clients that read only the
-first endpoint of a FlightInfo (flightsql-dbapi); ``partitioned`` (default): one per partition."""
+"""Call header: :data:`ENDPOINTS_PARTITIONED` asks for one endpoint per partition (for clients
+that read every endpoint of a FlightInfo), :data:`ENDPOINTS_SINGLE` for one endpoint carrying
+the whole result. Absent: one endpoint unless the client is known to read them all
+(``flight_storage.rpc.endpoint_readers``)."""
+ENDPOINTS_SINGLE: Final = "single"
+ENDPOINTS_PARTITIONED: Final = "partitioned"
 
 TYPE_URL_PREFIX: Final = "type.googleapis.com/arrow.flight.protocol.sql."
 
@@ -85,6 +89,9 @@ _ANY_MESSAGES: Final[Mapping[str, type[Message]]] = {
         pb.DoPutPreparedStatementResult,
         pb.ActionCancelQueryRequest,
         pb.ActionCancelQueryResult,
+        pb.ActionBeginTransactionRequest,
+        pb.ActionBeginTransactionResult,
+        pb.ActionEndTransactionRequest,
     )
 }
 
@@ -94,6 +101,8 @@ FLIGHT_ACTIONS: Final[Mapping[str, tuple[type[Message], bool]]] = {
     "CreatePreparedStatement": (pb.ActionCreatePreparedStatementRequest, True),
     "ClosePreparedStatement": (pb.ActionClosePreparedStatementRequest, True),
     "CancelQuery": (pb.ActionCancelQueryRequest, True),
+    "BeginTransaction": (pb.ActionBeginTransactionRequest, True),
+    "EndTransaction": (pb.ActionEndTransactionRequest, True),
     "CancelFlightInfo": (pb.CancelFlightInfoRequest, False),
     "CloseSession": (pb.CloseSessionRequest, False),
 }

@@ -5,6 +5,8 @@ the bucket's ``.flight-select.json``) names a *prefix table*: all objects under 
 order, which must share one format (their schema is taken from the first). The InputSerialization
 comes from, in increasing priority: the key's suffixes, the bucket configuration of the longest
 matching prefix, and options the statement itself gives (``WITH (...)``, see ``statement.py``).
+On the standard surface a CSV table without configured columns may be sniffed instead
+(``sniffing.py``).
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from flight_storage.errors import InvalidRequestError, ObjectNotFoundError
-from flight_storage.execution.engine import InputSpec
-from flight_storage.formats.typed_columns import TypedColumns
+from flight_storage.execution.plan_types import InputSpec
+from flight_storage.formats.typed_columns import BAD_VALUES_ERROR, TypedColumns
+from flight_storage.request.sniffing import TableSniffer
 from flight_storage.storage.catalog import Catalog, ObjectInfo, TableConfig
 from flight_storage.storage.sources import StoredSource
 
@@ -67,8 +70,10 @@ def _merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, An
 
 
 def input_spec(obj: ObjectInfo, table: TableConfig | None,
-               overrides: Mapping[str, Any] | None = None) -> InputSpec:
-    """The InputSerialization of ``obj`` under its bucket configuration and the overrides."""
+               overrides: Mapping[str, Any] | None = None, *,
+               bad_values: str = BAD_VALUES_ERROR) -> InputSpec:
+    """The InputSerialization of ``obj`` under its bucket configuration and the overrides
+    (``bad_values``: the default for configured columns whose entry does not say)."""
     request: dict[str, Any] = dict(table.input_serialization) if table is not None else {}
     if overrides:
         # An override naming another format replaces the configured format's options.
@@ -100,14 +105,25 @@ def input_spec(obj: ObjectInfo, table: TableConfig | None,
                 "only; give JSON and Parquet objects a prefix of their own without 'columns'",
                 code="InvalidRequest",
             )
-        spec = InputSpec(spec.format, spec.compression, spec.options,
-                         TypedColumns.from_config(table.columns))
+        columns = TypedColumns.from_config(table.columns,
+                                           bad_values=table.bad_values or bad_values)
+        spec = InputSpec(spec.format, spec.compression, spec.options, columns)
     return spec
 
 
 def resolve_table(catalog: Catalog, bucket: str, key: str,
-                  overrides: Mapping[str, Any] | None = None) -> ResolvedTable:
+                  overrides: Mapping[str, Any] | None = None, *,
+                  sniffer: TableSniffer | None = None,
+                  bad_values: str = BAD_VALUES_ERROR) -> ResolvedTable:
     """Resolve ``"bucket"."key"`` to its objects and InputSerialization.
+
+    Args:
+        catalog: the buckets.
+        bucket, key: the table's name.
+        overrides: the statement's ``WITH (...)`` options.
+        sniffer: sniffs CSV tables without configured columns (None: S3 Select's reading,
+            as the ``ceph`` and ``aws`` flavours have it); see ``sniffing.py``.
+        bad_values: the default of configured and sniffed columns (``error`` or ``null``).
 
     Raises:
         ObjectNotFoundError: no such object, or a prefix with no readable objects.
@@ -118,7 +134,10 @@ def resolve_table(catalog: Catalog, bucket: str, key: str,
     configured = any(t.prefix == key for t in config.tables)
     if not key.endswith("/") and not configured:
         obj = catalog.object(bucket, key)
-        spec = input_spec(obj, config.for_key(key), overrides)
+        entry = config.for_key(key)
+        spec = input_spec(obj, entry, overrides, bad_values=bad_values)
+        if sniffer is not None:
+            spec = sniffer.typed_spec(StoredSource(obj), spec, entry, overrides)
         return ResolvedTable(bucket, key, (obj,), spec, False)
     objects = tuple(o for o in catalog.objects(bucket, key) if o.format is not None)
     if not objects:
@@ -130,5 +149,8 @@ def resolve_table(catalog: Catalog, bucket: str, key: str,
             "a prefix table has one format",
             code="InvalidRequest",
         )
-    spec = input_spec(objects[0], config.for_key(objects[0].key), overrides)
+    entry = config.for_key(objects[0].key)
+    spec = input_spec(objects[0], entry, overrides, bad_values=bad_values)
+    if sniffer is not None:  # the prefix's objects share its first object's schema
+        spec = sniffer.typed_spec(StoredSource(objects[0]), spec, entry, overrides)
     return ResolvedTable(bucket, key, objects, spec, True)

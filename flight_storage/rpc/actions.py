@@ -1,13 +1,14 @@
 """The DoAction handlers: one record per action (its description and its handler).
 
-The Flight SQL actions (prepared statements, cancelling, closing a session) and this server's
-own (``health``, ``ListObjects``). Hand-written because pyarrow.flight has no Flight SQL server
-layer to dispatch actions.
+The Flight SQL actions (prepared statements, cancelling, transactions, closing a session) and
+this server's own (``health``, ``ListObjects``). Hand-written because pyarrow.flight has no
+Flight SQL server layer to dispatch actions.
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from threading import Event
@@ -17,7 +18,7 @@ import pyarrow.flight as flight
 
 from flight_storage import protocol
 from flight_storage.errors import InvalidRequestError
-from flight_storage.execution.engine import SelectPlan
+from flight_storage.execution.plan_types import SelectPlan
 from flight_storage.protocol import PreparedHandle, Secret, pb
 from flight_storage.request.parameters import has_parameters
 from flight_storage.request.statement import split_table_reference
@@ -59,7 +60,8 @@ class ActionHost(Protocol):
 
     def cancel_endpoints(self, call: CallContext, info_bytes: bytes) -> pb.CancelStatus: ...
 
-    def bounded(self, call: CallContext, what: str, work: Callable[[], T]) -> T: ...
+    def bounded(self, call: CallContext, what: str,
+                work: Callable[[Event], T]) -> T: ...
 
 
 def _create_prepared(host: ActionHost, call: CallContext, body: bytes) -> list[flight.Result]:
@@ -102,6 +104,25 @@ def _cancel_query(host: ActionHost, call: CallContext, body: bytes) -> list[flig
     result = pb.ActionCancelQueryResult(result=_CANCEL_RESULTS[status])
     return [flight.Result(protocol.pack_any(result))]
 
+def _begin_transaction(host: ActionHost, call: CallContext,
+                       body: bytes) -> list[flight.Result]:
+    """A transaction id for clients that turn autocommit off. Only SELECT runs, so there is
+    nothing to isolate or undo: each statement reads its objects' versions current when it is
+    planned (read committed), and the id is a random token no later call needs to find."""
+    protocol.decode_action("BeginTransaction", body)
+    result = pb.ActionBeginTransactionResult(transaction_id=secrets.token_bytes(16))
+    return [flight.Result(protocol.pack_any(result))]
+
+def _end_transaction(host: ActionHost, call: CallContext, body: bytes) -> list[flight.Result]:
+    """COMMIT or ROLLBACK: nothing was written, so both succeed with nothing to do."""
+    request = protocol.decode_action("EndTransaction", body)
+    if not request.transaction_id:
+        raise InvalidRequestError("EndTransaction names no transaction_id")
+    if request.action not in _END_TRANSACTION:
+        raise InvalidRequestError("EndTransaction needs END_TRANSACTION_COMMIT or "
+                                  "END_TRANSACTION_ROLLBACK")
+    return []
+
 def _close_session(host: ActionHost, call: CallContext, body: bytes) -> list[flight.Result]:
     result = pb.CloseSessionResult(status=pb.CloseSessionResult.CLOSED)
     return [flight.Result(result.SerializeToString())]
@@ -117,7 +138,7 @@ def _list_objects(host: ActionHost, call: CallContext, body: bytes) -> list[flig
         raise InvalidRequestError(f"ListObjects takes JSON {{bucket, prefix, start_after, "
                                   f"max_keys}} ({exc})") from None
     host.check_access(call, bucket)
-    page = host.bounded(call, "ListObjects", lambda: host.catalog.list_page(
+    page = host.bounded(call, "ListObjects", lambda stop: host.catalog.list_page(
         bucket, prefix, start_after, min(max_keys, 10000)))
     document = {
         "objects": [{"key": o.key, "size": o.size, "mtime_ns": o.mtime_ns}
@@ -141,6 +162,11 @@ def _health(host: ActionHost, call: CallContext, body: bytes) -> list[flight.Res
     return [flight.Result(json.dumps(status).encode())]
 
 
+_END_TRANSACTION: Final = frozenset({
+    pb.ActionEndTransactionRequest.END_TRANSACTION_COMMIT,
+    pb.ActionEndTransactionRequest.END_TRANSACTION_ROLLBACK,
+})
+
 _CANCEL_RESULTS: Final = {
     pb.CANCEL_STATUS_CANCELLED: pb.ActionCancelQueryResult.CANCEL_RESULT_CANCELLED,
     pb.CANCEL_STATUS_NOT_CANCELLABLE: pb.ActionCancelQueryResult.CANCEL_RESULT_NOT_CANCELLABLE,
@@ -162,6 +188,10 @@ ACTIONS: Final[Mapping[str, Action]] = {
     "CancelFlightInfo": Action("cancel a query's endpoints", _cancel),
     "CancelQuery": Action("cancel a query's endpoints (deprecated Flight SQL action)",
                           _cancel_query),
+    "BeginTransaction": Action("begin a transaction (read-only: nothing to commit)",
+                               _begin_transaction),
+    "EndTransaction": Action("commit or roll back a transaction (nothing was written)",
+                             _end_transaction),
     "CloseSession": Action("close the session", _close_session),
     "health": Action("server status as JSON", _health),
     "ListObjects": Action(

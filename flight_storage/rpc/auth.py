@@ -286,6 +286,16 @@ _DUMMY_HASH: Final = (
 # ----------------------------------------------------------------------------- tokens
 
 _TOKEN_DOMAIN: Final = b"flight-select bearer token v1\x00"
+_NODE_TOKEN_DOMAIN: Final = b"flight-select node token v1\x00"
+"""Node tokens are signed in their own domain: no user token can pass for one, or back."""
+NODE_SCHEME: Final = "Node"
+"""``authorization: Node <token>``: a call from another node of the cluster (its health
+checks), authenticated by a token only holders of the shared secret can make."""
+
+
+def node_principal(node: str) -> User:
+    """Who a node's call is: ``node <name>``, with no bucket rights (it reads no data)."""
+    return User(name=f"node {node}", password_hash="", buckets=frozenset())
 
 
 @dataclass(frozen=True)
@@ -302,10 +312,11 @@ class TokenSigner:
 
     def issue(self, user: str, *, now: float | None = None) -> str:
         """A token for ``user`` that expires after ``ttl_s`` seconds."""
-        issued = time.time() if now is None else now
-        body = json.dumps({"u": user, "e": issued + self.ttl_s}, separators=(",", ":")).encode()
-        mac = hmac.new(self.secret, _TOKEN_DOMAIN + body, hashlib.sha256).digest()
-        return f"{_b64url(body)}.{_b64url(mac)}"
+        return self._issue(_TOKEN_DOMAIN, user, now)
+
+    def issue_node(self, node: str, *, now: float | None = None) -> str:
+        """A token for cluster node ``node`` (sent as ``authorization: Node <token>``)."""
+        return self._issue(_NODE_TOKEN_DOMAIN, node, now)
 
     def check(self, token: str, *, now: float | None = None) -> str:
         """The user a valid token was issued to.
@@ -313,12 +324,25 @@ class TokenSigner:
         Raises:
             AuthenticationError: malformed, forged or expired.
         """
+        return self._check(_TOKEN_DOMAIN, token, now)
+
+    def check_node(self, token: str, *, now: float | None = None) -> str:
+        """The node a valid node token was issued to (raises as :meth:`check`)."""
+        return self._check(_NODE_TOKEN_DOMAIN, token, now)
+
+    def _issue(self, domain: bytes, name: str, now: float | None) -> str:
+        issued = time.time() if now is None else now
+        body = json.dumps({"u": name, "e": issued + self.ttl_s}, separators=(",", ":")).encode()
+        mac = hmac.new(self.secret, domain + body, hashlib.sha256).digest()
+        return f"{_b64url(body)}.{_b64url(mac)}"
+
+    def _check(self, domain: bytes, token: str, now: float | None) -> str:
         body_text, _, mac_text = token.partition(".")
         try:
             body, mac = _unb64url(body_text), _unb64url(mac_text)
         except (ValueError, binascii.Error):
             raise AuthenticationError("malformed bearer token") from None
-        expected = hmac.new(self.secret, _TOKEN_DOMAIN + body, hashlib.sha256).digest()
+        expected = hmac.new(self.secret, domain + body, hashlib.sha256).digest()
         if not hmac.compare_digest(mac, expected):
             raise AuthenticationError("bearer token is not valid (forged or from another server)")
         try:

@@ -13,7 +13,9 @@ The server keeps a small hook per RPC; the rules live here:
 * A prefix table whose keys are spread over several holdings is planned on one node of each
   and their endpoints are joined, when the query's rows are the union of per-node rows (no
   aggregate, ordering, DISTINCT or LIMIT: the planning node reads the ``mergeable`` flag of
-  each FlightInfo's ``app_metadata``).
+  each FlightInfo's ``app_metadata``) and the client reads every endpoint (one that gets a
+  single endpoint, ``flight_storage.rpc.endpoint_readers``, is refused rather than given a
+  part of the rows).
 * **DoGet** of a partition this node does not hold answers ``WrongNode`` naming the nodes
   that hold it, never a result from data it may not have.
 * **Catalog calls** (GetDbSchemas, GetTables, ListObjects) merge every live node's answer.
@@ -38,6 +40,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from flight_storage.errors import InvalidRequestError, WrongNodeError
+from flight_storage.protocol import ENDPOINTS_HEADER
 from flight_storage.rpc.middleware import CallContext, log_event
 from flight_storage.rpc.peers import FORWARDED_HEADER, Peers, PeerUnreachable
 from flight_storage.storage.cluster import ClusterDescription, Holding
@@ -185,6 +188,13 @@ class ClusterRole:
             raise InvalidRequestError(
                 f"{bucket}/{key} spans holdings that node(s) {', '.join(sorted(shared))} hold "
                 "together; name a prefix inside one holding", code="NotImplemented")
+        if call.single_endpoint:  # one endpoint cannot carry rows held by several nodes
+            raise InvalidRequestError(
+                f"{bucket}/{key} is held by {len(holdings)} groups of nodes, so its answer has "
+                f"an endpoint per group, and this client gets one endpoint "
+                f"({call.endpoints_reason}); a client that reads every endpoint sends "
+                f"{ENDPOINTS_HEADER}: partitioned, any other can query each holding's prefix",
+                code="NotImplemented")
 
         def plan(holding: Holding) -> flight.FlightInfo:
             if self.me in holding.nodes:

@@ -6,7 +6,8 @@ import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from flight_storage.execution.engine import EngineConfig
+from flight_storage.execution.plan_types import EngineConfig
+from flight_storage.formats.csv_sniff import TableReading
 from flight_storage.rpc.streams import StreamLimits
 from flight_storage.storage.cluster import ClusterDescription
 from flight_storage.storage.data_locations import bucket_sets
@@ -49,6 +50,7 @@ class ServerConfig:
         shutdown_grace_s: on shutdown, running streams may finish for this long before they
             are cancelled.
         engine: query execution limits.
+        reading: how Flight SQL statements read CSV tables (sniffing, bad values).
         cluster: the cluster description when this server is one node of a cluster.
         node_name: this node's name in ``cluster``.
         iceberg: the ``--iceberg NAME=...`` catalogs (``storage/iceberg_catalog.py``).
@@ -74,6 +76,7 @@ class ServerConfig:
     keepalive_s: float = 5.0
     shutdown_grace_s: float = 30.0
     engine: EngineConfig = field(default_factory=EngineConfig)
+    reading: TableReading = field(default_factory=TableReading)
     cluster: ClusterDescription | None = None
     node_name: str | None = None
     store: S3Settings = field(default_factory=S3Settings)

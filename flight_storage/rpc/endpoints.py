@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from flight_storage.execution.engine import SelectPlan
+from flight_storage.execution.plan_types import SelectPlan
 from flight_storage.protocol import Partition, PartitionTicket
 
 

@@ -15,6 +15,7 @@ catalogs beside buckets).
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol, TypeVar
@@ -24,7 +25,7 @@ import pyarrow.flight as flight
 
 from flight_storage import protocol
 from flight_storage.errors import InvalidRequestError
-from flight_storage.execution.engine import PlannedPartition, SelectEngine, SelectPlan
+from flight_storage.execution.engine import SelectEngine
 from flight_storage.execution.iceberg_scan import (
     IcebergPlan,
     IcebergTableName,
@@ -33,6 +34,7 @@ from flight_storage.execution.iceberg_scan import (
     replan,
     whole_partition,
 )
+from flight_storage.execution.plan_types import PlannedPartition, SelectPlan
 from flight_storage.protocol import PartitionTicket
 from flight_storage.request.parameters import bind, has_parameters
 from flight_storage.request.statement import TableReference, split_table_reference
@@ -64,7 +66,8 @@ class IcebergHost(Protocol):
 
     def is_cancelled(self, key: bytes) -> bool: ...
 
-    def bounded(self, call: CallContext, what: str, work: Callable[[], T]) -> T: ...
+    def bounded(self, call: CallContext, what: str,
+                work: Callable[[threading.Event], T]) -> T: ...
 
     def _flight_info(self, schema: pa.Schema, descriptor: flight.FlightDescriptor,
                      tickets: list[PartitionTicket], plan: SelectPlan, total_records: int,
@@ -112,7 +115,7 @@ def plan_statement(host: IcebergHost, call: CallContext, query: str, flavor: str
     host.check_query_length(query)
     refuse_writes(query)
 
-    def plan() -> IcebergPlan:
+    def plan(stop: threading.Event) -> IcebergPlan:
         _, sql = split_table_reference(query)
         reference = iceberg_reference(query, host.iceberg)
         assert reference is not None
@@ -172,7 +175,7 @@ def serve_partition(host: IcebergHost, context: flight.ServerCallContext, call: 
                              "snapshot": partition.snapshot, "split": list(partition.split)})
     name = _name(reference)
     bound = _bound(sql, ticket.parameters)
-    plan, ids = host.bounded(call, "planning", lambda: replan(
+    plan, ids = host.bounded(call, "planning", lambda stop: replan(
         host.engine, host.iceberg, name, bound, flavor=ticket.flavor,
         snapshot_id=partition.snapshot or 0))
 

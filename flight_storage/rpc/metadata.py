@@ -23,14 +23,13 @@ from flight_storage.errors import StorageError
 from flight_storage.execution.engine import SelectEngine
 from flight_storage.execution.iceberg_scan import arrow_schema
 from flight_storage.protocol import SqlInfo
-from flight_storage.request.tables import resolve_table
+from flight_storage.request.tables import ResolvedTable
 from flight_storage.rpc.column_metadata import describe_columns
 from flight_storage.rpc.config import ServerConfig
 from flight_storage.rpc.middleware import CallContext
 from flight_storage.rpc.streams import object_sources
 from flight_storage.storage.catalog import Catalog
 from flight_storage.storage.iceberg_catalog import IcebergCatalogs
-from select_dialect.flavors import CEPH
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +59,11 @@ class MetadataHost(Protocol):
         """The buckets the caller may read."""
         ...
 
+    def resolve(self, bucket: str, key: str, overrides: Mapping[str, Any] | None,
+                flavor: str) -> ResolvedTable:
+        """A statement's table in ``flavor`` (sniffed on the standard surface)."""
+        ...
+
 
 def _sql_info(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
     values: dict[int, Any] = {
@@ -69,7 +73,10 @@ def _sql_info(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
         SqlInfo.FLIGHT_SQL_SERVER_READ_ONLY: True,
         SqlInfo.FLIGHT_SQL_SERVER_SQL: True,
         SqlInfo.FLIGHT_SQL_SERVER_SUBSTRAIT: False,
-        SqlInfo.FLIGHT_SQL_SERVER_TRANSACTION: 0,  # SQL_SUPPORTED_TRANSACTION_NONE
+        # SQL_SUPPORTED_TRANSACTION_TRANSACTION: BeginTransaction/EndTransaction are answered
+        # (read-only, nothing to commit), so DB-API clients can turn autocommit off; with NONE
+        # the ADBC driver refuses and its DB-API layer warns at every connect.
+        SqlInfo.FLIGHT_SQL_SERVER_TRANSACTION: 1,
         SqlInfo.FLIGHT_SQL_SERVER_CANCEL: True,
         SqlInfo.FLIGHT_SQL_SERVER_STATEMENT_TIMEOUT: int(host.config.query_timeout_s),
         SqlInfo.FLIGHT_SQL_SERVER_TRANSACTION_TIMEOUT: 0,
@@ -157,7 +164,8 @@ def _tables(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
                 "table_type": kind,
             }
             if message.include_schema:
-                row["table_schema"] = _table_schema(host, bucket, name).serialize().to_pybytes()
+                row["table_schema"] = _table_schema(host, call, bucket, name
+                                                    ).serialize().to_pybytes()
             rows.append(row)
     if not types or OBJECT_TABLE_TYPE in types:
         rows += _iceberg_tables(host, call, message, schema_pattern, table_pattern)
@@ -186,26 +194,30 @@ def _iceberg_tables(host: MetadataHost, call: CallContext, message: Any,
             row: dict[str, Any] = {"catalog_name": catalog, "db_schema_name": namespace,
                                    "table_name": table, "table_type": OBJECT_TABLE_TYPE}
             if message.include_schema:
-                schema = _iceberg_schema(host, catalog, namespace, table)
+                schema = _iceberg_schema(host, call, catalog, namespace, table)
                 row["table_schema"] = schema.serialize().to_pybytes()
             rows.append(row)
     return rows
 
 
-def _iceberg_schema(host: MetadataHost, catalog: str, namespace: str, table: str) -> pa.Schema:
+def _iceberg_schema(host: MetadataHost, call: CallContext, catalog: str, namespace: str,
+                    table: str) -> pa.Schema:
+    """The columns a statement over the table sees (in the caller's flavour)."""
     try:
         loaded = host.iceberg.table(catalog, namespace, table)
         plan = host.engine.plan_table("SELECT * FROM s3object", arrow_schema(loaded.schema()),
-                                      flavor=CEPH)
+                                      flavor=call.statement_flavor)
     except StorageError as exc:
         log.warning("no schema for %s.%s.%s: %s", catalog, namespace, table, exc)
         return pa.schema([])
     return describe_columns(plan.arrow_schema)
 
 
-def _table_schema(host: MetadataHost, bucket: str, name: str) -> pa.Schema:
+def _table_schema(host: MetadataHost, call: CallContext, bucket: str, name: str) -> pa.Schema:
+    """The columns a statement over the table sees (the caller's flavour: sniffed on the
+    standard surface)."""
     try:
-        table = resolve_table(host.catalog, bucket, name)
+        table = host.resolve(bucket, name, None, call.statement_flavor)
         plan = host.engine.plan("SELECT * FROM s3object", object_sources(table.objects),
                                 table.input)
     except StorageError as exc:

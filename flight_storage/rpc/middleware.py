@@ -22,11 +22,13 @@ from typing import Any
 import pyarrow.flight as flight
 
 from flight_storage.rpc.auth import (
+    NODE_SCHEME,
     AuthenticationError,
     LoginThrottle,
     TokenSigner,
     User,
     Users,
+    node_principal,
     parse_basic,
 )
 from flight_storage.rpc.boundary import client_error
@@ -70,6 +72,9 @@ class CallContext:
     """The flavour the call header names; None: each surface's default (see below)."""
     peer: str
     single_endpoint: bool = False
+    """One endpoint for a whole statement (``flight_storage.rpc.endpoint_readers``)."""
+    endpoints_reason: str = ""
+    """Why :attr:`single_endpoint` is what it is (the call log's ``endpoints_for``)."""
     is_cancelled: Callable[[], bool] = dataclasses.field(default=lambda: False, compare=False)
 
     @property
@@ -165,6 +170,8 @@ class CallFactory(flight.ServerMiddlewareFactory):
             if known is None:
                 raise AuthenticationError("the token's user no longer exists")
             return known, None
+        if scheme.lower() == NODE_SCHEME.lower():  # a peer's health check
+            return node_principal(self.signer.check_node(credentials.strip())), None
         raise AuthenticationError(f"unsupported authorization scheme {scheme!r}")
 
 

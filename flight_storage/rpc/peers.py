@@ -2,7 +2,8 @@
 
 Every call a node makes to a peer carries the caller's identity as a bearer token this node
 issues for the caller's user (nodes share the ticket secret, so the peer accepts it, and no
-password travels between nodes), the caller's flavour and endpoint headers, and
+password travels between nodes), the caller's flavour header, the endpoint choice this node
+made for the caller (the peer sees this node's user agent, not the client's), and
 :data:`FORWARDED_HEADER` naming this node, so the peer answers from its own data only and
 never forwards again. Each call is bounded by the cluster file's ``peer_timeout_s``; a peer
 that does not answer is marked down and the error names it.
@@ -24,6 +25,13 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from flight_storage.errors import NodeUnavailableError
+from flight_storage.protocol import (
+    ENDPOINTS_HEADER,
+    ENDPOINTS_PARTITIONED,
+    ENDPOINTS_SINGLE,
+    FLAVOR_HEADER,
+)
+from flight_storage.rpc.auth import NODE_SCHEME, TokenSigner
 from flight_storage.rpc.middleware import CallContext, log_event
 from flight_storage.storage.cluster import ClusterDescription, ClusterNode
 
@@ -32,7 +40,7 @@ FORWARDED_HEADER: Final = "x-flight-select-forwarded"
 T = TypeVar("T")
 _FRESH_S: Final = 1.0
 """How long a peer found down is taken as down without asking again."""
-_PASSED_HEADERS: Final = ("x-flight-select-flavor", "x-flight-select-endpoints")
+_PASSED_HEADERS: Final = (FLAVOR_HEADER,)
 
 
 class PeerUnreachable(Exception):
@@ -56,15 +64,16 @@ class Peers:
     Args:
         cluster: the cluster description.
         me: this node's name.
-        issue_token: makes a bearer token for a user name (None when auth is off).
+        signer: makes the bearer tokens of callers' users and this node's own token for its
+            health checks (peers share the secret, so they accept both).
         tls_root_certs: PEM to trust for ``grpc+tls`` peers.
     """
 
     def __init__(self, cluster: ClusterDescription, me: str,
-                 issue_token: Callable[[str], str] | None = None, tls_root_certs: bytes | None = None) -> None:
+                 signer: TokenSigner | None = None, tls_root_certs: bytes | None = None) -> None:
         self.cluster = cluster
         self.me = cluster.node(me)
-        self._issue_token = issue_token
+        self._signer = signer
         self._tls_root_certs = tls_root_certs
         self._clients: dict[str, flight.FlightClient] = {}
         self._health: dict[str, _Health] = {}
@@ -78,12 +87,15 @@ class Peers:
         """Call options carrying the caller's identity and headers, bounded by ``timeout_s``
         (default: the cluster's ``peer_timeout_s``)."""
         sent: list[tuple[bytes, bytes]] = [(FORWARDED_HEADER.encode(), self.me.name.encode())]
-        if call.user is not None and self._issue_token is not None:
-            token = self._issue_token(call.user.name)
+        if call.user is not None and self._signer is not None:
+            token = self._signer.issue(call.user.name)
             sent.append((b"authorization", f"Bearer {token}".encode()))
         for name in _PASSED_HEADERS:
             for value in headers.get(name, []):
                 sent.append((name.encode(), value.encode()))
+        # the caller's endpoint choice, made here: the peer sees this node's user agent
+        choice = ENDPOINTS_SINGLE if call.single_endpoint else ENDPOINTS_PARTITIONED
+        sent.append((ENDPOINTS_HEADER.encode(), choice.encode()))
         return flight.FlightCallOptions(headers=sent,
                                         timeout=timeout_s or self.cluster.peer_timeout_s)
 
@@ -170,9 +182,11 @@ class Peers:
     def check(self, node: ClusterNode) -> bool:
         """Ask ``node`` for its health (bounded); log one ``peer_check`` line."""
         started = time.monotonic()
-        options = flight.FlightCallOptions(
-            headers=[(FORWARDED_HEADER.encode(), self.me.name.encode())],
-            timeout=self.cluster.peer_timeout_s)
+        headers = [(FORWARDED_HEADER.encode(), self.me.name.encode())]
+        if self._signer is not None:  # as this node: no unauthenticated call in peers' logs
+            token = self._signer.issue_node(self.me.name)
+            headers.append((b"authorization", f"{NODE_SCHEME} {token}".encode()))
+        options = flight.FlightCallOptions(headers=headers, timeout=self.cluster.peer_timeout_s)
         try:
             status = json.loads(b"".join(self._guard(
                 node.name, lambda c: [r.body.to_pybytes() for r in c.do_action(
@@ -244,7 +258,10 @@ def cluster_status(cluster: ClusterDescription, user: str | None = None,
     """Each node's state: up or down, and the objects and bytes it holds (``cluster status``).
 
     Asks every node's ``health`` action, then lists each bucket of its holdings with
-    ``ListObjects`` (marked as forwarded, so each node counts only its own data).
+    ``ListObjects`` (marked as forwarded, so each node counts only its own data). A node that
+    answers but refuses the credentials (none given to an ``--auth`` cluster, a wrong
+    password, a user without rights) is up, with ``objects`` and ``bytes`` None and an
+    ``error`` saying what to pass.
     """
     return [_node_status(cluster, node, user, password) for node in cluster.nodes.values()]
 
@@ -268,6 +285,9 @@ def _node_status(cluster: ClusterDescription, node: ClusterNode, user: str | Non
             objects, size = _holding_size(client, holding.bucket, holding.prefix, options)
             state["objects"] = int(state["objects"]) + objects  # type: ignore[call-overload]
             state["bytes"] = int(state["bytes"]) + size  # type: ignore[call-overload]
+    except (flight.FlightUnauthenticatedError, flight.FlightUnauthorizedError) as exc:
+        # it answered: up, but it refuses these credentials (its holdings are unknown)
+        state.update(up=True, objects=None, bytes=None, error=_refusal(exc, user))
     except flight.FlightError as exc:
         state["error"] = _first_line(exc)
     finally:
@@ -275,6 +295,17 @@ def _node_status(cluster: ClusterDescription, node: ClusterNode, user: str | Non
     log_event("peer_check", peer=node.name, location=node.location, up=state["up"],
               detail=state.get("error") or state.get("status"))
     return state
+
+
+def _refusal(exc: flight.FlightError, user: str | None) -> str:
+    """What to do about a node that is up but refuses ``cluster status``'s credentials."""
+    if user is None:
+        return ("up, but it needs a login (its nodes use --auth): pass --user NAME, with the "
+                "password in $FLIGHT_SELECT_PASSWORD")
+    if isinstance(exc, flight.FlightUnauthorizedError):
+        return f"up, but user {user} may not list its holdings: {_first_line(exc)}"
+    return (f"up, but it refused user {user}: check the password in $FLIGHT_SELECT_PASSWORD "
+            f"({_first_line(exc)})")
 
 
 def _holding_size(client: flight.FlightClient, bucket: str, prefix: str,
@@ -298,6 +329,7 @@ def format_status(nodes: list[dict[str, object]]) -> str:
     lines = [f"{'node':<12} {'location':<28} {'state':<6} {'objects':>8} {'bytes':>14}"]
     for n in nodes:
         state = "up" if n["up"] else "DOWN"
-        lines.append(f"{n['node']!s:<12} {n['location']!s:<28} {state:<6} {n['objects']!s:>8} "
-                     f"{n['bytes']!s:>14}" + (f"  {n['error']}" if n.get("error") else ""))
+        objects, size = ("?" if n[k] is None else n[k] for k in ("objects", "bytes"))
+        lines.append(f"{n['node']!s:<12} {n['location']!s:<28} {state:<6} {objects!s:>8} "
+                     f"{size!s:>14}" + (f"  {n['error']}" if n.get("error") else ""))
     return "\n".join(lines)

@@ -51,6 +51,7 @@ from flight_storage.request.s3_request import (
     parse_request,
     stats_metadata,
 )
+from flight_storage.request.sniffing import TableSniffer
 from flight_storage.request.statement import split_table_reference
 from flight_storage.request.tables import ResolvedTable, input_spec, object_version, resolve_table
 from flight_storage.rpc import iceberg_tables
@@ -59,6 +60,7 @@ from flight_storage.rpc.auth import TokenSigner, Users
 from flight_storage.rpc.boundary import guarded, rpc_boundary
 from flight_storage.rpc.cluster import MERGED_METADATA, ClusterRole, FleetRole
 from flight_storage.rpc.config import ServerConfig
+from flight_storage.rpc.endpoint_readers import choose_endpoints
 from flight_storage.rpc.endpoints import (
     endpoint_partitions,
     expiry,
@@ -97,7 +99,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 FLAVOR_HEADER: Final = protocol.FLAVOR_HEADER
-ENDPOINTS_HEADER: Final = protocol.ENDPOINTS_HEADER
 _BOUND_HANDLES: Final = 1024
 """Parameters bound by DoPut kept per handle, for clients that keep the first handle."""
 _SHUTDOWN_AFTER_ABORT_S: Final = 5.0
@@ -127,6 +128,7 @@ class StorageServer(flight.FlightServerBase):
         self.catalog = Catalog(config.bucket_sets())
         self.iceberg = config.iceberg_catalogs()  # Iceberg tables: rpc/iceberg_tables.py
         self.engine = SelectEngine(config.engine)
+        self.sniffer = TableSniffer(config.reading)
         self.secret = config.ticket_secret or secrets.token_bytes(32)
         self.users = Users.load(config.users_file) if config.users_file is not None else None
         self._lock = threading.Lock()
@@ -148,7 +150,7 @@ class StorageServer(flight.FlightServerBase):
         self.cluster: ClusterRole | None = None
         if config.cluster is not None and config.node_name is not None:
             roots = config.tls_cert.read_bytes() if config.tls_cert is not None else None
-            peers = Peers(config.cluster, config.node_name, signer.issue, roots)
+            peers = Peers(config.cluster, config.node_name, signer, roots)
             role = FleetRole if config.cluster.is_fleet else ClusterRole
             self.cluster = role(
                 peers, planning_timeout_s=config.query_timeout_s + config.cluster.peer_timeout_s)
@@ -202,16 +204,13 @@ class StorageServer(flight.FlightServerBase):
                 f"unknown flavor {flavor!r} in {FLAVOR_HEADER}; use one of "
                 f"{', '.join(FLAVOR_NAMES)}"
             )
-        endpoints = (headers.get(ENDPOINTS_HEADER) or ["partitioned"])[0].strip().lower()
-        if endpoints not in ("single", "partitioned"):
-            raise InvalidRequestError(
-                f"unknown value {endpoints!r} in {ENDPOINTS_HEADER}; use single or partitioned"
-            )
+        endpoints = choose_endpoints(headers)
         user = middleware.user if middleware is not None else None
         if middleware is not None:
             middleware.fields["peer"] = context.peer()
         return CallContext(user=user, flavor=flavor, peer=context.peer(),
-                           single_endpoint=endpoints == "single",
+                           single_endpoint=endpoints.single,
+                           endpoints_reason=endpoints.reason,
                            is_cancelled=context.is_cancelled)
 
     @staticmethod
@@ -348,6 +347,7 @@ class StorageServer(flight.FlightServerBase):
             for p in ([Partition("object")] if call.single_endpoint
                       else endpoint_partitions(plan))
         ]
+        fields["endpoints_for"] = call.endpoints_reason
         total_records = known_rows(plan)
         return self._flight_info(plan.arrow_schema, descriptor, tickets, plan, total_records,
                                  fields)
@@ -386,6 +386,10 @@ class StorageServer(flight.FlightServerBase):
             about["mergeable"] = not (t.is_aggregate or t.whole_input or t.limit is not None)
         if plan.native is None and about_plan is None:
             about["reason"] = plan.native_reason
+        if plan.input.columns is not None:  # a typed CSV table: where its columns come from
+            about["columns"] = "sniffed" if plan.input.columns.sniffed else "configured"
+        if plan.warnings:
+            about["warnings"] = list(plan.warnings)
         about.update(about_plan or {})
         return flight.FlightInfo(schema, descriptor, endpoints, total_records, total_bytes,
                                  app_metadata=json.dumps(about).encode())
@@ -404,8 +408,10 @@ class StorageServer(flight.FlightServerBase):
         check_query_length(query, self.config.engine.max_query_chars, what=what,
                            setting="--max-query-chars")
 
-    def bounded(self, call: CallContext, what: str, work: Callable[[], T]) -> T:
-        """Planning-like work under a compute slot and the query timeout."""
+    def bounded(self, call: CallContext, what: str,
+                work: Callable[[threading.Event], T]) -> T:
+        """Planning-like work under a compute slot and the query timeout; ``work`` gets the
+        stop switch set when the call gives up (its object sources should share it)."""
         return self.streams.run_planning(work, call.is_cancelled, what)
 
     def plan_statement(
@@ -415,11 +421,12 @@ class StorageServer(flight.FlightServerBase):
         self.check_query_length(query)
         refuse_writes(query)  # before the table: INSERT INTO a new key is not NoSuchKey
 
-        def plan() -> tuple[ResolvedTable | None, SelectPlan]:
+        if iceberg_tables.iceberg_reference(query, self.iceberg) is not None:  # Iceberg
+            return None, iceberg_tables.plan_statement(self, call, query, flavor,
+                                                       parameters).plan
+
+        def plan(stop: threading.Event) -> tuple[ResolvedTable | None, SelectPlan]:
             # all of it in the slot: splitting and scanning a long statement takes time too
-            if iceberg_tables.iceberg_reference(query, self.iceberg) is not None:
-                return None, iceberg_tables.plan_statement(self, call, query, flavor,
-                                                           parameters).plan
             reference, sql = split_table_reference(query)
             if reference is None:
                 # bound first: the dialect has no ``?`` (SELECT ? || 'x' reads no table either)
@@ -434,12 +441,21 @@ class StorageServer(flight.FlightServerBase):
                     code="MissingObject",
                 )
             self.check_access(call, reference.bucket)
-            table = resolve_table(self.catalog, reference.bucket, reference.key,
-                                  reference.input_serialization)
-            return table, self.engine.plan(_bound(sql, parameters), object_sources(table.objects),
+            table = self.resolve(reference.bucket, reference.key,
+                                 reference.input_serialization, flavor)
+            return table, self.engine.plan(_bound(sql, parameters),
+                                           object_sources(table.objects, stop),
                                            table.input, flavor=flavor)
 
         return self.bounded(call, "planning", plan)
+
+    def resolve(self, bucket: str, key: str, overrides: Mapping[str, Any] | None,
+                flavor: str) -> ResolvedTable:
+        """A Flight SQL statement's table: sniffed where ``flavor`` and the table's rule
+        (``request/sniffing.py``) say so, S3 Select's reading otherwise."""
+        sniffer = self.sniffer if self.sniffer.applies(flavor) else None
+        return resolve_table(self.catalog, bucket, key, overrides, sniffer=sniffer,
+                             bad_values=self.config.reading.bad_values)
 
     def _input_spec(self, obj: ObjectInfo, request: Mapping[str, Any] | None) -> InputSpec:
         """An S3 request's InputSerialization (the bucket configuration's when it has none)."""
@@ -458,8 +474,8 @@ class StorageServer(flight.FlightServerBase):
         obj = self.catalog.object(request.bucket, request.key)
         spec = self._input_spec(obj, request.input_serialization)
         flavor = call.s3_request_flavor
-        plan = self.bounded(call, "planning", lambda: self.engine.plan(
-            request.expression, object_source(obj), spec, flavor=flavor,
+        plan = self.bounded(call, "planning", lambda stop: self.engine.plan(
+            request.expression, object_source(obj, stop), spec, flavor=flavor,
             scan_range=request.scan_range(obj.size)))
         if request.output_serialization is not None:
             plan.record_writer(request.output_serialization)  # refuse bad settings now
@@ -501,7 +517,7 @@ class StorageServer(flight.FlightServerBase):
         if command is None:
             raise protocol.UnknownCommandError(name)
         # Metadata may plan (GetTables with schemas): the same slot and deadline as queries.
-        table = self.bounded(call, name, lambda: command.build(self, call, message))
+        table = self.bounded(call, name, lambda stop: command.build(self, call, message))
         cluster = self._cluster_call(context)
         if cluster is not None and name in MERGED_METADATA:
             table = cluster.merged_metadata(call, self._headers(context), ticket, table)
@@ -529,7 +545,7 @@ class StorageServer(flight.FlightServerBase):
         fields.update(query_id=query_id(ticket), object=f"{ticket.bucket}/{ticket.key}",
                       partition=ticket.partition.to_dict())
         source, plan, objects = self.bounded(call, "planning",
-                                              lambda: self._plan_ticket(call, ticket))
+                                              lambda stop: self._plan_ticket(call, ticket, stop))
         stream = self._partition_stream(context, ticket, plan, source, fields, key, objects)
         return flight.GeneratorStream(stream.schema, guarded(stream.items))
 
@@ -544,7 +560,7 @@ class StorageServer(flight.FlightServerBase):
         return flight.GeneratorStream(plan.arrow_schema, guarded(iter(batches)))
 
     def _plan_ticket(
-        self, call: CallContext, ticket: PartitionTicket
+        self, call: CallContext, ticket: PartitionTicket, stop: threading.Event
     ) -> tuple[StoppableSource, SelectPlan, Sequence[ObjectInfo]]:
         if ticket.output_serialization is None:  # a Flight SQL statement
             reference, sql = split_table_reference(ticket.query)
@@ -553,8 +569,8 @@ class StorageServer(flight.FlightServerBase):
                 raise protocol.TicketError("ticket does not match its statement")
             if ticket.parameters is not None:
                 sql = bind(sql, protocol.handle_parameters(ticket.parameters))
-            table = resolve_table(self.catalog, ticket.bucket, ticket.key,
-                                  reference.input_serialization)
+            table = self.resolve(ticket.bucket, ticket.key, reference.input_serialization,
+                                 ticket.flavor)
             objects, spec = table.objects, table.input
         else:  # an S3 request: the partition already holds any ScanRange
             sql = ticket.query
@@ -562,7 +578,7 @@ class StorageServer(flight.FlightServerBase):
             objects, spec = (obj,), self._input_spec(obj, ticket.input_serialization)
         if ticket.object_version is not None and ticket.object_version != object_version(objects):
             raise self._stale(ticket)
-        sources = object_sources(objects)
+        sources = object_sources(objects, stop)
         plan = self.engine.plan(sql, sources, spec, flavor=ticket.flavor)
         sources[0].read[0] = 0  # count what the scan reads, not the header planning peeked at
         sources[0].processed[0] = 0

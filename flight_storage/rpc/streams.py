@@ -44,7 +44,12 @@ from typing import Any, BinaryIO, Protocol, TypeAlias, TypeVar
 import pyarrow as pa
 import pyarrow.flight as flight
 
-from flight_storage.errors import InvalidRequestError, ResourceLimitError, StorageError
+from flight_storage.errors import (
+    InvalidRequestError,
+    ResourceLimitError,
+    StoppedError,
+    StorageError,
+)
 from flight_storage.rpc.boundary import client_error
 from flight_storage.storage.catalog import ObjectInfo
 from flight_storage.storage.sources import DataFusionLocation, StoredSource
@@ -73,8 +78,7 @@ class StreamLimits:
     keepalive_s: float = 5.0
 
 
-class _Stopped(Exception):
-    """Raised inside the reader when its query has been told to stop."""
+_Stopped = StoppedError
 
 
 class StoppableFile(io.RawIOBase):
@@ -163,14 +167,16 @@ class StoppableSource:
         return self.stored.open_random_access()
 
 
-def object_source(obj: ObjectInfo) -> StoppableSource:
-    """The stoppable source of one stored object."""
-    return StoppableSource(StoredSource(obj))
+def object_source(obj: ObjectInfo, stop: threading.Event | None = None) -> StoppableSource:
+    """The stoppable source of one stored object (stopped by ``stop`` when given)."""
+    return StoppableSource(StoredSource(obj), stop or threading.Event())
 
 
-def object_sources(objects: Sequence[ObjectInfo]) -> list[StoppableSource]:
-    """Sources of a table's objects sharing one stop switch and one read counter."""
-    first = object_source(objects[0])
+def object_sources(objects: Sequence[ObjectInfo], stop: threading.Event | None = None
+                   ) -> list[StoppableSource]:
+    """Sources of a table's objects sharing one stop switch (``stop`` when given) and one
+    read counter."""
+    first = object_source(objects[0], stop)
     return [first] + [StoppableSource(StoredSource(o), first.stop, first.read)
                       for o in objects[1:]]
 
@@ -261,14 +267,16 @@ class StreamPool:
         self._slots.release()
 
     # -- planning
-    def run_planning(self, work: Callable[[], T], is_cancelled: Callable[[], bool],
-                     what: str = "planning") -> T:
-        """Run ``work`` (planning, schema discovery, listing) under the streams' limits.
+    def run_planning(self, work: Callable[[threading.Event], T],
+                     is_cancelled: Callable[[], bool], what: str = "planning") -> T:
+        """Run ``work(stop)`` (planning, schema discovery, listing) under the streams' limits.
 
         It takes a compute slot (``SlowDown`` after ``queue_wait_s``) and runs in its own
         thread; the caller waits up to ``query_timeout_s`` on the server's clock and gives up
-        when the client cancels or the server shuts down. The thread keeps its slot until
-        ``work`` really returns (see the module docstring).
+        when the client cancels or the server shuts down. Then it sets ``stop``: work that reads
+        objects reads them through sources sharing that switch (:func:`object_sources`), whose
+        reads and surveys end at the next chunk, so the thread ends and gives its slot back
+        (work that cannot stop keeps its slot until it returns, see the module docstring).
 
         Raises:
             ResourceLimitError: ``SlowDown``, ``QueryTimeout`` or ``ServiceUnavailable``.
@@ -282,10 +290,11 @@ class StreamPool:
                 f"stayed busy for {self.limits.queue_wait_s:g} s; retry later", code="SlowDown")
         outcome: list[Any] = []
         done = threading.Event()
+        stop = threading.Event()
 
         def run() -> None:
             try:
-                outcome.append((True, work()))
+                outcome.append((True, work(stop)))
             except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
                 outcome.append((False, exc))
             finally:
@@ -296,13 +305,16 @@ class StreamPool:
         deadline = time.monotonic() + self.limits.query_timeout_s
         while not done.wait(POLL_S):
             if is_cancelled():
+                stop.set()
                 raise flight.FlightCancelledError(f"{what} cancelled by the client")
             if self.aborting.is_set():
+                stop.set()
                 raise ResourceLimitError("server is shutting down; retry on another replica",
                                          code="ServiceUnavailable")
             if time.monotonic() > deadline:
-                log.warning("%s passed the query timeout; its thread keeps its slot until "
-                            "it ends", what)
+                stop.set()
+                log.warning("%s passed the query timeout; told to stop, it keeps its slot "
+                            "until it does", what)
                 raise ResourceLimitError(
                     f"{what} took longer than {self.limits.query_timeout_s:g} s "
                     "(--query-timeout)", code="QueryTimeout")

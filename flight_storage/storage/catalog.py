@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from flight_storage.errors import AccessDeniedError, InvalidRequestError, ObjectNotFoundError
+from flight_storage.formats.typed_columns import BAD_VALUES
 from flight_storage.storage.folder_store import BUCKET_CONFIG, FolderBuckets, check_name
 from flight_storage.storage.stores import BucketSet, BucketStore, StoredObject
 
@@ -72,11 +73,17 @@ class TableConfig:
     defaults (the format and compression still come from the key's suffixes). ``columns``
     optionally declares the names and types of a CSV table's fields
     (``[{"name": "order_id", "type": "int64"}, ...]``, see ``formats/typed_columns.py``).
+    ``sniff`` lets Flight SQL statements infer the header and types of the prefix's CSV
+    objects as they do for objects no entry covers (``request/sniffing.py``); ``bad_values``
+    says what a field that does not convert to its column's type does (``error``, ``null``;
+    None: the server's ``--bad-values``).
     """
 
     prefix: str
     input_serialization: Mapping[str, Any] = field(default_factory=dict)
     columns: tuple[Mapping[str, str], ...] | None = None
+    sniff: bool = False
+    bad_values: str | None = None
 
 
 @dataclass(frozen=True)
@@ -115,7 +122,8 @@ class _ConfigError(Exception):
 
 
 _DOCUMENT_KEYS = frozenset({"tables"})
-_TABLE_KEYS = frozenset({"prefix", "InputSerialization", "columns"})
+_TABLE_KEYS = frozenset({"prefix", "InputSerialization", "columns", "sniff", "bad_values"})
+
 _COLUMN_KEYS = frozenset({"name", "type"})
 
 
@@ -155,8 +163,18 @@ def _table_config(entry: object) -> TableConfig:
                 raise _ConfigError(f"every column of {what} needs a 'name' (a string)")
             if not isinstance(column.get("type", "string"), str):
                 raise _ConfigError(f"the 'type' of column {column['name']!r} must be a string")
+    sniff = table.get("sniff", False)
+    if not isinstance(sniff, bool):
+        raise _ConfigError(f"'sniff' of {what} must be true or false")
+    if sniff and columns is not None:
+        raise _ConfigError(f"{what} has both 'columns' and 'sniff': declared columns are "
+                           "not sniffed; drop one")
+    bad_values = table.get("bad_values")
+    if bad_values is not None and bad_values not in BAD_VALUES:
+        raise _ConfigError(f"'bad_values' of {what} must be one of {', '.join(BAD_VALUES)}")
     return TableConfig(prefix, dict(serialization),
-                       tuple(dict(c) for c in columns) if columns is not None else None)
+                       tuple(dict(c) for c in columns) if columns is not None else None,
+                       sniff, bad_values)
 
 
 def describe_key(key: str) -> tuple[str | None, str, bool]:

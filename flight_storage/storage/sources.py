@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import os
+import threading
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,6 +155,13 @@ def datafusion_location(source: ObjectSource) -> DataFusionLocation | None:
     """How DataFusion reaches ``source`` itself, or None (bytes in memory)."""
     location: Any = getattr(source, "datafusion", None)
     return location if isinstance(location, DataFusionLocation) else None
+
+
+def stop_switch(source: ObjectSource) -> threading.Event | None:
+    """The event that tells work reading ``source`` to stop (a server's query sources have
+    one, set when their query times out or is cancelled), or None."""
+    stop = getattr(source, "stop", None)
+    return stop if isinstance(stop, threading.Event) else None
 
 
 def version_key(source: ObjectSource) -> Hashable | None:

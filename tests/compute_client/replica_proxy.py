@@ -16,6 +16,8 @@ from contextlib import contextmanager
 
 import pyarrow.flight as flight
 
+from tests.flight_storage.test_server_support import PARTITIONED
+
 
 class ReplicaProxy(flight.FlightServerBase):
     """Forward planning, metadata and DoGet calls to ``upstream``; endpoint ``i`` names the
@@ -28,7 +30,8 @@ class ReplicaProxy(flight.FlightServerBase):
 
     def get_flight_info(self, context: flight.ServerCallContext,
                         descriptor: flight.FlightDescriptor) -> flight.FlightInfo:
-        info = self._upstream.get_flight_info(descriptor)
+        # the clients tested through the proxy read every endpoint: ask for partitions
+        info = self._upstream.get_flight_info(descriptor, PARTITIONED)
         endpoints = [
             flight.FlightEndpoint(e.ticket, self._placements[i % len(self._placements)])
             for i, e in enumerate(info.endpoints)

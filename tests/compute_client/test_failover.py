@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import signal
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -194,6 +195,22 @@ def test_a_slow_caller_is_not_a_stalled_node(replica_a: ServerProcess) -> None:
                     time.sleep(0.6)
                 batches.append(batch)
     assert pa.Table.from_batches(batches).equals(direct)
+
+
+def test_reads_in_progress_share_one_watch_thread(replica_a: ServerProcess) -> None:
+    """Reading many endpoints at once starts no thread per read: one watch thread looks after
+    every read in progress, and each still gets its whole stream."""
+    with FlightSelectClient(ConnectionOptions(replica_a.location)) as client, \
+            flight.connect(replica_a.location) as plain:
+        ticket = flight.Ticket(client.execute(BIG_SQL).endpoints[0].ticket)
+        readers = [batches_within(plain.do_get(ticket), stall_timeout_s=30.0) for _ in range(4)]
+        firsts = [next(reader) for reader in readers]  # four reads in progress at once
+        watchers = [t for t in threading.enumerate() if t.name == "flight-stream-watch"]
+        rows = [first.num_rows + sum(b.num_rows for b in reader)
+                for first, reader in zip(firsts, readers, strict=True)]
+        whole = plain.do_get(ticket).read_all().num_rows
+    assert len(watchers) == 1
+    assert rows == [whole] * 4
 
 
 def test_with_every_location_dead_the_error_names_the_endpoint_and_each_location(

@@ -128,17 +128,35 @@ def _counting(engine: corpus.Engine, readers: Counter[str]) -> corpus.Engine:
     return run  # type: ignore[return-value]
 
 
+def _missing_corpus(given: Sequence[Path], corpus_dir: Path, files: Sequence[Path]) -> str | None:
+    """Why the corpus cannot be read (None when it can): it is not part of this repository."""
+    where = (f"the shared corpus is not part of this repository: pass its *.jsonl files, or "
+             f"name its folder with --corpus-dir or ${corpus.CORPUS_DIR_ENV} (default: "
+             f"{corpus.default_corpus_dir()})")
+    absent = [p for p in given if not p.is_file()]
+    if absent:
+        pattern = " (a shell pattern that matched nothing)" if "*" in str(absent[0]) else ""
+        return f"no corpus file {absent[0]}{pattern}; {where}"
+    if not files:
+        return f"no *.jsonl corpus file in {corpus_dir}; {where}"
+    return None
+
+
 def main(
     argv: Sequence[str] | None = None,
     out: TextIO = sys.stdout,
     engine: corpus.Engine | None = None,
 ) -> int:
     """Run the corpus; return the exit status (``engine`` defaults to ``run_select``)."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     corpus_dir = args.corpus_dir or (
         args.files[0].resolve().parent if args.files else corpus.default_corpus_dir()
     )
     files = args.files or corpus.corpus_files(corpus_dir)
+    missing = _missing_corpus(args.files, corpus_dir, files)
+    if missing is not None:
+        parser.error(missing)  # exit status 2 with the usage line, no traceback
     cases = [
         case for case in corpus.load_cases(files)
         if args.substring is None or args.substring in case.id

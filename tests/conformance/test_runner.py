@@ -713,3 +713,27 @@ def test_echoing_expected_passes_and_anything_else_fails(suffix: str) -> None:
         if outcome.status != (corpus.PASSED if suffix == "" else corpus.FAILED):
             wrong.append((case.id, outcome.status, outcome.detail))
     assert wrong == []
+
+
+@pytest.mark.parametrize("arguments", [
+    ["../shared/conformance/*.jsonl"],  # the README's command where the corpus is absent
+    ["--corpus-dir", "no/such/folder"],
+    [],
+])
+def test_cli_without_the_corpus_names_what_is_missing(tmp_path: Path,
+                                                      arguments: list[str]) -> None:
+    """In a clone without the shared corpus: a usage error naming the missing path and how
+    to point at the corpus, never a traceback."""
+    import subprocess
+    import sys
+
+    script = Path(run.__file__).resolve()
+    done = subprocess.run(
+        [sys.executable, str(script), *arguments], cwd=tmp_path, capture_output=True,
+        text=True, timeout=120,
+        env={"PATH": "/usr/bin:/bin", corpus.CORPUS_DIR_ENV: str(tmp_path / "absent")})
+    assert done.returncode == 2 and done.stdout == ""
+    assert "Traceback" not in done.stderr
+    assert "--corpus-dir" in done.stderr and corpus.CORPUS_DIR_ENV in done.stderr
+    named = arguments[-1] if arguments else str(tmp_path / "absent")
+    assert named in done.stderr

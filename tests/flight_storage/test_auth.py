@@ -83,6 +83,19 @@ def test_tokens_expire_and_cannot_be_forged() -> None:
         signer.check("garbage", now=1000.0)
 
 
+def test_node_tokens_and_user_tokens_never_pass_for_each_other() -> None:
+    """A node's health-check token is signed in a domain of its own: a user token named like
+    a node is no node token, and a node token is no user token."""
+    signer = TokenSigner(b"k" * 32, ttl_s=60)
+    assert signer.check_node(signer.issue_node("a", now=1000.0), now=1001.0) == "a"
+    with pytest.raises(AuthenticationError):
+        signer.check_node(signer.issue("a", now=1000.0), now=1001.0)
+    with pytest.raises(AuthenticationError):
+        signer.check(signer.issue_node("alice", now=1000.0), now=1001.0)
+    with pytest.raises(AuthenticationError):
+        TokenSigner(b"x" * 32, ttl_s=60).check_node(signer.issue_node("a"))
+
+
 def test_parse_basic_accepts_missing_padding() -> None:
     encoded = base64.b64encode(b"alice:p:w").decode().rstrip("=")
     assert parse_basic(encoded) == ("alice", "p:w")

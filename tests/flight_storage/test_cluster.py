@@ -29,6 +29,7 @@ from compute_client.flight import ConnectionOptions, FlightSelectClient
 from flight_storage.protocol import pb
 from tests.conftest import SAMPLES, ServerProcess, start_server
 from tests.flight_storage.test_server_support import (
+    PARTITIONED,
     error_document,
     free_port,
     json_descriptor,
@@ -172,8 +173,10 @@ def test_adbc_reads_each_endpoint_at_its_location(cluster: Cluster) -> None:
     assert partition_do_gets(b) == before_b
 
 
-def _info(location: str, sql: str) -> flight.FlightInfo:
-    return flight.connect(location).get_flight_info(statement_descriptor(sql))
+def _info(location: str, sql: str,
+          options: flight.FlightCallOptions = PARTITIONED) -> flight.FlightInfo:
+    """The FlightInfo a client that reads every endpoint gets (or one with ``options``)."""
+    return flight.connect(location).get_flight_info(statement_descriptor(sql), options)
 
 
 def _locations(info: flight.FlightInfo) -> list[list[str]]:
@@ -196,6 +199,35 @@ def test_endpoints_name_the_owner_then_its_replicas(cluster: Cluster) -> None:
         assert json.loads(sales.endpoints[0].app_metadata)["nodes"] == [
             {"name": "a", "location": where["a"], "host": "host-a"},
             {"name": "b", "location": where["b"], "host": "host-b"}]
+
+
+def test_the_endpoint_choice_travels_with_forwarded_planning(cluster: Cluster) -> None:
+    """Node b plans logs on c. c sees b's user agent, not the client's, so b's choice for the
+    client travels with the call: ADBC gets partitions, a first-endpoint client gets one
+    endpoint holding every row."""
+    b = cluster.nodes["b"].location
+    with flightsql.connect(b) as conn, conn.cursor() as cursor:
+        partitions, _ = cursor.adbc_execute_partitions(QUERIES["two endpoints"])
+    assert len(partitions) >= 2
+    expected = _client(cluster.reference.location, QUERIES["two endpoints"])
+    info = _info(b, QUERIES["two endpoints"], flight.FlightCallOptions())
+    assert len(info.endpoints) == 1
+    where = info.endpoints[0].locations[0].uri.decode()
+    first = flight.connect(where).do_get(info.endpoints[0].ticket).read_all()
+    assert _sorted(first) == _sorted(expected)
+
+
+def test_a_spread_prefix_is_refused_to_a_client_that_gets_one_endpoint(cluster: Cluster) -> None:
+    """Its rows live on two nodes: one endpoint cannot carry them, so a client that would
+    read only the first is told so rather than given part of the rows."""
+    for node in ("a", "b"):
+        with pytest.raises(pa.ArrowInvalid) as refused:
+            _info(cluster.nodes[node].location, QUERIES["spread prefix"],
+                  flight.FlightCallOptions())
+        document = error_document(refused.value)
+        assert document["code"] == "NotImplemented"
+        assert "x-flight-select-endpoints: partitioned" in document["message"]
+        assert "metrics/daily/" in document["message"]
 
 
 def test_planning_is_forwarded_to_the_owner(cluster: Cluster) -> None:
@@ -257,7 +289,7 @@ def test_metrics_prefix_pages_merge_across_nodes(cluster: Cluster) -> None:
 def test_cancel_reaches_every_node_of_the_query(cluster: Cluster) -> None:
     where = {n: p.location for n, p in cluster.nodes.items()}
     client = flight.connect(where["b"])
-    info = client.get_flight_info(statement_descriptor(QUERIES["two endpoints"]))
+    info = client.get_flight_info(statement_descriptor(QUERIES["two endpoints"]), PARTITIONED)
     request = pb.CancelFlightInfoRequest(info=info.serialize())
     results = list(client.do_action(flight.Action("CancelFlightInfo",
                                                   request.SerializeToString())))

@@ -1,8 +1,9 @@
 """What a bucket's ``.flight-select.json`` promises, checked through the ADBC driver.
 
-Typed CSV columns keep their declared types (decimals included), a bad field is NULL (the
-README's documented choice) so it fails no query, and ``columns`` on an object that is not CSV
-is refused with a message rather than ignored.
+Typed CSV columns keep their declared types (decimals included), a bad field fails the query
+that reads its column naming the object, line and column (or, with ``"bad_values": "null"``,
+reads as NULL with a warning the client sees), and ``columns`` on an object that is not CSV is
+refused with a message rather than ignored.
 """
 
 from __future__ import annotations
@@ -31,12 +32,17 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         "id,price,region\n1,1.50,east\n2,2.25,west\n3,10.05,east\n")
     (bucket / "typed" / "bad.csv").write_text(
         "id,price,region\n1,1.50,east\nn/a,oops,west\n3,10.05,east\n")
+    (bucket / "lenient").mkdir()
+    (bucket / "lenient" / "bad.csv").write_text(
+        "id,price,region\n1,1.50,east\nn/a,oops,west\n3,10.05,east\n")
     (bucket / "events").mkdir()
     (bucket / "events" / "a.ndjson").write_text('{"id": 1}\n')
     pq.write_table(pa.table({"id": [1]}), bucket / "events" / "b.parquet")
     (bucket / ".flight-select.json").write_text(json.dumps({"tables": [
         {"prefix": "typed/", "InputSerialization": {"CSV": {"FileHeaderInfo": "USE"}},
          "columns": _TYPED},
+        {"prefix": "lenient/", "InputSerialization": {"CSV": {"FileHeaderInfo": "USE"}},
+         "columns": _TYPED, "bad_values": "null"},
         {"prefix": "events/", "columns": [{"name": "id", "type": "int64"}]}]}))
     (root / "typo").mkdir()
     (root / "typo" / "orders.csv").write_text("id\n1\n")
@@ -97,13 +103,43 @@ def test_a_configured_decimal_computes_exactly(server: ServerProcess, sql: str,
     assert column.to_pylist() == expected
 
 
-def test_a_bad_field_fails_no_query_and_reads_as_null(server: ServerProcess) -> None:
+def test_a_bad_field_fails_the_queries_reading_its_column_naming_it(
+        server: ServerProcess) -> None:
+    import adbc_driver_manager
+
     regions = _query(server, 'SELECT region FROM "shop"."typed/bad.csv"')
     assert regions.column(0).to_pylist() == ["east", "west", "east"]
-    typed = _query(server, 'SELECT id, region FROM "shop"."typed/bad.csv" WHERE id IS NULL')
-    assert typed.to_pylist() == [{"id": None, "region": "west"}]
-    assert _query(server, 'SELECT count(*) FROM "shop"."typed/bad.csv" WHERE id > 0'
-                  ).column(0).to_pylist() == [2]
+    with pytest.raises(adbc_driver_manager.Error) as info:
+        _query(server, 'SELECT count(*) FROM "shop"."typed/bad.csv" WHERE id > 0')
+    message = str(info.value)
+    assert "CastFailed" in message and "Traceback" not in message
+    assert "shop/typed/bad.csv: line 3, column 1 (id): 'n/a' is not a valid int64" in message
+
+
+def test_bad_values_null_reads_null_and_warns_the_client(server: ServerProcess) -> None:
+    """``"bad_values": "null"``: the fields read as NULL and the client sees why, in the
+    result schema's metadata (what ADBC hands over) and the FlightInfo's app_metadata."""
+    import adbc_driver_flightsql.dbapi as flightsql
+    import pyarrow.flight as flight
+
+    sql = 'SELECT id, price, region FROM "shop"."lenient/bad.csv" WHERE id IS NULL'
+    typed = _query(server, sql)
+    assert typed.to_pylist() == [{"id": None, "price": None, "region": "west"}]
+    warnings = json.loads(typed.schema.metadata[b"flight-select.warnings"])
+    assert warnings == [
+        "shop/lenient/bad.csv: 1 value of column 1 (id) is not a valid int64 (e.g. 'n/a'); "
+        "read as NULL",
+        "shop/lenient/bad.csv: 1 value of column 2 (price) is not a valid decimal(10,2) "
+        "(e.g. 'oops'); read as NULL"]
+    client = flight.FlightClient(server.location)
+    from flight_storage import protocol
+
+    info = client.get_flight_info(flight.FlightDescriptor.for_command(
+        protocol.pack_any(protocol.pb.CommandStatementQuery(query=sql))))
+    assert json.loads(info.app_metadata)["warnings"] == warnings
+    with flightsql.connect(server.location, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute('SELECT count(*) FROM "shop"."typed/orders.csv"')
+        assert cursor.fetch_arrow_table().schema.metadata is None  # no warning, no metadata
 
 
 @pytest.mark.parametrize("key, kind", [("events/a.ndjson", "JSON"),

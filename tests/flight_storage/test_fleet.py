@@ -17,6 +17,7 @@ import pytest
 from compute_client.flight import ConnectionOptions, FlightSelectClient
 from tests.conftest import ServerProcess, start_server
 from tests.flight_storage.test_server_support import (
+    PARTITIONED,
     free_port,
     statement_descriptor,
     wait_for_event,
@@ -91,12 +92,13 @@ def _ids(batches: list[pa.RecordBatch]) -> list[int]:
 
 def test_every_endpoint_names_every_node_in_rendezvous_order(fleet: Fleet) -> None:
     client = flight.connect(fleet.locations["c"])
-    info = client.get_flight_info(statement_descriptor(fleet.sql))
+    info = client.get_flight_info(statement_descriptor(fleet.sql), PARTITIONED)
     assert len(info.endpoints) >= 4
     orders = [[loc.uri.decode() for loc in e.locations] for e in info.endpoints]
     assert all(sorted(o) == sorted(fleet.locations.values()) for o in orders)
     assert len({o[0] for o in orders}) > 1  # the endpoints are spread over the nodes
-    again = flight.connect(fleet.locations["a"]).get_flight_info(statement_descriptor(fleet.sql))
+    again = flight.connect(fleet.locations["a"]).get_flight_info(
+        statement_descriptor(fleet.sql), PARTITIONED)
     assert [[loc.uri.decode() for loc in e.locations] for e in again.endpoints] == orders
     # any node serves any ticket
     rows = 0

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
-from flight_storage.protocol import ENDPOINTS_HEADER, FLAVOR_HEADER
+from flight_storage.protocol import ENDPOINTS_HEADER, ENDPOINTS_PARTITIONED, FLAVOR_HEADER
 from tests.conftest import SAMPLES, ServerProcess, running_server, start_server
 from tests.flight_storage.test_server_support import error_document, statement_descriptor
 from tests.iceberg_corpus import NAMESPACE, Corpus, sql_catalog, write_corpus
@@ -104,8 +104,14 @@ def test_schema_evolution_reads_old_files_by_field_id(server: ServerProcess) -> 
         {"id": i, "user_name": f"user{i}", "note": None} for i in range(3)]
 
 
+PARTITIONED = flight.FlightCallOptions(
+    headers=[(ENDPOINTS_HEADER.encode(), ENDPOINTS_PARTITIONED.encode())])
+"""A pyarrow client that reads every endpoint says so (``rpc/endpoint_readers.py``)."""
+
+
 def _info(server: ServerProcess, sql: str) -> flight.FlightInfo:
-    return flight.connect(server.location).get_flight_info(statement_descriptor(sql))
+    return flight.connect(server.location).get_flight_info(statement_descriptor(sql),
+                                                           PARTITIONED)
 
 
 def _about(info: flight.FlightInfo) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
 
+from flight_storage.protocol import ENDPOINTS_HEADER, ENDPOINTS_PARTITIONED
 from tests.conftest import SAMPLES, ServerProcess, running_server
 from tests.flight_storage.test_server_support import statement_descriptor
 from tests.iceberg_corpus import NAMESPACE, Corpus, sql_catalog, write_corpus
@@ -86,9 +87,11 @@ def test_store_tables_answer_as_pyiceberg(server: ServerProcess,
 def _fetched(server: ServerProcess, proxy: S3Proxy, sql: str) -> tuple[int, int]:
     """Bytes the server fetched from the store to plan and serve ``sql``, and the rows."""
     client = flight.connect(server.location)
-    client.get_flight_info(statement_descriptor(sql))  # warm: the catalog's metadata files
+    options = flight.FlightCallOptions(
+        headers=[(ENDPOINTS_HEADER.encode(), ENDPOINTS_PARTITIONED.encode())])
+    client.get_flight_info(statement_descriptor(sql), options)  # warm: the metadata files
     proxy.reset()
-    info = client.get_flight_info(statement_descriptor(sql))
+    info = client.get_flight_info(statement_descriptor(sql), options)
     rows = sum(client.do_get(e.ticket).read_all().num_rows for e in info.endpoints)
     return proxy.counters.body_bytes, rows
 

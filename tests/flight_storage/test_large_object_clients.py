@@ -78,10 +78,11 @@ def test_every_endpoint_opened_at_once_then_read_in_order(big_server: ServerProc
     first, read nothing from them, then read the first endpoint to the end, then the rest."""
     import pyarrow.flight as flight
 
-    from tests.flight_storage.test_server_support import statement_descriptor
+    from tests.flight_storage.test_server_support import PARTITIONED, statement_descriptor
 
     client = flight.connect(big_server.location)
-    info = client.get_flight_info(statement_descriptor('SELECT * FROM "big"."rows.csv"'))
+    info = client.get_flight_info(statement_descriptor('SELECT * FROM "big"."rows.csv"'),
+                                  PARTITIONED)
     assert len(info.endpoints) >= 7
     readers = {i: client.do_get(e.ticket) for i, e in reversed(list(enumerate(info.endpoints)))}
     first_chunks = [readers[i].read_chunk().data for i in sorted(readers)[1:]]

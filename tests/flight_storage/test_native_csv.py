@@ -24,6 +24,7 @@ from flight_storage.execution.engine import EngineConfig, InputSpec, SelectEngin
 from flight_storage.execution.native_csv import native_ranges
 from flight_storage.formats.csv_guard import survey_csv
 from flight_storage.formats.csv_input import CsvInputOptions
+from flight_storage.formats.typed_columns import TypedColumns
 from flight_storage.storage.sources import FileSource
 from select_dialect.errors import SelectDialectError
 
@@ -325,3 +326,97 @@ def test_limit_stops_datafusions_csv_scan(tmp_path: Path, flavor: str, where: st
     plan.native.register(ctx, "s3object")
     shown = ctx.sql(plan.translation.sql).execution_plan().display_indent()
     assert re.search(r"DataSourceExec: .*limit=3|FilterExec: .*fetch=3", shown), shown
+
+
+# --------------------------------------------------------------------------- typed tables
+
+_TYPED = TypedColumns(("id", "amount", "ts"), ("int64", "float64", "timestamp"))
+
+
+def _typed_file(tmp_path: Path, bad_line: int, bad: str) -> Path:
+    """``id,amount,ts`` and 6000 records; line ``bad_line`` (the header is line 1) gets
+    ``bad`` in place of its record."""
+    lines = ["id,amount,ts"] + [f"{i},{i * 0.5},2024-08-16 20:29:{i % 60:02d}"
+                                for i in range(1, 6001)]
+    lines[bad_line - 1] = bad
+    path = tmp_path / "typed.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _typed_plan(path: Path, sql: str, columns: TypedColumns = _TYPED) -> tuple[SelectEngine, Any]:
+    engine = SelectEngine(EngineConfig(partition_bytes=40_000, cores=2))
+    spec = InputSpec("csv", "NONE", {"FileHeaderInfo": "USE"}, columns)
+    plan = engine.plan(sql, FileSource(path, "b/typed.csv", path.stat().st_size), spec,
+                       flavor="standard")
+    return engine, plan
+
+
+def test_datafusion_reads_typed_columns_with_zone_less_timestamps(tmp_path: Path) -> None:
+    path = _typed_file(tmp_path, 2, "1,0.5,2024-08-16 20:29:01")
+    engine, plan = _typed_plan(path, "select count(*), count(ts), sum(amount) from s3object")
+    assert plan.reader == "datafusion"
+    (batch,) = list(engine.execute(plan))
+    assert batch.to_pylist() == [{"c0": 6000, "c1": 6000, "c2": sum(i * 0.5 for i in
+                                                                      range(1, 6001))}]
+
+
+@pytest.mark.parametrize(("bad", "message"), [
+    ("4500,n/a,2024-08-16 20:29:00", "line 4501, column 2 (amount): 'n/a' is not a valid float64"),
+    ("4500,1.5,2024-08-16 20:29", "line 4501, column 3 (ts): '2024-08-16 20:29' is not a valid "
+                                  "timestamp"),
+    ("4500,1.5,2024-08-16 20:29:00,x", "line 4501: a record has 4 fields; the table has 3"),
+])
+def test_a_typed_read_error_names_the_objects_line_in_every_partition(
+        tmp_path: Path, bad: str, message: str) -> None:
+    """DataFusion counts lines from the start of a partition's byte range; the error names
+    the object's line, whichever partition (or core) meets it."""
+    path = _typed_file(tmp_path, 4501, bad)
+    engine, plan = _typed_plan(path, "select id, amount, ts from s3object")
+    assert plan.reader == "datafusion" and len(plan.partitions) > 2
+    failures = []
+    for planned in plan.partitions:
+        try:
+            list(engine.execute(plan, [planned.partition]))
+        except StorageError as exc:
+            failures.append(exc.message)
+    assert len(failures) == 1 and failures[0].startswith(f"b/typed.csv: {message}")
+    engine, aggregate = _typed_plan(path, "select max(amount), count(ts) from s3object")
+    with pytest.raises(StorageError, match=re.escape(message)):
+        list(engine.execute(aggregate))
+
+
+def test_a_decimal_that_does_not_parse_is_found_by_its_value(tmp_path: Path) -> None:
+    """DataFusion's decimal error names neither line nor column."""
+    path = _typed_file(tmp_path, 3001, "3000,oops,2024-08-16 20:29:00")
+    columns = TypedColumns(("id", "amount", "ts"), ("int64", "decimal(10,2)", "timestamp"))
+    engine, plan = _typed_plan(path, "select sum(amount) from s3object", columns)
+    with pytest.raises(StorageError, match=re.escape(
+            "b/typed.csv: line 3001, column 2 (amount): 'oops' is not a valid decimal(10,2)")):
+        list(engine.execute(plan))
+
+
+@pytest.mark.parametrize(("bad", "message"), [
+    ('5000,"name 5000,7', "line 5000, column 2: a quoted field does not close"),
+    ("5000,caf\xe9,7", "line 5000, column 2: invalid UTF-8 at byte offset {offset}"),
+])
+def test_malformed_input_in_a_later_range_names_the_objects_line(
+        tmp_path: Path, bad: str, message: str) -> None:
+    """The reference reader counts lines from its byte range; the error names the object's."""
+    lines = [f"{i},name {i},{i % 100}".encode() for i in range(1, 6001)]
+    lines[4999] = bad.encode("latin-1")
+    data = b"\n".join(lines) + b"\n"
+    path = tmp_path / "bad.csv"
+    path.write_bytes(data)
+    engine = SelectEngine(EngineConfig(partition_bytes=20_000, cores=2))
+    plan = engine.plan("select _1, _2 from s3object", FileSource(path, "b/bad.csv", len(data)),
+                       InputSpec("csv"), flavor="standard")
+    assert plan.reader == "reference" and len(plan.partitions) > 3
+    expected = "b/bad.csv: " + message.format(offset=data.find(b"\xe9"))
+    failures = []
+    for planned in plan.partitions:
+        try:
+            list(engine.execute(plan, [planned.partition]))
+        except StorageError as exc:
+            failures.append(exc.message)
+    assert len(failures) == 1 and failures[0].startswith(expected), failures

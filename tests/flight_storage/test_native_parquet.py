@@ -12,7 +12,6 @@ import decimal
 import gzip
 import json
 import math
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ from datafusion import SessionConfig, SessionContext
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from flight_storage.cores import usable_cores
 from flight_storage.errors import StorageError
 from flight_storage.execution.engine import EngineConfig, InputSpec, SelectEngine
 from flight_storage.execution.native_csv import native_ranges
@@ -278,11 +278,11 @@ def test_server_endpoints_read_in_any_order_give_every_row_once(
 ) -> None:
     from pyarrow import flight
 
-    from tests.flight_storage.test_server_support import statement_descriptor
+    from tests.flight_storage.test_server_support import PARTITIONED, statement_descriptor
 
     client = flight.connect(native_server.location)
     info = client.get_flight_info(statement_descriptor(
-        "SELECT a FROM \"bkt\".\"rows.parquet\" WHERE s <> 'x5'"))
+        "SELECT a FROM \"bkt\".\"rows.parquet\" WHERE s <> 'x5'"), PARTITIONED)
     about = json.loads(info.app_metadata)
     assert about["reader"] == "datafusion" and about["endpoints"] == len(info.endpoints) > 2
     parts = {i: client.do_get(e.ticket).read_all()
@@ -300,8 +300,96 @@ def test_server_reads_gzip_csv_natively(native_server: ServerProcess) -> None:
     info = client.get_flight_info(statement_descriptor(
         "SELECT count(*) AS n, max(CAST(_1 AS INT)) AS m FROM \"bkt\".\"rows.csv.gz\" "
         "WHERE _2 = 'x7'"))
-    # the server computes on every core of the machine (no --cores given)
+    # the server computes on every core it may use (no --cores given)
     assert json.loads(info.app_metadata) == {"reader": "datafusion", "endpoints": 1,
-                                             "cores": os.cpu_count()}
+                                             "cores": usable_cores()}
     result = client.do_get(info.endpoints[0].ticket).read_all().to_pylist()
     assert result == [{"n": len(range(7, 400_000, 1013)), "m": max(range(7, 400_000, 1013))}]
+
+
+# --------------------------------------------------------------------------- late materialisation
+
+
+def _bytes_read(pid: int) -> int:
+    """Bytes process ``pid`` has read through system calls so far (``rchar``)."""
+    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError(f"/proc/{pid}/io has no rchar")
+
+
+@pytest.fixture(scope="module")
+def wide_server(tmp_path_factory: pytest.TempPathFactory
+                ) -> Iterator[tuple[ServerProcess, Path]]:
+    """``needle.parquet``: one row group whose ``s`` matches ``'%needle%'`` on one row of
+    200,000, beside a wide ``payload`` (a page index, 64 KiB pages, uncompressed);
+    ``sorted.parquet``: ``t`` ascending over 20 row groups, beside a wide ``payload``."""
+    if not Path("/proc/self/io").exists():
+        pytest.skip("reads the server's I/O counters from /proc")
+    root = tmp_path_factory.mktemp("wide-data")
+    (root / "bkt").mkdir()
+    rows = 200_000
+    keys = [f"k{i % 997}" for i in range(rows)]
+    keys[123_456] = "a needle here"
+    pq.write_table(pa.table({"s": keys, "n": range(rows),
+                             "payload": [f"x{i:07d}" * 12 for i in range(rows)]}),
+                   root / "bkt" / "needle.parquet", row_group_size=rows, write_page_index=True,
+                   data_page_size=64 << 10, compression="none")
+    pq.write_table(pa.table({"t": range(rows),
+                             "payload": [f"y{i:07d}" * 12 for i in range(rows)]}),
+                   root / "bkt" / "sorted.parquet", row_group_size=rows // 20,
+                   compression="none")
+    server = start_server(root)
+    try:
+        yield server, root / "bkt"
+    finally:
+        server.stop()
+
+
+def _read_twice(server: ServerProcess, statement: str) -> tuple[list[dict[str, Any]], int]:
+    """The answer and the bytes the server read for the second of two runs (the first plans
+    and fills the caches)."""
+    from pyarrow import flight
+
+    from tests.flight_storage.test_server_support import statement_descriptor
+
+    client = flight.connect(server.location)
+    try:
+        for _ in range(2):
+            before = _bytes_read(server.process.pid)
+            info = client.get_flight_info(statement_descriptor(statement))
+            assert json.loads(info.app_metadata)["reader"] == "datafusion"
+            rows = [r for e in info.endpoints
+                    for r in client.do_get(e.ticket).read_all().to_pylist()]
+            read = _bytes_read(server.process.pid) - before
+    finally:
+        client.close()
+    return rows, read
+
+
+def test_server_filters_parquet_rows_while_decoding(
+    wide_server: tuple[ServerProcess, Path],
+) -> None:
+    """Late materialisation (``pushdown_filters``): the server decodes the filter's column,
+    then reads only the pages of the other columns that hold a matching row, not the 22 MB
+    of ``payload``."""
+    server, bucket = wide_server
+    rows, read = _read_twice(server, 'SELECT n, payload FROM "bkt"."needle.parquet" '
+                                     "WHERE s LIKE '%needle%'")
+    assert rows == [{"n": 123_456, "payload": "x0123456" * 12}]
+    size = (bucket / "needle.parquet").stat().st_size
+    assert read < size / 4, (read, size)
+
+
+def test_server_order_by_limit_is_a_topk_that_skips_row_groups(
+    wide_server: tuple[ServerProcess, Path],
+) -> None:
+    """``ORDER BY … LIMIT`` on the standard surface runs as DataFusion's TopK, whose bound,
+    pushed into the Parquet scan, skips the row groups that cannot hold a top row: the server
+    reads about one row group of twenty, not the file (a full sort would read it all)."""
+    server, bucket = wide_server
+    rows, read = _read_twice(server, 'SELECT t, payload FROM "bkt"."sorted.parquet" '
+                                     "ORDER BY t DESC LIMIT 10")
+    assert [r["t"] for r in rows] == list(range(199_999, 199_989, -1))
+    size = (bucket / "sorted.parquet").stat().st_size
+    assert read < size / 4, (read, size)

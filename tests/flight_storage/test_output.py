@@ -97,8 +97,14 @@ def test_ceph_does_not_quote_by_default() -> None:
 
 
 def test_quote_fields_always() -> None:
-    out = _write([pa.array(['a"b', None])], serialization={"CSV": {"QuoteFields": "ALWAYS"}})
-    assert out == b'"a""b"\n"null"\n'
+    """Ceph quotes with C++'s ``std::quoted`` and its CSV reader's escape character (a backslash
+    unless the input names another): rgw_s3select.cc hands the input's QuoteEscapeCharacter
+    to s3select's csv_object, which quotes ``std::quoted(value, quote, escape_char)``. AWS
+    doubles the quote (the output's QuoteEscapeCharacter, ``"`` by default)."""
+    values = [pa.array(['a"b', "c\\d", None])]
+    always = {"CSV": {"QuoteFields": "ALWAYS"}}
+    assert _write(values, serialization=always) == b'"a\\"b"\n"c\\\\d"\n"null"\n'
+    assert _write(values, flavor="aws", serialization=always) == b'"a""b"\n"c\\d"\n""\n'
 
 
 # ----------------------------------------------------------------- Ceph JSON

@@ -187,8 +187,8 @@ def test_decode_action_wrapped_and_plain_bodies() -> None:
 
 def test_decode_action_refuses_unknown_and_mismatched() -> None:
     with pytest.raises(P.UnknownCommandError) as info:
-        P.decode_action("BeginTransaction", b"")
-    assert info.value.name == "BeginTransaction"
+        P.decode_action("BeginSavepoint", b"")
+    assert info.value.name == "BeginSavepoint"
     wrong = P.pack_any(pb.CommandStatementQuery(query="x"))
     with pytest.raises(P.ProtocolError, match="expected ActionCreatePreparedStatementRequest"):
         P.decode_action("CreatePreparedStatement", wrong)

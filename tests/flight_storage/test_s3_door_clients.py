@@ -50,8 +50,8 @@ def test_awswrangler_select_query_equals_the_whole_file(big_object: tuple[Path, 
     if not CLIENTS_PYTHON.exists():
         pytest.fail(f"{CLIENTS_PYTHON} is missing: run scripts/setup.sh to create the clients' "
                     "venv (awswrangler pins pyarrow<26, so it cannot share .venv)")
-    # awswrangler parses AWS's JSON records: ask for the aws flavour (the door's default is
-    # Ceph's, as over Flight)
+    # awswrangler parses AWS's JSON records: the aws flavour (the door's default, named here
+    # too, as a client that relies on a flavour should)
     done = subprocess.run(
         [str(CLIENTS_PYTHON), str(AWSWRANGLER_SELECT), url, f"s3://big/{path.name}",
          FLAVOR_HEADER, "aws"],

@@ -226,3 +226,36 @@ def test_planning_is_bounded_by_the_query_timeout_and_holds_a_slot(strict: Serve
             assert time.monotonic() < deadline
             time.sleep(0.5)
     assert table.column(0).to_pylist() == [1000]
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_counting_a_bomb_of_zeros_is_refused_with_bounded_memory_and_time(
+    bombs: ServerProcess, codec: str
+) -> None:
+    """``count(*)`` plans DataFusion's reader, whose survey reads lines: a "line" of zeros
+    with no end must stop at --max-record-kb, not buffer the bomb (issue #30 point 5)."""
+    _reset_peak_rss(bombs)
+    before = _current_rss_mib(bombs)
+    started = time.monotonic()
+    code = _error_code(lambda: _query(bombs, f'SELECT count(*) FROM "bombs"."zeros.csv.{codec}"'))
+    assert code == "OverMaxRecordSize"
+    assert time.monotonic() - started < 60
+    assert _peak_rss_mib(bombs) < before + RSS_HEADROOM_MIB
+
+
+def test_planning_past_the_query_timeout_stops_and_frees_its_slot(tmp_path: Path) -> None:
+    """A survey that would take long (a zstd bomb of 3 GiB of short lines) is told to stop at
+    the query timeout and gives its compute slot back at once: a 3-row query asked right
+    after it is answered, not turned away with SlowDown (issue #30 point 5)."""
+    bucket = tmp_path / "b"
+    bucket.mkdir()
+    (bucket / "long.csv.zst").write_bytes(_bomb("zst", LINE * (MIB // len(LINE)), 3072))
+    (bucket / "small.csv").write_text("1\n2\n3\n")
+    server = start_server(tmp_path, "--query-timeout", "2", "--max-concurrent-queries", "1",
+                          "--queue-wait", "3")
+    try:
+        code = _error_code(lambda: _query(server, 'SELECT count(*) FROM "b"."long.csv.zst"'))
+        assert code == "QueryTimeout"
+        assert _query(server, 'SELECT count(*) FROM "b"."small.csv"').column(0).to_pylist() == [3]
+    finally:
+        server.stop()

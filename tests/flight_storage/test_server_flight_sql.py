@@ -19,6 +19,7 @@ from flight_storage.protocol import pb
 from tests.conftest import SAMPLES, ServerProcess, start_server
 from tests.flight_storage.test_server_support import (
     MEDIUM_ROWS,
+    PARTITIONED,
     error_document,
     events,
     make_data,
@@ -63,7 +64,7 @@ def test_get_info_reports_server_and_capabilities(server: ServerProcess) -> None
     assert table.schema.equals(protocol.SQL_INFO_SCHEMA)
     values = dict(zip(table.column("info_name").to_pylist(), table.column("value").to_pylist(),
                       strict=True))
-    assert values == {3: True, 4: True, 5: False, 8: 0, 9: True, 504: '"'}
+    assert values == {3: True, 4: True, 5: False, 8: 1, 9: True, 504: '"'}
 
 
 def test_get_objects_lists_buckets_tables_and_columns(server: ServerProcess) -> None:
@@ -232,7 +233,8 @@ def test_partitions_one_endpoint_each_read_separately(server: ServerProcess) -> 
 
 def test_flight_info_endpoints_totals_and_schema(server: ServerProcess) -> None:
     client = flight.connect(server.location)
-    info = client.get_flight_info(statement_descriptor('SELECT _1, _2, _3 FROM "big"."medium.csv"'))
+    info = client.get_flight_info(statement_descriptor('SELECT _1, _2, _3 FROM "big"."medium.csv"'),
+                                  PARTITIONED)
     size = (Path(server.process.args[5]) / "big" / "medium.csv").stat().st_size
     assert len(info.endpoints) >= 2
     assert info.total_bytes == size
@@ -267,6 +269,28 @@ def test_unsupported_commands_are_unimplemented_by_name(server: ServerProcess) -
     assert "DropEverything" in str(action.value)
 
 
+def test_transactions_are_accepted_and_change_nothing(server: ServerProcess) -> None:
+    """DB-API over ADBC turns autocommit off (BeginTransaction); commit and rollback work
+    and the same statement answers the same rows before and after (nothing is written)."""
+    sql = 'SELECT _1 FROM "sales"."orders_noheader.csv" LIMIT 3'
+    with flightsql.connect(server.location) as conn, conn.cursor() as cursor:
+        cursor.execute(sql)
+        before = cursor.fetchall()
+        conn.commit()
+        conn.rollback()
+        cursor.execute(sql)
+        assert cursor.fetchall() == before and len(before) == 3
+    client = flight.connect(server.location)
+    begin = protocol.pack_any(pb.ActionBeginTransactionRequest())
+    result = next(iter(client.do_action(flight.Action("BeginTransaction", begin))))
+    _, started = protocol.unpack_any(result.body.to_pybytes())
+    assert len(started.transaction_id) == 16
+    end = pb.ActionEndTransactionRequest(transaction_id=started.transaction_id)  # no action
+    with pytest.raises(pa.ArrowInvalid) as refused:
+        list(client.do_action(flight.Action("EndTransaction", protocol.pack_any(end))))
+    assert "END_TRANSACTION_COMMIT" in error_document(refused.value)["message"]
+
+
 def test_close_session_is_accepted(server: ServerProcess) -> None:
     client = flight.connect(server.location)
     results = list(client.do_action(flight.Action("CloseSession", b"")))
@@ -276,7 +300,8 @@ def test_close_session_is_accepted(server: ServerProcess) -> None:
 
 def test_cancel_flight_info_stops_its_endpoints(server: ServerProcess) -> None:
     client = flight.connect(server.location)
-    info = client.get_flight_info(statement_descriptor('SELECT _1, _2, _3 FROM "big"."medium.csv"'))
+    info = client.get_flight_info(statement_descriptor('SELECT _1, _2, _3 FROM "big"."medium.csv"'),
+                                  PARTITIONED)
     request = pb.CancelFlightInfoRequest(info=info.serialize())
     results = list(client.do_action(flight.Action("CancelFlightInfo",
                                                   request.SerializeToString())))

@@ -10,7 +10,11 @@ import pyarrow.flight as flight
 import pytest
 
 from tests.conftest import start_server
-from tests.flight_storage.test_server_support import error_document, statement_descriptor
+from tests.flight_storage.test_server_support import (
+    PARTITIONED,
+    error_document,
+    statement_descriptor,
+)
 
 pytestmark = pytest.mark.reliability
 
@@ -39,7 +43,7 @@ def test_object_changed_mid_stream_fails_the_stream(tmp_path: Path, query: str,
     server = start_server(tmp_path)
     try:
         client = flight.connect(server.location)
-        info = client.get_flight_info(statement_descriptor(query))
+        info = client.get_flight_info(statement_descriptor(query), PARTITIONED)
         if endpoints is not None:
             assert len(info.endpoints) == endpoints
         reader = client.do_get(info.endpoints[0].ticket)

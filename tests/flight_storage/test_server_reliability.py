@@ -23,7 +23,11 @@ import pytest
 from pyarrow import flight
 
 from tests.conftest import ServerProcess, start_server
-from tests.flight_storage.test_server_support import error_document, statement_descriptor
+from tests.flight_storage.test_server_support import (
+    PARTITIONED,
+    error_document,
+    statement_descriptor,
+)
 
 pytestmark = pytest.mark.reliability
 
@@ -49,7 +53,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 
 def _ids(server: ServerProcess, pause_s: float = 0.0) -> list[int]:
     client = flight.connect(server.location)
-    info = client.get_flight_info(statement_descriptor(SQL))
+    info = client.get_flight_info(statement_descriptor(SQL), PARTITIONED)
     ids: list[int] = []
     for endpoint in info.endpoints:
         reader = client.do_get(endpoint.ticket)

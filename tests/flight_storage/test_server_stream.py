@@ -19,7 +19,9 @@ from flight_storage.rpc.streams import (
     StreamLimits,
     StreamPool,
     _Stopped,
+    object_source,
 )
+from flight_storage.storage.catalog import Catalog
 
 pytestmark = pytest.mark.reliability
 
@@ -40,9 +42,9 @@ def _pool(**limits: Any) -> StreamPool:
 
 def _stream(tmp_path: Path, produce: Any, pool: StreamPool | None = None,
             **kwargs: Any) -> tuple[QueryStream, StreamPool, _Context, StoppableSource]:
-    path = tmp_path / "object"
-    path.write_bytes(b"x" * 100)
-    source = StoppableSource(path, "b/k", 100)
+    (tmp_path / "b").mkdir(exist_ok=True)
+    (tmp_path / "b" / "k").write_bytes(b"x" * 100)
+    source = object_source(Catalog(tmp_path).object("b", "k"))
     pool = pool or _pool()
     context = _Context()
     stream = QueryStream(produce=produce, schema=SCHEMA, source=source, context=context,
@@ -270,18 +272,35 @@ def test_planning_holds_a_slot_until_it_really_ends() -> None:
     pool = _pool(max_running=1, queue_wait_s=0.3, query_timeout_s=0.3)
     release = threading.Event()
     with pytest.raises(ResourceLimitError) as timed_out:
-        pool.run_planning(lambda: release.wait(30), lambda: False)
+        pool.run_planning(lambda stop: release.wait(30), lambda: False)
     assert timed_out.value.code == "QueryTimeout"
     assert pool.computing == 1  # the abandoned planning still runs on a core
     with pytest.raises(ResourceLimitError) as busy:
-        pool.run_planning(lambda: 1, lambda: False)
+        pool.run_planning(lambda stop: 1, lambda: False)
     assert busy.value.code == "SlowDown"
     release.set()
     deadline = time.monotonic() + 10
     while pool.computing and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert pool.run_planning(lambda: 42, lambda: False) == 42
+    assert pool.run_planning(lambda stop: 42, lambda: False) == 42
     assert pool.computing == 0
+
+
+@pytest.mark.parametrize("cancelled", [False, True])
+def test_planning_told_to_stop_ends_and_frees_its_slot(cancelled: bool) -> None:
+    """Work that honours the stop switch (object sources and surveys do) gives its slot back
+    as soon as the call gives up, at the timeout or on a cancel."""
+    pool = _pool(max_running=1, queue_wait_s=5, query_timeout_s=0.3)
+    stopped = threading.Event()
+
+    def work(stop: threading.Event) -> None:
+        stop.wait(30)
+        stopped.set()
+
+    with pytest.raises((ResourceLimitError, flight.FlightCancelledError)):
+        pool.run_planning(work, lambda: cancelled)
+    assert stopped.wait(5)
+    assert pool.run_planning(lambda stop: 42, lambda: False) == 42
 
 
 def test_planning_answers_a_cancelled_client_and_passes_errors_through() -> None:
@@ -289,7 +308,7 @@ def test_planning_answers_a_cancelled_client_and_passes_errors_through() -> None
     release = threading.Event()
     started = time.monotonic()
     with pytest.raises(flight.FlightCancelledError):
-        pool.run_planning(lambda: release.wait(30), lambda: True)
+        pool.run_planning(lambda stop: release.wait(30), lambda: True)
     assert time.monotonic() - started < 5
     release.set()
 
@@ -297,4 +316,4 @@ def test_planning_answers_a_cancelled_client_and_passes_errors_through() -> None
         raise ValueError("bad statement")
 
     with pytest.raises(ValueError, match="bad statement"):
-        pool.run_planning(broken, lambda: False)
+        pool.run_planning(lambda stop: broken(), lambda: False)

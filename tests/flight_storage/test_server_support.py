@@ -161,6 +161,13 @@ def statement_descriptor(sql: str) -> flight.FlightDescriptor:
     )
 
 
+PARTITIONED_HEADERS = [(protocol.ENDPOINTS_HEADER.encode(),
+                        protocol.ENDPOINTS_PARTITIONED.encode())]
+PARTITIONED = flight.FlightCallOptions(headers=PARTITIONED_HEADERS)
+"""Call options of a pyarrow client that reads every endpoint and asks for one per partition
+(without them a statement's FlightInfo has one endpoint)."""
+
+
 def json_descriptor(request: dict[str, Any]) -> flight.FlightDescriptor:
     """A descriptor carrying an S3 SelectObjectContent request as JSON."""
     return flight.FlightDescriptor.for_command(json.dumps(request).encode())

@@ -9,7 +9,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from datafusion import SessionContext
 
-from flight_storage.execution.engine import pruned_fragments
+from flight_storage.execution.drivers.parquet_format import pruned_fragments
 from flight_storage.execution.streaming_dataset import StreamingDataset, generic_scan
 
 SCHEMA = pa.schema([("a", pa.int64()), ("b", pa.string())])

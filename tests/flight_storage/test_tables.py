@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from flight_storage.errors import InvalidRequestError, ObjectNotFoundError
+from flight_storage.errors import InputFormatError, InvalidRequestError, ObjectNotFoundError
 from flight_storage.execution.engine import EngineConfig, SelectEngine
 from flight_storage.request.statement import split_table_reference
 from flight_storage.request.tables import resolve_table
@@ -68,15 +68,40 @@ def test_configured_columns_give_a_typed_table(tmp_path: Path) -> None:
     assert rows == [{"id": 2}]
 
 
-def test_configured_column_that_does_not_convert_is_null(tmp_path: Path) -> None:
-    """The documented choice (README, configuration reference): a bad field is NULL, so the
-    other columns of its record still read."""
+def test_configured_column_that_does_not_convert_fails_naming_line_and_column(
+        tmp_path: Path) -> None:
+    """The default (README, configuration reference): a field that does not convert fails the
+    query that reads its column, naming the object, the line and the column."""
     config = {"tables": [{"prefix": "t/", "columns": [{"name": "id", "type": "int64"},
                                                       {"name": "name", "type": "string"}]}]}
+    catalog = write_bucket(tmp_path, {"t/a.csv": "1,a\n2,b\nthree,c\n 4 ,d\n"}, config)
+    with pytest.raises(InputFormatError) as info:
+        _rows(catalog, "t/a.csv", "select id, name from s3object")
+    assert info.value.code == "CastFailed"
+    assert (info.value.line, info.value.column) == (3, 1)
+    assert "b/t/a.csv: line 3, column 1 (id): 'three' is not a valid int64" in info.value.message
+    assert "bad_values" in info.value.message
+    # a query that does not read the column is not failed by it
+    assert _rows(catalog, "t/a.csv", "select name from s3object") == [
+        {"name": "a"}, {"name": "b"}, {"name": "c"}, {"name": "d"}]
+
+
+def test_configured_column_that_does_not_convert_is_null_when_configured(
+        tmp_path: Path) -> None:
+    """``"bad_values": "null"``: a bad field is NULL, so the other columns of its record still
+    read, and the plan carries a warning naming the object, column and count."""
+    config = {"tables": [{"prefix": "t/", "bad_values": "null",
+                          "columns": [{"name": "id", "type": "int64"},
+                                      {"name": "name", "type": "string"}]}]}
     catalog = write_bucket(tmp_path, {"t/a.csv": "1,a\n2,b\nthree,c\n 4 ,d\n"}, config)
     assert _rows(catalog, "t/a.csv", "select id, name from s3object") == [
         {"id": 1, "name": "a"}, {"id": 2, "name": "b"}, {"id": None, "name": "c"},
         {"id": 4, "name": "d"}]
+    table = resolve_table(catalog, "b", "t/a.csv")
+    plan = SelectEngine(EngineConfig()).plan("select id from s3object", table.sources,
+                                             table.input)
+    assert plan.warnings == (
+        "b/t/a.csv: 1 value of column 1 (id) is not a valid int64 (e.g. 'three'); read as NULL",)
 
 
 def test_columns_on_a_json_or_parquet_object_are_refused(tmp_path: Path) -> None:

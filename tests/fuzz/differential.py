@@ -1,22 +1,39 @@
 """Run one fuzz case through the engine and through the oracle, and compare.
 
-The engine is the in-process request path (``flight_storage.execution.select_local``, what
-the conformance runner uses); its CSV output text is compared with the oracle's. Floats that
-an aggregate adds up are compared with a relative tolerance of 1e-12: the order of a float sum
-is not part of the language.
+s3-select flavours: the engine is the in-process request path
+(``flight_storage.execution.select_local``, what the conformance runner uses); its CSV output
+text is compared with the row-at-a-time oracle's (:mod:`tests.fuzz.oracle`). Floats that an
+aggregate adds up are compared with a relative tolerance of 1e-12: the order of a float sum is
+not part of the language.
+
+The standard flavour: the engine is ``SelectEngine`` in process, its Arrow result (what a Flight
+SQL client receives) read as Python values; the oracle is DuckDB over the same CSV bytes
+(:mod:`tests.fuzz.standard_sql`). Rows compare as multisets unless the query orders every
+column; floats within 1e-9 (DuckDB sums in another order); a query both engines refuse agrees.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 import math
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
 
 from flight_storage.errors import StorageError
+from flight_storage.execution.engine import InputSpec, SelectEngine
 from flight_storage.execution.select_local import run_select
+from flight_storage.storage.sources import FileSource
 from select_dialect import SelectDialectError
 from tests.fuzz.generate import Case_
 from tests.fuzz.oracle import answer, render_csv
 from tests.fuzz.query_ast import render_query
+from tests.fuzz.standard_sql import StandardCase
 
 
 @dataclass
@@ -66,3 +83,105 @@ def check(case: Case_) -> Outcome:
         case.query.is_aggregate and _close(expected.strip("\n"), actual.strip("\n"))
     )
     return Outcome(sql, expected, actual, agrees)
+
+
+# --------------------------------------------------------------------------- standard SQL
+
+
+@dataclass
+class StandardOutcome:
+    ours: str
+    duck: str
+    expected: list[tuple[Any, ...]] | str
+    actual: list[tuple[Any, ...]] | str
+    agrees: bool
+
+    def describe(self, case: StandardCase) -> str:
+        return (f"flavor=standard source=csv\nquery: {self.ours}\nduckdb: {self.duck}\n"
+                f"data: {case.data!r}\nexpected: {self.expected!r}\nactual:   {self.actual!r}")
+
+
+def _plain(value: Any) -> Any:
+    """One value as both engines' Python values compare: decimals as floats, timestamps as
+    naive datetimes of microseconds (no generated value has finer digits)."""
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, dt.datetime):
+        return value.replace(tzinfo=None)
+    return value
+
+
+def _arrow_rows(batches: list[pa.RecordBatch]) -> list[tuple[Any, ...]]:
+    rows: list[tuple[Any, ...]] = []
+    for batch in batches:
+        columns = []
+        for column in batch.columns:
+            if pa.types.is_timestamp(column.type):
+                column = column.cast(pa.timestamp("us", column.type.tz))
+            columns.append(column.to_pylist())
+        rows.extend(tuple(_plain(v) for v in row) for row in zip(*columns, strict=True))
+    return rows
+
+
+def standard_engine_answer(case: StandardCase, path: Path) -> list[tuple[Any, ...]] | str:
+    """Our answer over the CSV at ``path`` (header USE, the standard flavour), or ``ERROR``."""
+    engine = SelectEngine()
+    spec = InputSpec.from_request({"CSV": {"FileHeaderInfo": "USE"}}, default_format="csv")
+    source = FileSource(path, path.name, path.stat().st_size)
+    try:
+        plan = engine.plan(case.ours, source, spec, flavor="standard")
+        return _arrow_rows(list(engine.execute_arrow(plan)))
+    except (StorageError, SelectDialectError) as exc:  # an answer to compare; a crash raises
+        return f"ERROR {exc.code}: {exc}"
+
+
+def duckdb_answer(case: StandardCase, path: Path) -> list[tuple[Any, ...]] | str:
+    """DuckDB's answer over the same bytes, every column VARCHAR, or ``ERROR``."""
+    columns = ", ".join(f"'{name}': 'VARCHAR'" for name, _ in case.columns)
+    source = (f"read_csv('{path}', header = true, auto_detect = false, delim = ',', "
+              f"quote = '\"', escape = '\"', nullstr = '\\N', columns = {{{columns}}})")
+    connection = duckdb.connect()
+    try:
+        connection.execute(f"CREATE VIEW t AS SELECT * FROM {source}")
+        return [tuple(_plain(v) for v in row) for row in connection.execute(case.duck).fetchall()]
+    except duckdb.Error as exc:
+        return f"ERROR {type(exc).__name__}: {exc}".splitlines()[0]
+    finally:
+        connection.close()
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, (int, float)) and not isinstance(b, bool):
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9) or (math.isnan(a) and math.isnan(b))
+    if isinstance(b, float) and isinstance(a, (int, float)) and not isinstance(a, bool):
+        return _same_value(b, a)
+    return type(a) is type(b) and a == b
+
+
+def _sort_key(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple((v is None, type(v).__name__, "" if v is None else v) for v in row)
+
+
+def _same_rows(expected: list[tuple[Any, ...]], actual: list[tuple[Any, ...]], ordered: bool
+               ) -> bool:
+    if len(expected) != len(actual):
+        return False
+    if not ordered:
+        expected, actual = sorted(expected, key=_sort_key), sorted(actual, key=_sort_key)
+    return all(len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b, strict=True))
+               for a, b in zip(expected, actual, strict=True))
+
+
+def check_standard(case: StandardCase) -> StandardOutcome:
+    """Our engine and DuckDB over one CSV; they agree when both give the same rows (floats
+    within 1e-9) or both refuse the query."""
+    with tempfile.TemporaryDirectory(prefix="fuzz-standard-") as directory:
+        path = Path(directory) / "object.csv"
+        path.write_bytes(case.data)
+        actual = standard_engine_answer(case, path)
+        expected = duckdb_answer(case, path)
+    if isinstance(expected, str) or isinstance(actual, str):
+        agrees = isinstance(expected, str) and isinstance(actual, str)
+    else:
+        agrees = _same_rows(expected, actual, case.ordered)
+    return StandardOutcome(case.ours, case.duck, expected, actual, agrees)

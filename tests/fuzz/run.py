@@ -2,9 +2,10 @@
 
 Usage::
 
-    python -m tests.fuzz.run --minutes 30 [--flavor ceph|aws] [--source csv|json|parquet]
+    python -m tests.fuzz.run --minutes 30 [--flavor ceph|aws|standard] [--source csv|json|parquet]
 
-Rounds of 200 examples rotate over the flavours and sources until the time is up; each
+Rounds of 200 examples rotate over the flavours and sources until the time is up (the
+``standard`` flavour runs its CSV cases against DuckDB, :mod:`tests.fuzz.standard_sql`); each
 mismatch is shrunk by hypothesis and printed once, when found (query, data, expected,
 actual). Exit status 1 when any mismatch was found.
 """
@@ -18,27 +19,40 @@ import time
 
 from hypothesis import HealthCheck, Phase, given, settings
 
-from tests.fuzz.differential import check
+from tests.fuzz.differential import check, check_standard
 from tests.fuzz.generate import Case_, fuzz_cases
 from tests.fuzz.oracle import UndefinedCase
+from tests.fuzz.standard_sql import StandardCase, standard_cases
+
+_STANDARD = "standard"
+
+
+def _mismatch(flavor: str, case: Case_ | StandardCase) -> str | None:
+    """The description of a disagreement, None when engine and oracle agree."""
+    if isinstance(case, StandardCase):
+        standard = check_standard(case)
+        return None if standard.agrees else standard.describe(case)
+    outcome = check(case)
+    return None if outcome.agrees else outcome.describe(case)
 
 
 def _round(flavor: str, source: str, examples: int, found: dict[str, str]) -> int:
     """One hypothesis run; returns how many cases were checked."""
     checked = 0
+    cases = standard_cases() if flavor == _STANDARD else fuzz_cases(flavor, source)
 
     @settings(max_examples=examples, deadline=None, database=None,
               phases=[Phase.generate, Phase.shrink], suppress_health_check=list(HealthCheck))
-    @given(fuzz_cases(flavor, source))
-    def run(case: Case_) -> None:
+    @given(cases)
+    def run(case: Case_ | StandardCase) -> None:
         nonlocal checked
         try:
-            outcome = check(case)
+            mismatch = _mismatch(flavor, case)
         except UndefinedCase:
             return
         checked += 1
-        if not outcome.agrees:
-            raise AssertionError(outcome.describe(case))
+        if mismatch is not None:
+            raise AssertionError(mismatch)
 
     try:
         run()
@@ -54,16 +68,19 @@ def _round(flavor: str, source: str, examples: int, found: dict[str, str]) -> in
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=5.0)
-    parser.add_argument("--flavor", choices=("ceph", "aws"), default=None)
+    parser.add_argument("--flavor", choices=("ceph", "aws", _STANDARD), default=None)
     parser.add_argument("--source", choices=("csv", "json", "parquet"), default=None)
     parser.add_argument("--examples", type=int, default=200, help="examples per round")
     args = parser.parse_args(argv)
-    flavors = [args.flavor] if args.flavor else ["ceph", "aws"]
+    flavors = [args.flavor] if args.flavor else ["ceph", "aws", _STANDARD]
     sources = [args.source] if args.source else ["csv", "json", "parquet"]
+    # the standard surface's cases are CSV objects (DuckDB reads the same bytes)
+    combinations = [(f, s) for f, s in itertools.product(flavors, sources)
+                    if f != _STANDARD or s == "csv"]
     deadline = time.monotonic() + args.minutes * 60
     found: dict[str, str] = {}
     checked = rounds = 0
-    for flavor, source in itertools.cycle(list(itertools.product(flavors, sources))):
+    for flavor, source in itertools.cycle(combinations):
         if time.monotonic() >= deadline:
             break
         checked += _round(flavor, source, args.examples, found)

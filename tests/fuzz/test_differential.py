@@ -1,8 +1,10 @@
-"""The differential fuzzer in CI: engine vs the independent oracle (issue #13, item 1).
+"""The differential fuzzer in CI: engine vs the independent oracle (issue #13, item 1), and
+the standard flavour vs DuckDB (issue #31, point 2).
 
 Derandomized (a fixed seed) with a bounded budget: ``FUZZ_EXAMPLES`` examples per flavour and
-source (default 100; the six combinations take about 25 s here). A longer run with
-fresh seeds: ``python -m tests.fuzz.run --minutes 30``.
+source (default 100; the six combinations take about 25 s here) and ``FUZZ_STANDARD_EXAMPLES``
+standard-SQL cases (default 150, about 6 s). A longer run with fresh seeds:
+``python -m tests.fuzz.run --minutes 30`` (``--flavor standard`` for the standard surface alone).
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ import os
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 
-from tests.fuzz.differential import check
+from tests.fuzz.differential import check, check_standard
 from tests.fuzz.generate import Case_, fuzz_cases
 from tests.fuzz.oracle import UndefinedCase
+from tests.fuzz.standard_sql import StandardCase, standard_cases
 
 _EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "100"))
+_STANDARD_EXAMPLES = int(os.environ.get("FUZZ_STANDARD_EXAMPLES", "150"))
 _SETTINGS = settings(
     max_examples=_EXAMPLES, derandomize=True, deadline=None, database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
@@ -40,5 +44,15 @@ def test_engine_agrees_with_the_oracle(flavor: str, source: str) -> None:
     @given(fuzz_cases(flavor, source))
     def run(case: Case_) -> None:
         _agree(case)
+
+    run()
+
+
+def test_standard_flavour_agrees_with_duckdb() -> None:
+    @settings(_SETTINGS, max_examples=_STANDARD_EXAMPLES)
+    @given(standard_cases())
+    def run(case: StandardCase) -> None:
+        outcome = check_standard(case)
+        assert outcome.agrees, outcome.describe(case)
 
     run()

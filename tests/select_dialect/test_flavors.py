@@ -1,12 +1,22 @@
-"""The flavours: one list, and the standard flavour's translation (issue #12)."""
+"""The flavours: one list, their rules as flags, and the standard flavour's translation (issues
+#12, #29, #31)."""
 
 from __future__ import annotations
+
+import re
+from dataclasses import fields
 
 import pytest
 
 from select_dialect import translate
 from select_dialect.errors import QuerySemanticError, QuerySyntaxError, UnsupportedFeatureError
-from select_dialect.flavors import FLAVOR_NAMES, FLAVORS, STATEMENT_DEFAULT, engine_rules
+from select_dialect.flavors import (
+    FLAVOR_NAMES,
+    FLAVORS,
+    STATEMENT_DEFAULT,
+    Flavor,
+    engine_rules,
+)
 
 HEADER = ["id", "k", "v"]
 
@@ -76,3 +86,70 @@ def test_errors_say_what_to_fix(sql: str, error: type[Exception], text: str) -> 
 def test_unknown_column_lists_the_header() -> None:
     with pytest.raises(QuerySemanticError, match=r"not exist in schema; .* names: id, k, v"):
         _standard("select nope from s3object")
+
+
+# ------------------------------------------------------------------ rules are data (issue 29)
+
+
+def test_the_lowering_reads_flags_never_flavour_names() -> None:
+    import inspect
+
+    from select_dialect import lowering
+
+    source = inspect.getsource(lowering)
+    assert not re.search(r"flavor\s*(==|!=|in)\s", source)
+    assert not re.search(r"""["'](ceph|aws|standard)["']""", source)
+
+
+def test_each_flag_a_flavour_sets_differs_from_the_defaults() -> None:
+    defaults = Flavor("x", "aws", limit_counts_input=False, standard_sql=False, summary="")
+    changed = {f.name for flavor in FLAVORS.values() for f in fields(Flavor)
+               if getattr(flavor, f.name) != getattr(defaults, f.name)}
+    assert {"sql_types", "double_quotes_are_strings", "aws_names"} <= changed
+
+
+# ------------------------------------------------------------------ SQL types (issue 31)
+
+
+def test_standard_max_and_min_of_a_field_order_text_the_s3_flavours_numbers() -> None:
+    sql = "select max(v), min(k) from s3object"
+    assert _standard(sql).sql == 'SELECT max("_3") AS "c0", min("_2") AS "c1" FROM "s3object"'
+    aws = translate(sql, input_format="csv", flavor="aws", header=HEADER).sql
+    assert 'max(TRY_CAST(btrim("_3") AS DOUBLE))' in aws
+
+
+@pytest.mark.parametrize(("sql", "code", "text"), [
+    ("select sum(v) from s3object", "IncorrectSqlFunctionArgumentType",
+     "sum(VARCHAR) is not defined: sum takes a number and v is VARCHAR; cast it to a number: "
+     "sum(CAST(v AS DOUBLE))"),
+    ("select avg(k = 'a') from s3object", "IncorrectSqlFunctionArgumentType",
+     "avg(BOOLEAN) is not defined"),
+    ("select sum(cast(v as timestamp)) from s3object", "IncorrectSqlFunctionArgumentType",
+     "sum(TIMESTAMP) is not defined"),
+    ("select v * 2 from s3object", "InvalidDataType",
+     "VARCHAR * BIGINT is not defined: v is VARCHAR; cast it to a number: CAST(v AS DOUBLE)"),
+    ("select - k from s3object", "InvalidDataType", "-VARCHAR is not defined"),
+    ("select cast(1 as timestamp) from s3object", "InvalidCast",
+     "cannot cast BIGINT to TIMESTAMP"),
+])
+def test_standard_refuses_what_sql_does_not_define(sql: str, code: str, text: str) -> None:
+    with pytest.raises(QuerySemanticError) as info:
+        _standard(sql)
+    assert info.value.code == code and text in info.value.message
+
+
+def test_standard_cast_to_timestamp_is_datafusions_and_text_beside_it_is_cast() -> None:
+    got = _standard("select max(cast(k as timestamp)) from s3object "
+                    "where cast(k as timestamp) > '2024-01-01'").sql
+    assert got == ('SELECT max(CAST("_2" AS TIMESTAMP)) AS "c0" FROM "s3object" '
+                   "WHERE (CAST(\"_2\" AS TIMESTAMP)) > (CAST('2024-01-01' AS TIMESTAMP))")
+    # s3-select's flavours keep TO_TIMESTAMP (its UDF) and its number rules
+    aws = translate("select cast(k as timestamp) from s3object", input_format="csv",
+                    flavor="aws", header=HEADER).sql
+    assert "s3_to_timestamp" in aws
+
+
+def test_order_by_prints_only_the_null_order_datafusion_does_not_default_to() -> None:
+    got = _standard("select k from s3object order by 1 nulls first, 1 desc nulls last, 1, "
+                    "1 desc, 1 nulls last, 1 desc nulls first").sql
+    assert got.endswith("ORDER BY 1 NULLS FIRST, 1 DESC NULLS LAST, 1, 1 DESC, 1, 1 DESC")

@@ -13,13 +13,13 @@ from sqlglot import exp
 
 from select_dialect import parse, translate
 from select_dialect.errors import SelectDialectError, UnsupportedFeatureError
-from select_dialect.flavors import FLAVOR_NAMES
+from select_dialect.flavors import FLAVOR_NAMES, FLAVORS
 from select_dialect.lowering import Lowering
 from select_dialect.s3select import ANONYMOUS_FUNCTIONS
 
 
 def _lowered_function_names() -> set[str]:
-    lowering = Lowering(input_format="csv", flavor="ceph", columns=None, header=None,
+    lowering = Lowering(input_format="csv", flavor=FLAVORS["ceph"], columns=None, header=None,
                         table_names=["s3object"], aliases={})
     # The lowering's table of calls by name (exp.Anonymous), what the parser's list feeds.
     return set(lowering._functions)

@@ -1,20 +1,22 @@
 """The S3 REST API in path style (``/{bucket}/{key}``), as an ASGI application.
 
 Starlette parses HTTP and uvicorn serves it (``gateway.py``); this module maps each S3 call to
-its handler through one table, authenticates it (SigV4 when the server has users, see
-``sigv4.py``), bounds the body it reads, and logs one JSON line per call like the Flight
-server's. SelectObjectContent goes to the Flight server of the same process
-(``select_stream.py``); the object calls read the same ``Catalog`` (``objects.py``).
+its handler through one table, authenticates it from its head (SigV4 when the server has users,
+see ``sigv4.py``) before any of its body is read, and logs one JSON line per call like the
+Flight server's. A handler checks the caller's rights before it reads a body; a body is read
+through ``payload.py`` (framing, signatures and digests checked as it streams, bounded in size
+and time), into memory for a request document, or straight to disk for PutObject.
+SelectObjectContent goes to the Flight server of the same process (``select_stream.py``); the
+object calls read the same ``Catalog`` (``objects.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -27,7 +29,8 @@ from flight_storage.errors import StorageError
 from flight_storage.protocol import FLAVOR_HEADER
 from flight_storage.rpc.auth import User
 from flight_storage.rpc.boundary import error_document
-from flight_storage.rpc.s3_http import eventstream, objects, sigv4
+from flight_storage.rpc.s3_http import checksums, eventstream, objects, payload, sigv4
+from flight_storage.rpc.s3_http.door_config import S3DoorConfig
 from flight_storage.rpc.s3_http.s3_errors import S3HttpError, error_xml
 from flight_storage.rpc.s3_http.select_stream import SelectBridge
 from flight_storage.rpc.s3_http.select_xml import select_request
@@ -35,57 +38,6 @@ from flight_storage.rpc.server import StorageServer, log_event
 
 XML: Final = "application/xml"
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class S3DoorConfig:
-    """How the S3 door runs; every resource a client can make it spend has a bound.
-
-    Attributes:
-        host, port: where it listens (loopback by default; 0 picks a free port).
-        writable: serve CreateBucket, PutObject, DeleteObject and DeleteBucket.
-        max_request_bytes: largest SelectObjectContent body (``MaxMessageLengthExceeded``).
-        max_object_bytes: largest PutObject body (``EntityTooLarge``).
-        body_timeout_s: time a client has to send its whole body (``RequestTimeout``).
-        max_connections: connections and calls at once; more are answered 503 by uvicorn.
-        keepalive_timeout_s: idle keep-alive connections are closed after this.
-        max_event_bytes: largest payload of one ``Records`` event.
-    """
-
-    host: str = "127.0.0.1"
-    port: int = 0
-    writable: bool = False
-    max_request_bytes: int = 256 * 1024
-    max_object_bytes: int = 64 << 20
-    body_timeout_s: float = 60.0
-    max_connections: int = 64
-    keepalive_timeout_s: float = 5.0
-    max_event_bytes: int = 256 * 1024
-
-    def refusal(self, *, authenticated: bool, allow_anonymous: bool,
-                mutual_tls: bool = False) -> str | None:
-        """Why the door must not start with these settings, or None."""
-        if mutual_tls:
-            # the door calls the Flight server as a client and holds no client certificate
-            return "the S3 door cannot run beside mutual TLS (--tls-client-ca)"
-        positive = {"max_request_bytes": self.max_request_bytes,
-                    "max_object_bytes": self.max_object_bytes,
-                    "body_timeout_s": self.body_timeout_s,
-                    "max_connections": self.max_connections}
-        bad = [name for name, value in positive.items() if value <= 0]
-        if bad:
-            return f"must be positive: {', '.join(bad)}"
-        if not (authenticated or allow_anonymous or _is_loopback(self.host)):
-            return (f"refusing to serve {self.host} without authentication: pass --auth "
-                    "USERS_FILE (or --allow-anonymous)")
-        return None
-
-
-def _is_loopback(host: str) -> bool:
-    try:
-        return host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass
@@ -96,8 +48,10 @@ class _Call:
     bucket: str
     key: str
     request_id: str
-    body: bytes = b""
     user: User | None = None
+    chain: sigv4.ChunkChain | None = None
+    body_started: bool = False
+    """Some of the body was asked for (then uvicorn has sent ``100 Continue``)."""
 
     @property
     def resource(self) -> str:
@@ -143,7 +97,7 @@ class S3Door:
             if handler is None:
                 raise S3HttpError("NotImplemented",
                                   f"{operation[0]} on a {operation[1]} is not supported here")
-            await self._authenticate(call, operation)
+            self._authenticate(call)
             response = await handler(self, call)
             error = None
         except S3HttpError as exc:
@@ -158,6 +112,11 @@ class S3Door:
             response, error = self._error(call, S3HttpError(
                 "InternalError", f"internal error, id={incident}")), "InternalError"
         response.headers["x-amz-request-id"] = call.request_id
+        if not call.body_started and request.headers.get("expect", "").lower() == "100-continue":
+            # refused before the body was asked for: the client has not sent it and may not,
+            # so this connection cannot carry another request (RFC 9110, 10.1.1). A body that
+            # is sent anyway is read and thrown away by uvicorn, never kept.
+            response.headers["Connection"] = "close"
         log_event("call", door="s3", method=f"{request.method} {operation[1]}",
                   peer=f"{request.client.host}:{request.client.port}" if request.client else "",
                   user=call.user.name if call.user is not None else None,
@@ -172,32 +131,50 @@ class S3Door:
         return Response(body, status_code=exc.status, media_type=XML)
 
     # ------------------------------------------------------------------ reading and auth
-    async def read_body(self, call: _Call, limit: int, code: str) -> bytes:
-        """The whole body, refused past ``limit`` bytes or ``body_timeout_s`` seconds."""
-        declared = call.request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
-            raise S3HttpError(code, f"the body is {declared} bytes; the limit is {limit}")
-        chunks: list[bytes] = []
-        size = 0
-        try:
-            async with asyncio.timeout(self.config.body_timeout_s):
-                async for chunk in call.request.stream():
-                    size += len(chunk)
-                    if size > limit:
-                        raise S3HttpError(code, f"the body is over the limit of {limit} bytes")
-                    chunks.append(chunk)
-        except TimeoutError:
-            raise S3HttpError("RequestTimeout", "the body did not arrive within "
-                              f"{self.config.body_timeout_s} s (--s3-body-timeout)") from None
-        return b"".join(chunks)
+    def body_chunks(self, call: _Call, limit: int, too_large: str) -> AsyncIterator[bytes]:
+        """The object's bytes of the request body as they arrive, decoded and checked.
 
-    async def _authenticate(self, call: _Call, operation: tuple[str, str]) -> None:
-        if operation == ("PUT", "object"):
-            call.body = await self.read_body(call, self.config.max_object_bytes,
-                                             "EntityTooLarge")
-        else:
-            call.body = await self.read_body(call, self.config.max_request_bytes,
-                                             "MaxMessageLengthExceeded")
+        Call it only once the caller may do what it asks: nothing of a body is read before.
+        The last step checks the body's digests and signatures, so a consumer that keeps
+        the bytes must keep them only if the iteration ends without an error.
+
+        Raises:
+            S3HttpError: ``too_large`` past ``limit`` bytes, ``RequestTimeout`` after
+                ``body_timeout_s``, ``IncompleteBody`` when the client leaves, and what
+                :class:`~flight_storage.rpc.s3_http.payload.PayloadDecoder` raises.
+        """
+        headers = {k.lower(): v for k, v in call.request.headers.items()}
+        # what the head says is checked now, before a consumer prepares anything
+        decoder = payload.PayloadDecoder(headers, call.chain, limit, too_large)
+        return self._received(call, decoder)
+
+    async def _received(self, call: _Call, decoder: payload.PayloadDecoder
+                        ) -> AsyncIterator[bytes]:
+        call.body_started = True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.body_timeout_s
+        more = True
+        while more:
+            try:
+                message = await asyncio.wait_for(call.request.receive(),
+                                                 deadline - loop.time())
+            except TimeoutError:
+                raise S3HttpError("RequestTimeout", "the body did not arrive within "
+                                  f"{self.config.body_timeout_s} s (--s3-body-timeout)") from None
+            if message["type"] == "http.disconnect":
+                raise S3HttpError("IncompleteBody", "the client left before its body ended")
+            more = bool(message.get("more_body", False))
+            data = decoder.feed(message.get("body", b""))
+            if data:
+                yield data
+        decoder.finish()
+
+    async def read_body(self, call: _Call, limit: int, too_large: str) -> bytes:
+        """The whole (small) body of a request document, checked as :meth:`body_chunks`."""
+        return b"".join([chunk async for chunk in self.body_chunks(call, limit, too_large)])
+
+    def _authenticate(self, call: _Call) -> None:
+        """Check the request's signature from its head alone (the body is not read yet)."""
         if self.server.users is None:
             return  # authentication off: unsigned (and any signed) requests are served
         request = call.request
@@ -205,9 +182,11 @@ class S3Door:
             method=request.method, host=request.headers.get("host", ""),
             raw_path=request.scope.get("raw_path", b"").decode("latin-1") or request.url.path,
             raw_query=request.scope.get("query_string", b"").decode("latin-1"),
-            headers={k.lower(): v for k, v in request.headers.items()}, body=call.body)
-        access_key = sigv4.verify(signed, lambda k: self.keys[k][1] if k in self.keys else None)
-        call.user = self.keys[access_key][0]
+            headers={k.lower(): v for k, v in request.headers.items()})
+        verified = sigv4.verify_head(
+            signed, lambda k: self.keys[k][1] if k in self.keys else None)
+        call.user = self.keys[verified.access_key][0]
+        call.chain = verified.chain
 
     def check_bucket(self, call: _Call) -> None:
         """Refuse a bucket the caller may not use (permissions as over Flight)."""
@@ -228,26 +207,37 @@ class S3Door:
         if call.user is not None:
             token = self.server.token_signer.issue(call.user.name)
             headers.append((b"authorization", f"Bearer {token}".encode()))
-        flavor = call.request.headers.get(FLAVOR_HEADER)
-        if flavor is not None:
-            headers.append((FLAVOR_HEADER.encode(), flavor.encode()))
+        flavor = call.request.headers.get(FLAVOR_HEADER) or self.config.flavor
+        headers.append((FLAVOR_HEADER.encode(), flavor.encode()))
         return headers
 
 
 def _operation(request: Request, bucket: str, key: str) -> tuple[str, str]:
     """``(HTTP method, S3 resource kind)``: the key of the handler table."""
     kind = "object" if key else "bucket" if bucket else "service"
+    query = request.query_params
     if request.method == "POST" and kind == "object":
-        query = request.query_params
         kind = "select" if "select" in query and query.get("select-type") == "2" else "post"
+    elif kind == "bucket":
+        kind = next((sub for (method, name), sub in _BUCKET_SUBRESOURCES.items()
+                     if method == request.method and name in query), kind)
     return request.method, kind
+
+
+_BUCKET_SUBRESOURCES: Final[dict[tuple[str, str], str]] = {
+    ("GET", "versions"): "versions",
+    ("POST", "delete"): "delete",
+}
+"""Bucket calls told apart by a query parameter (``?versions``, ``?delete``)."""
 
 
 # ----------------------------------------------------------------------------- handlers
 
 
 async def _select(door: S3Door, call: _Call) -> Response:
-    request = select_request(call.body, call.bucket, call.key)
+    door.check_bucket(call)
+    body = await door.read_body(call, door.config.max_request_bytes, "MaxMessageLengthExceeded")
+    request = select_request(body, call.bucket, call.key)
     headers = door.flight_headers(call)
     info, options = await run_in_threadpool(door.bridge.plan, request, headers)
     events: Iterator[bytes] = door.bridge.events(info, options)
@@ -270,6 +260,40 @@ async def _list_objects(door: S3Door, call: _Call) -> Response:
     listing = objects.parse_list_request(call.bucket, query)
     body = await run_in_threadpool(objects.list_objects_xml, door.server.catalog, listing)
     return Response(body, media_type=XML)
+
+
+async def _list_versions(door: S3Door, call: _Call) -> Response:
+    door.check_bucket(call)
+    listing = objects.parse_versions_request(call.bucket, dict(call.request.query_params))
+    body = await run_in_threadpool(objects.list_versions_xml, door.server.catalog, listing)
+    return Response(body, media_type=XML)
+
+
+async def _delete_objects(door: S3Door, call: _Call) -> Response:
+    door.check_writable()
+    door.check_bucket(call)
+    headers = call.request.headers
+    if "content-md5" not in headers and not any(
+            h.lower().startswith(checksums.CHECKSUM_PREFIX) for h in headers):
+        raise S3HttpError("InvalidRequest", "Missing required header for this request: "
+                          "Content-MD5 (or x-amz-checksum-*)")
+    body = await door.read_body(call, door.config.max_request_bytes, "MaxMessageLengthExceeded")
+    quiet, keys = objects.parse_delete_request(body)
+    deleted: list[str] = []
+    errors: list[tuple[str, str, str]] = []
+    for key, version in keys:
+        if version not in (None, "", "null"):
+            errors.append((key, "NoSuchVersion", f"{key} has no version {version}"))
+            continue
+        try:
+            await run_in_threadpool(objects.delete_object, door.server.catalog, call.bucket,
+                                    key)
+        except StorageError as exc:
+            document = error_document(exc)
+            errors.append((key, document["code"], document["message"]))
+        else:
+            deleted.append(key)
+    return Response(objects.delete_result_xml(deleted, errors, quiet), media_type=XML)
 
 
 async def _head_bucket(door: S3Door, call: _Call) -> Response:
@@ -307,6 +331,7 @@ async def _create_bucket(door: S3Door, call: _Call) -> Response:
     door.check_writable()
     if call.user is not None and not call.user.may_read(call.bucket):
         raise S3HttpError("AccessDenied", f"user {call.user.name} may not use {call.bucket}")
+    await door.read_body(call, door.config.max_request_bytes, "MaxMessageLengthExceeded")
     await run_in_threadpool(objects.create_bucket, door.server.catalog, call.bucket)
     return Response(b"", headers={"Location": f"/{call.bucket}"})
 
@@ -321,8 +346,9 @@ async def _delete_bucket(door: S3Door, call: _Call) -> Response:
 async def _put_object(door: S3Door, call: _Call) -> Response:
     door.check_writable()
     door.check_bucket(call)
-    await run_in_threadpool(objects.write_object, door.server.catalog, call.bucket, call.key,
-                            [call.body])
+    await objects.write_object(door.server.catalog, call.bucket, call.key,
+                               door.body_chunks(call, door.config.max_object_bytes,
+                                                "EntityTooLarge"))
     obj = await run_in_threadpool(door.server.catalog.object, call.bucket, call.key)
     return Response(b"", headers={"ETag": objects.etag(obj)})
 
@@ -338,6 +364,8 @@ _HANDLERS: Final[dict[tuple[str, str], Handler]] = {
     ("POST", "select"): _select,
     ("GET", "service"): _list_buckets,
     ("GET", "bucket"): _list_objects,
+    ("GET", "versions"): _list_versions,
+    ("POST", "delete"): _delete_objects,
     ("HEAD", "bucket"): _head_bucket,
     ("PUT", "bucket"): _create_bucket,
     ("DELETE", "bucket"): _delete_bucket,

@@ -1,5 +1,6 @@
-"""The plain object calls of the HTTP door: ListBuckets, ListObjectsV2, Head/Get, and, on a
-writable server, CreateBucket, PutObject, DeleteObject, DeleteBucket.
+"""The plain object calls of the HTTP door: ListBuckets, ListObjectsV2, ListObjectVersions
+(one version per key), Head/Get, and, on a writable server, CreateBucket, PutObject,
+DeleteObject, DeleteObjects, DeleteBucket.
 
 They read and write through ``Catalog`` and each bucket's store (a folder or an object store),
 so a key names the same object over both doors and no path leaves a bucket. Hand-written because the XML bodies are a handful
@@ -9,11 +10,13 @@ of fixed elements; no maintained package serves S3 from a directory as a library
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import datetime as dt
 import os
 import tempfile
-from collections.abc import Iterator
+import xml.etree.ElementTree as ET
+from collections.abc import AsyncIterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -27,6 +30,8 @@ XML_HEADER: Final = '<?xml version="1.0" encoding="UTF-8"?>\n'
 S3_NS: Final = "http://s3.amazonaws.com/doc/2006-03-01/"
 MAX_LIST_KEYS: Final = 1000
 READ_CHUNK: Final = 1 << 20
+OWNER: Final = "flight-select"
+MAX_DELETE_KEYS: Final = 1000
 
 
 def http_date(ns: int) -> str:
@@ -51,7 +56,7 @@ def list_buckets_xml(buckets: list[str], catalog: Catalog) -> bytes:
         f"{_iso(catalog.store(b).created_ns())}</CreationDate></Bucket>"
         for b in buckets
     )
-    return (f'{XML_HEADER}<ListAllMyBucketsResult xmlns="{S3_NS}"><Owner><ID>flight-select</ID>'
+    return (f'{XML_HEADER}<ListAllMyBucketsResult xmlns="{S3_NS}"><Owner><ID>{OWNER}</ID>'
             f"</Owner><Buckets>{entries}</Buckets></ListAllMyBucketsResult>").encode()
 
 
@@ -70,12 +75,6 @@ class ListRequest:
 
 def parse_list_request(bucket: str, query: dict[str, str]) -> ListRequest:
     """Read ListObjectsV2's parameters (``max-keys`` capped at S3's 1000)."""
-    try:
-        max_keys = min(int(query.get("max-keys", MAX_LIST_KEYS)), MAX_LIST_KEYS)
-    except ValueError:
-        raise S3HttpError("InvalidArgument", "max-keys must be an integer") from None
-    if max_keys < 0:
-        raise S3HttpError("InvalidArgument", "max-keys must not be negative")
     token = query.get("continuation-token")
     start_after = query.get("start-after", "")
     after = start_after
@@ -85,11 +84,45 @@ def parse_list_request(bucket: str, query: dict[str, str]) -> ListRequest:
         except (ValueError, UnicodeDecodeError):
             raise S3HttpError("InvalidArgument", "the continuation token is not valid") from None
     return ListRequest(bucket, query.get("prefix", ""), query.get("delimiter", ""), after,
-                       max_keys, token, start_after)
+                       _max_keys(query), token, start_after)
 
 
-def list_objects_xml(catalog: Catalog, request: ListRequest) -> bytes:
-    """The ListBucketResult (V2) body: keys and common prefixes in key order, one page."""
+def parse_versions_request(bucket: str, query: dict[str, str]) -> ListRequest:
+    """Read ListObjectVersions' parameters. Objects here have one version, ``null``: the
+    ``key-marker`` pages, and a ``version-id-marker`` may only name ``null``."""
+    marker = query.get("key-marker", "")
+    version = query.get("version-id-marker")
+    if version is not None and not marker:
+        raise S3HttpError("InvalidArgument",
+                          "A version-id marker cannot be specified without a key marker.")
+    if version not in (None, "", "null"):
+        raise S3HttpError("InvalidArgument", "Invalid version id specified")
+    return ListRequest(bucket, query.get("prefix", ""), query.get("delimiter", ""), marker,
+                       _max_keys(query), start_after=marker)
+
+
+def _max_keys(query: dict[str, str]) -> int:
+    try:
+        max_keys = min(int(query.get("max-keys", MAX_LIST_KEYS)), MAX_LIST_KEYS)
+    except ValueError:
+        raise S3HttpError("InvalidArgument", "max-keys must be an integer") from None
+    if max_keys < 0:
+        raise S3HttpError("InvalidArgument", "max-keys must not be negative")
+    return max_keys
+
+
+@dataclass(frozen=True)
+class _Page:
+    """One page of a listing: keys and common prefixes in key order."""
+
+    contents: list[ObjectInfo]
+    prefixes: list[str]
+    truncated: bool
+    last: str
+    """The last key or prefix of the page (where the next one starts after)."""
+
+
+def _page(catalog: Catalog, request: ListRequest) -> _Page:
     contents: list[ObjectInfo] = []
     prefixes: list[str] = []
     last = ""
@@ -111,14 +144,23 @@ def list_objects_xml(catalog: Catalog, request: ListRequest) -> bytes:
         else:
             contents.append(obj)
             last = key
+    return _Page(contents, prefixes, truncated, last)
+
+
+def _prefixes_xml(page: _Page) -> str:
+    return "".join(f"<CommonPrefixes><Prefix>{escape(p)}</Prefix></CommonPrefixes>"
+                   for p in page.prefixes)
+
+
+def list_objects_xml(catalog: Catalog, request: ListRequest) -> bytes:
+    """The ListBucketResult (V2) body: keys and common prefixes in key order, one page."""
+    page = _page(catalog, request)
     items = "".join(
         f"<Contents><Key>{escape(o.key)}</Key><LastModified>{_iso(o.mtime_ns)}</LastModified>"
         f"<ETag>{escape(etag(o))}</ETag><Size>{o.size}</Size>"
         "<StorageClass>STANDARD</StorageClass></Contents>"
-        for o in contents
+        for o in page.contents
     )
-    rolled_up = "".join(f"<CommonPrefixes><Prefix>{escape(p)}</Prefix></CommonPrefixes>"
-                        for p in prefixes)
     optional = ""
     if request.delimiter:
         optional += f"<Delimiter>{escape(request.delimiter)}</Delimiter>"
@@ -126,15 +168,40 @@ def list_objects_xml(catalog: Catalog, request: ListRequest) -> bytes:
         optional += f"<ContinuationToken>{escape(request.continuation)}</ContinuationToken>"
     if request.start_after:
         optional += f"<StartAfter>{escape(request.start_after)}</StartAfter>"
-    if truncated:
-        token = base64.urlsafe_b64encode(last.encode()).decode()
+    if page.truncated:
+        token = base64.urlsafe_b64encode(page.last.encode()).decode()
         optional += f"<NextContinuationToken>{token}</NextContinuationToken>"
     return (
         f'{XML_HEADER}<ListBucketResult xmlns="{S3_NS}"><Name>{escape(request.bucket)}</Name>'
-        f"<Prefix>{escape(request.prefix)}</Prefix><KeyCount>{len(contents) + len(prefixes)}"
-        f"</KeyCount><MaxKeys>{request.max_keys}</MaxKeys>{optional}"
-        f"<IsTruncated>{'true' if truncated else 'false'}</IsTruncated>{items}{rolled_up}"
-        "</ListBucketResult>"
+        f"<Prefix>{escape(request.prefix)}</Prefix><KeyCount>"
+        f"{len(page.contents) + len(page.prefixes)}</KeyCount><MaxKeys>{request.max_keys}"
+        f"</MaxKeys>{optional}<IsTruncated>{'true' if page.truncated else 'false'}"
+        f"</IsTruncated>{items}{_prefixes_xml(page)}</ListBucketResult>"
+    ).encode()
+
+
+def list_versions_xml(catalog: Catalog, request: ListRequest) -> bytes:
+    """The ListVersionsResult body of a store without versioning: every key once, as its
+    latest (and only) version ``null``, as S3 lists a bucket whose versioning was never on."""
+    page = _page(catalog, request)
+    versions = "".join(
+        f"<Version><Key>{escape(o.key)}</Key><VersionId>null</VersionId>"
+        f"<IsLatest>true</IsLatest><LastModified>{_iso(o.mtime_ns)}</LastModified>"
+        f"<ETag>{escape(etag(o))}</ETag><Size>{o.size}</Size><Owner><ID>{OWNER}</ID></Owner>"
+        "<StorageClass>STANDARD</StorageClass></Version>"
+        for o in page.contents
+    )
+    optional = f"<Delimiter>{escape(request.delimiter)}</Delimiter>" if request.delimiter else ""
+    if page.truncated:
+        optional += (f"<NextKeyMarker>{escape(page.last)}</NextKeyMarker>"
+                     "<NextVersionIdMarker>null</NextVersionIdMarker>")
+    return (
+        f'{XML_HEADER}<ListVersionsResult xmlns="{S3_NS}"><Name>{escape(request.bucket)}'
+        f"</Name><Prefix>{escape(request.prefix)}</Prefix><KeyMarker>{escape(request.after)}"
+        f"</KeyMarker><VersionIdMarker>{'null' if request.after else ''}</VersionIdMarker>"
+        f"<MaxKeys>{request.max_keys}</MaxKeys>{optional}<IsTruncated>"
+        f"{'true' if page.truncated else 'false'}</IsTruncated>{versions}"
+        f"{_prefixes_xml(page)}</ListVersionsResult>"
     ).encode()
 
 
@@ -186,19 +253,30 @@ def read_object(obj: ObjectInfo, start: int, end: int) -> Iterator[bytes]:
 # ----------------------------------------------------------------------------- writes
 
 
-def write_object(catalog: Catalog, bucket: str, key: str, chunks: list[bytes]) -> None:
-    """Store ``chunks`` as ``key`` atomically: written to a temporary file (beside a folder
-    bucket's objects, so the final rename is atomic), then handed to the bucket's store."""
-    store = catalog.store(bucket)
+async def write_object(catalog: Catalog, bucket: str, key: str,
+                       chunks: AsyncIterable[bytes]) -> None:
+    """Store an object atomically as its bytes arrive, never holding it in memory.
+
+    The chunks go to a temporary file (beside a folder bucket's objects, so the final rename is
+    atomic) that is handed to the bucket's store once the iterator ends. If the iterator raises
+    (a checksum found wrong at the end, a client gone, a body over its bound) or a write
+    fails, the temporary file is removed and the old object stays as it was.
+    """
+    store = await asyncio.to_thread(catalog.store, bucket)
     if isinstance(store, FolderBucket):
-        store.new_path(key)  # refuse a bad name before writing anything
-    fd, temp = tempfile.mkstemp(dir=store.temporary_folder(), prefix=".put-")
+        await asyncio.to_thread(store.new_path, key)  # a bad name is refused before the body
+    fd, temp = await asyncio.to_thread(tempfile.mkstemp, dir=store.temporary_folder(),
+                                       prefix=".put-")
+    handle = os.fdopen(fd, "wb")
+    size = 0
     try:
-        with os.fdopen(fd, "wb") as handle:
-            for chunk in chunks:
-                handle.write(chunk)
-        store.put_file(key, Path(temp), sum(len(c) for c in chunks))
+        async for chunk in chunks:
+            await asyncio.to_thread(handle.write, chunk)
+            size += len(chunk)
+        await asyncio.to_thread(handle.close)
+        await asyncio.to_thread(store.put_file, key, Path(temp), size)
     except BaseException:
+        handle.close()
         Path(temp).unlink(missing_ok=True)
         raise
 
@@ -209,13 +287,14 @@ def delete_object(catalog: Catalog, bucket: str, key: str) -> None:
 
 
 def create_bucket(catalog: Catalog, bucket: str) -> None:
-    """Make a bucket (names as S3's: 3-63 lower-case letters, digits, ``.``, ``-``)."""
+    """Make a bucket (names as S3's: 3-63 lower-case letters, digits, ``.``, ``-``); a
+    bucket that exists already is kept as it is (the caller's rights were checked)."""
     valid = 3 <= len(bucket) <= 63 and all(c.islower() or c.isdigit() or c in ".-"
                                            for c in bucket) and bucket[0].isalnum()
     if not valid or ".." in bucket:
         raise S3HttpError("InvalidBucketName", f"invalid bucket name {bucket!r}")
     if bucket in catalog.buckets():
-        raise S3HttpError("BucketAlreadyOwnedByYou", f"bucket {bucket} exists")
+        return  # S3 (us-east-1) and Ceph answer 200 to a bucket's owner
     catalog.bucket_set(bucket).create_bucket(bucket)
 
 
@@ -228,3 +307,47 @@ def delete_bucket(catalog: Catalog, bucket: str) -> None:
         if bucket_set.bucket(bucket) is not None:
             bucket_set.delete_bucket(bucket)
             return
+
+
+# ----------------------------------------------------------------------------- DeleteObjects
+
+
+def parse_delete_request(body: bytes) -> tuple[bool, list[tuple[str, str | None]]]:
+    """``(quiet, [(key, version id or None), ...])`` of a DeleteObjects body.
+
+    Raises:
+        S3HttpError: ``MalformedXML`` (not a ``Delete`` document, a key missing, no key or
+            more than 1000).
+    """
+    try:
+        root = ET.fromstring(body)
+    except ET.ParseError as exc:
+        raise S3HttpError("MalformedXML", f"the Delete document is not XML: {exc}") from None
+    if _local(root.tag) != "Delete":
+        raise S3HttpError("MalformedXML", "the body must be a Delete document")
+    quiet = any(_local(c.tag) == "Quiet" and (c.text or "").strip().lower() == "true"
+                for c in root)
+    keys: list[tuple[str, str | None]] = []
+    for entry in (c for c in root if _local(c.tag) == "Object"):
+        fields = {_local(f.tag): f.text or "" for f in entry}
+        if not fields.get("Key"):
+            raise S3HttpError("MalformedXML", "an Object of the Delete document has no Key")
+        keys.append((fields["Key"], fields.get("VersionId")))
+    if not 0 < len(keys) <= MAX_DELETE_KEYS:
+        raise S3HttpError("MalformedXML", f"a Delete document names 1 to {MAX_DELETE_KEYS} "
+                          f"objects, not {len(keys)}")
+    return quiet, keys
+
+
+def delete_result_xml(deleted: list[str], errors: list[tuple[str, str, str]],
+                      quiet: bool) -> bytes:
+    """The DeleteResult body: what was deleted (unless ``quiet``), and each key's error."""
+    done = "" if quiet else "".join(f"<Deleted><Key>{escape(k)}</Key></Deleted>"
+                                    for k in deleted)
+    failed = "".join(f"<Error><Key>{escape(k)}</Key><Code>{escape(c)}</Code><Message>"
+                     f"{escape(m)}</Message></Error>" for k, c, m in errors)
+    return f'{XML_HEADER}<DeleteResult xmlns="{S3_NS}">{done}{failed}</DeleteResult>'.encode()
+
+
+def _local(tag: str) -> str:
+    return tag.rsplit("}", 1)[-1]

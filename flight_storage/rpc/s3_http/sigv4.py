@@ -3,7 +3,16 @@
 The signature a request should carry is recomputed from the request as received with
 ``botocore.auth.S3SigV4Auth`` (canonical request, string to sign, signing key), restricted to
 the headers the client says it signed and the timestamp it sent, and compared in constant time.
-Only the parsing of the ``Authorization`` header and the clock-skew rule are ours.
+The request head is checked before any of its body is read: the canonical request ends with
+the payload hash the client declared in ``x-amz-content-sha256`` (S3 requires that header),
+and the body is held to that hash as it streams (``payload.py``).
+
+A body sent as signed ``aws-chunked`` (``STREAMING-AWS4-HMAC-SHA256-PAYLOAD[-TRAILER]``)
+carries one signature per chunk, each chained to the one before and seeded by the head's
+(:class:`ChunkChain`). botocore does not send such bodies, but its signer signs the chain's
+strings to sign (same signing key, same HMAC); only the layout of those strings, as AWS
+documents it, is written here, with the parsing of the ``Authorization`` header and the
+clock-skew rule.
 """
 
 from __future__ import annotations
@@ -16,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from botocore.auth import S3SigV4Auth
+from botocore.auth import EMPTY_SHA256_HASH, S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
@@ -25,7 +34,7 @@ from flight_storage.rpc.s3_http.s3_errors import S3HttpError
 MAX_SKEW_S: Final = 15 * 60
 """S3 refuses a request whose ``x-amz-date`` is further than this from the server's clock."""
 
-_UNSIGNED: Final = frozenset({"UNSIGNED-PAYLOAD", "STREAMING-UNSIGNED-PAYLOAD-TRAILER"})
+_NOT_A_HASH: Final = re.compile(r"[^0-9a-f]")
 _AUTH: Final = re.compile(
     r"AWS4-HMAC-SHA256\s+Credential=(?P<credential>[^,\s]+)\s*,\s*"
     r"SignedHeaders=(?P<signed>[^,\s]+)\s*,\s*Signature=(?P<signature>[0-9a-f]{64})\s*$"
@@ -42,20 +51,89 @@ class SignedRequest:
     raw_query: str
     headers: Mapping[str, str]
     """Lower-case names."""
-    body: bytes
+    body: bytes | None = None
+    """The whole body when it is at hand (then its hash is checked too), else None."""
+
+
+class ChunkChain:
+    """The signatures of a signed ``aws-chunked`` body, checked chunk by chunk.
+
+    Each chunk's string to sign names the previous signature (the head's for the first), the
+    hash of the empty string and the hash of the chunk's data; the trailer's names the last
+    chunk's signature and the hash of the trailing header lines.
+    """
+
+    def __init__(self, signer: S3SigV4Auth, request: AWSRequest, seed: str) -> None:
+        self._signer = signer
+        self._request = request
+        self._previous = seed
+        self._timestamp = request.context["timestamp"]
+        self._scope = signer.credential_scope(request)
+
+    def check_chunk(self, data_sha256: str, signature: str) -> None:
+        """Check the next chunk's signature.
+
+        Raises:
+            S3HttpError: ``SignatureDoesNotMatch``.
+        """
+        self._check("AWS4-HMAC-SHA256-PAYLOAD", f"{EMPTY_SHA256_HASH}\n{data_sha256}",
+                    signature, "a chunk")
+
+    def check_trailer(self, trailer_lines: bytes, signature: str) -> None:
+        """Check the trailer's signature over its header lines (``name:value\\n`` each).
+
+        Raises:
+            S3HttpError: ``SignatureDoesNotMatch``.
+        """
+        self._check("AWS4-HMAC-SHA256-TRAILER", hashlib.sha256(trailer_lines).hexdigest(),
+                    signature, "the trailer")
+
+    def _check(self, algorithm: str, tail: str, signature: str, what: str) -> None:
+        text = f"{algorithm}\n{self._timestamp}\n{self._scope}\n{self._previous}\n{tail}"
+        expected = self._signer.signature(text, self._request)
+        if not hmac.compare_digest(expected, signature):
+            raise S3HttpError("SignatureDoesNotMatch",
+                              f"the signature of {what} of the aws-chunked body does not match")
+        self._previous = expected
+
+
+@dataclass(frozen=True)
+class Verified:
+    """A request whose head is correctly signed."""
+
+    access_key: str
+    chain: ChunkChain
+    """Checks the chunk signatures of a signed aws-chunked body."""
 
 
 def verify(request: SignedRequest, secret_for: Callable[[str], str | None],
            now: dt.datetime | None = None) -> str:
-    """The access key id of a correctly signed request.
+    """The access key id of a correctly signed request (its body too, when given).
+
+    Raises:
+        S3HttpError: as :func:`verify_head`, and ``XAmzContentSHA256Mismatch`` when the body
+            does not hash to ``x-amz-content-sha256``.
+    """
+    verified = verify_head(request, secret_for, now)
+    declared = request.headers.get("x-amz-content-sha256", "")
+    if request.body is not None and is_payload_hash(declared) and not hmac.compare_digest(
+            declared, hashlib.sha256(request.body).hexdigest()):
+        raise S3HttpError("XAmzContentSHA256Mismatch",
+                          "x-amz-content-sha256 does not match the body")
+    return verified.access_key
+
+
+def verify_head(request: SignedRequest, secret_for: Callable[[str], str | None],
+                now: dt.datetime | None = None) -> Verified:
+    """Check a request's signature over its head, before any of its body is read.
 
     Args:
-        request: the request as received.
+        request: the request as received (its body is not looked at).
         secret_for: the secret key of an access key id, or None when it is unknown.
 
     Raises:
         S3HttpError: ``AccessDenied`` (no or malformed signature), ``InvalidAccessKeyId``,
-            ``RequestTimeTooSkewed``, ``XAmzContentSHA256Mismatch`` or
+            ``RequestTimeTooSkewed``, ``InvalidRequest`` (no ``x-amz-content-sha256``) or
             ``SignatureDoesNotMatch``.
     """
     header = request.headers.get("authorization")
@@ -73,7 +151,10 @@ def verify(request: SignedRequest, secret_for: Callable[[str], str | None],
         raise S3HttpError("InvalidAccessKeyId", "the access key id is not known to this server")
     stamp = request.headers.get("x-amz-date", "")
     _check_clock(stamp, day, now or dt.datetime.now(dt.UTC))
-    _check_payload(request)
+    declared = request.headers.get("x-amz-content-sha256")
+    if declared is None:
+        raise S3HttpError("InvalidRequest", "Missing required header for this request: "
+                          "x-amz-content-sha256")
     signed = match["signed"].split(";")
     if "host" not in signed:
         raise S3HttpError("AccessDenied", "the host header must be signed")
@@ -84,16 +165,33 @@ def verify(request: SignedRequest, secret_for: Callable[[str], str | None],
     if request.raw_query:
         url += f"?{request.raw_query}"
     aws_request = AWSRequest(method=request.method, url=url,
-                             headers={h: request.headers[h] for h in signed},
-                             data=request.body)
+                             headers={h: request.headers[h] for h in signed})
     aws_request.context["timestamp"] = stamp
-    signer = S3SigV4Auth(Credentials(access_key, secret), service, region)
+    signer = _DeclaredPayload(Credentials(access_key, secret), service, region, declared)
     expected = signer.signature(
         signer.string_to_sign(aws_request, signer.canonical_request(aws_request)), aws_request)
     if not hmac.compare_digest(expected, match["signature"]):
         raise S3HttpError("SignatureDoesNotMatch",
                           "the request signature does not match (check the secret key)")
-    return access_key
+    return Verified(access_key, ChunkChain(signer, aws_request, expected))
+
+
+def is_payload_hash(declared: str) -> bool:
+    """Whether an ``x-amz-content-sha256`` value is a SHA-256 of the body (not a keyword)."""
+    return len(declared) == 64 and _NOT_A_HASH.search(declared) is None
+
+
+class _DeclaredPayload(S3SigV4Auth):
+    """botocore's S3 signer, with the payload hash the client declared (the body is not read
+    before the head is trusted)."""
+
+    def __init__(self, credentials: Credentials, service: str, region: str,
+                 declared: str) -> None:
+        super().__init__(credentials, service, region)
+        self._declared = declared
+
+    def payload(self, request: AWSRequest) -> str:
+        return self._declared
 
 
 def _check_clock(stamp: str, day: str, now: dt.datetime) -> None:
@@ -106,12 +204,3 @@ def _check_clock(stamp: str, day: str, now: dt.datetime) -> None:
     if abs((now - sent).total_seconds()) > MAX_SKEW_S:
         raise S3HttpError("RequestTimeTooSkewed",
                           "the request time differs from the server's by over 15 minutes")
-
-
-def _check_payload(request: SignedRequest) -> None:
-    declared = request.headers.get("x-amz-content-sha256")
-    if declared is None or declared in _UNSIGNED:
-        return
-    if not hmac.compare_digest(declared, hashlib.sha256(request.body).hexdigest()):
-        raise S3HttpError("XAmzContentSHA256Mismatch",
-                          "x-amz-content-sha256 does not match the body")

@@ -1,0 +1,271 @@
+"""The engine's value types: its configuration, a resolved InputSerialization, a plan and its
+partitions. No DataFusion here: callers that need only :class:`InputSpec` or
+:class:`EngineConfig` (the request stage, the server's configuration) load none of it.
+
+Partitions (``flight_storage.protocol.Partition``):
+
+| kind | reads |
+|---|---|
+| ``object`` | every object of the table, in order |
+| ``byte_range`` | the records of the (single) object whose first byte lies in ``[start, end)`` |
+| ``row_groups`` | those row groups of the (single) Parquet object |
+| ``objects`` | the named objects of a prefix table, whole |
+
+A ``byte_range`` of a Parquet object (only a ScanRange request makes one) reads the row groups
+whose start (:func:`~flight_storage.execution.native_parquet.row_group_starts`) lies in it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from flight_storage.cores import usable_cores
+from flight_storage.errors import InvalidRequestError
+from flight_storage.execution.arrow_result import arrow_result_schema
+from flight_storage.formats import csv_input
+from flight_storage.formats.output import RecordWriter
+from flight_storage.formats.typed_columns import TypedColumns
+from flight_storage.protocol import Partition
+from flight_storage.storage.sources import ObjectSource
+from select_dialect import Translation
+from select_dialect.flavors import CEPH, engine_rules
+
+if TYPE_CHECKING:  # the native tables load DataFusion; a plan only holds them
+    from flight_storage.execution.native_csv import DeferredCsvTable, NativeCsvTable
+    from flight_storage.execution.native_parquet import NativeParquetTable
+
+TABLE = "s3object"
+"""The table every translated statement reads."""
+COMPRESSIONS = ("NONE", "GZIP", "BZIP2", "ZSTD")
+WARNINGS_METADATA = "flight-select.warnings"
+"""The result schema's metadata key holding :attr:`SelectPlan.warnings` (a JSON list)."""
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Knobs of query execution (built once at the entry point).
+
+    Attributes:
+        batch_rows: rows per Arrow batch read from CSV/JSON.
+        partition_bytes: CSV/NDJSON objects larger than this are split into byte ranges, and
+            small objects of a prefix table are grouped up to this size.
+        row_groups_per_partition: Parquet row groups per partition.
+        memory_limit_bytes: DataFusion memory pool per query (None: unbounded).
+        max_query_chars: longest statement accepted (AWS allows 256 KiB).
+        max_record_bytes: longest CSV/JSON record accepted (AWS: 1 MiB).
+        max_columns: widest table a CSV query may make (planning cost grows faster than
+            linearly with the width).
+        native_readers: let DataFusion's own readers read the objects a survey proves they
+            read exactly (False: the reference readers read everything).
+        cores: DataFusion partitions an order-free query (an aggregate) runs on at once;
+            0 means every core the process may use (its CPU affinity).
+    """
+
+    batch_rows: int = 16384
+    partition_bytes: int = 128 << 20
+    row_groups_per_partition: int = 4
+    memory_limit_bytes: int | None = 1 << 30
+    max_query_chars: int = 256 * 1024
+    max_record_bytes: int = 1 << 20
+    max_columns: int = 4096
+    native_readers: bool = True
+    cores: int = 0
+
+    @property
+    def parallelism(self) -> int:
+        """DataFusion partitions of an order-free query."""
+        return self.cores or usable_cores()
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """A resolved AWS InputSerialization: format, compression and the format's options."""
+
+    format: str
+    compression: str = "NONE"
+    options: Mapping[str, Any] = field(default_factory=dict)
+    columns: TypedColumns | None = None
+
+    @classmethod
+    def from_request(
+        cls,
+        request: Mapping[str, Any] | None,
+        *,
+        default_format: str | None = None,
+        default_compression: str = "NONE",
+        json_lines: bool = True,
+    ) -> InputSpec:
+        """Build from an ``InputSerialization`` dict, falling back to what the key suggests."""
+        request = dict(request or {})
+        compression_type = str(request.pop("CompressionType", default_compression) or "NONE")
+        compression_type = compression_type.upper()
+        if compression_type not in COMPRESSIONS:
+            raise InvalidRequestError(
+                f"unsupported CompressionType {compression_type!r}",
+                code="InvalidCompressionFormat",
+            )
+        for key, fmt in (("CSV", "csv"), ("JSON", "json"), ("Parquet", "parquet")):
+            if key in request:
+                return cls(fmt, compression_type, dict(request[key] or {}))
+        if default_format is None:
+            raise InvalidRequestError(
+                "InputSerialization must name CSV, JSON or Parquet", code="MissingRequiredParameter"
+            )
+        options: dict[str, Any] = {}
+        if default_format == "json":
+            options = {"Type": "LINES" if json_lines else "DOCUMENT"}
+        return cls(default_format, compression_type, options)
+
+    def to_request(self) -> dict[str, Any]:
+        """The AWS-shaped dict again (what tickets carry)."""
+        key = {"csv": "CSV", "json": "JSON", "parquet": "Parquet"}[self.format]
+        return {key: dict(self.options), "CompressionType": self.compression}
+
+    @property
+    def splittable(self) -> bool:
+        """True when byte ranges of the object can be read on their own."""
+        if self.compression != "NONE":
+            return False
+        if self.format == "csv":
+            return True
+        return self.format == "json" and str(self.options.get("Type", "")).upper() == "LINES"
+
+    @property
+    def range_readable(self) -> bool:
+        """True when a ScanRange request can read the object: a splittable one, or an
+        uncompressed Parquet object (by row groups)."""
+        return self.splittable or (self.format == "parquet" and self.compression == "NONE")
+
+
+@dataclass(frozen=True)
+class PlannedPartition:
+    """A partition with what planning learnt of its size (for FlightInfo totals)."""
+
+    partition: Partition
+    bytes: int | None = None
+    rows: int | None = None
+
+
+@dataclass(frozen=True)
+class SelectPlan:
+    """Everything needed to execute a statement over partitions of a table."""
+
+    expression: str
+    flavor: str
+    sources: tuple[ObjectSource, ...]
+    input: InputSpec
+    translation: Translation
+    input_schema: pa.Schema
+    result_schema: pa.Schema
+    partitions: tuple[PlannedPartition, ...]
+    header: tuple[str, ...] | None = None
+    native: NativeCsvTable | NativeParquetTable | DeferredCsvTable | None = None
+    native_reason: str = "not a CSV or Parquet object"
+    warnings: tuple[str, ...] = ()
+    """What clients should know of the answer (fields of a ``bad_values`` ``null`` table read
+    as NULL); the result schema's metadata and the FlightInfo carry them."""
+
+    @property
+    def rules(self) -> str:
+        """Whose reading and printing rules the flavour follows (``ceph`` or ``aws``)."""
+        return engine_rules(self.flavor)
+
+    def record_writer(self, output_serialization: Mapping[str, Any] | None) -> RecordWriter:
+        """The writer of this plan's results as S3 records (``OutputSerialization``)."""
+        t = self.translation
+        return RecordWriter(
+            output_serialization, flavor=self.rules, output_names=t.output_names,
+            output_is_json=t.output_is_json, is_aggregate=t.is_aggregate,
+            row_as_record=t.row_as_record,
+            rows_keep_their_width=(t.select_star and self.input.format == "csv"
+                                   and self.input.columns is None),
+            ceph_escape=self._ceph_escape())
+
+    def _ceph_escape(self) -> str:
+        """The escape character of Ceph's CSV reader for this input (its default when the
+        input is not CSV or disables escaping), which Ceph's ALWAYS quoting uses."""
+        default = csv_input.CsvInputOptions.from_request(None, CEPH).escape or "\\"
+        if self.rules != CEPH or self.input.format != "csv":
+            return default
+        return csv_input.CsvInputOptions.from_request(self.input.options, CEPH).escape or default
+
+    @property
+    def reader(self) -> str:
+        """Which reader serves the plan: ``datafusion`` or ``reference``."""
+        return "datafusion" if self.native is not None else "reference"
+
+    @property
+    def source(self) -> ObjectSource:
+        """The first (for a single-object table, the only) object."""
+        return self.sources[0]
+
+    @property
+    def total_bytes(self) -> int:
+        """Bytes of input the partitions cover."""
+        return sum(p.bytes or 0 for p in self.partitions)
+
+    @property
+    def parallel_safe(self) -> bool:
+        """True when partitions may be served as independent endpoints (no cross-row state)."""
+        t = self.translation
+        return not (t.is_aggregate or t.whole_input) and t.limit is None
+
+    @property
+    def arrow_schema(self) -> pa.Schema:
+        """The schema of :meth:`SelectEngine.execute_arrow` batches (what Flight clients see)."""
+        names = list(self.translation.output_names)
+        if len(names) != len(self.result_schema):  # select * of a CSV without a header
+            names = self.result_schema.names
+        schema = arrow_result_schema(self.result_schema, names)
+        if self.warnings:
+            schema = schema.with_metadata({WARNINGS_METADATA: json.dumps(list(self.warnings))})
+        return schema
+
+
+def order_free(translation: Translation) -> bool:
+    """The result does not depend on the order records are read in (DataFusion may read
+    the pieces in parallel): an aggregate, GROUP BY, DISTINCT or ORDER BY without LIMIT."""
+    return (translation.is_aggregate or translation.whole_input) and translation.limit is None
+
+
+_PARQUET_TYPES: tuple[tuple[Callable[[pa.DataType], bool], str], ...] = (
+    (pa.types.is_boolean, "bool"),
+    (pa.types.is_integer, "int64"),
+    (pa.types.is_floating, "float64"),
+    (pa.types.is_decimal, "decimal"),
+    (pa.types.is_timestamp, "timestamp"),
+    (pa.types.is_date, "date"),
+    (pa.types.is_string, "string"),
+    (pa.types.is_large_string, "string"),
+)
+
+
+def dialect_type(data_type: pa.DataType) -> str:
+    """The dialect's type name of an Arrow type (:class:`select_dialect.Column`)."""
+    for test, name in _PARQUET_TYPES:
+        if test(data_type):
+            if name == "decimal":
+                return f"decimal({data_type.precision},{data_type.scale})"
+            return name
+    return "string"
+
+
+_VIEWS: tuple[tuple[Callable[[pa.DataType], bool], pa.DataType], ...] = (
+    (pa.types.is_string_view, pa.string()),
+    (pa.types.is_large_string, pa.string()),
+    (pa.types.is_binary_view, pa.binary()),
+)
+
+
+def without_views(schema: pa.Schema) -> pa.Schema:
+    """The file schema with view and large string types as plain ones (what the engine sees)."""
+    fields = []
+    for f in schema:
+        target = next((t for test, t in _VIEWS if test(f.type)), None)
+        fields.append(f.with_type(target) if target is not None else f)
+    return pa.schema(fields)  # file metadata (e.g. pandas') dropped: batches carry none

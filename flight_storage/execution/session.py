@@ -1,0 +1,101 @@
+"""The one place DataFusion sessions are made, and their streams turned into ours.
+
+Every session the engine runs a statement in is :func:`new_session`: the read-only SQL options
+(:data:`READ_ONLY`: no DDL, DML or statements reach DataFusion), our UDFs registered, the
+memory pool of a query, and the settings that let one partition of a plan run on its own
+(work stealing and round-robin repartitioning off, NOTES.md). :func:`arrow_batches` reads a
+DataFusion stream as pyarrow batches with DataFusion's errors made ours.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pyarrow as pa
+from datafusion import RuntimeEnvBuilder, SessionConfig, SessionContext, SQLOptions
+
+from flight_storage.errors import StorageError
+from flight_storage.execution import udfs
+from flight_storage.execution.engine_errors import engine_error
+from flight_storage.execution.native_parquet import SESSION_SETTINGS as PARQUET_SETTINGS
+from flight_storage.execution.plan_types import EngineConfig
+from select_dialect import Translation
+
+MIN_SPLIT_BYTES = 1 << 20
+"""An order-free query splits an object into per-core ranges only above this size."""
+
+READ_ONLY = SQLOptions().with_allow_ddl(False).with_allow_dml(False).with_allow_statements(False)
+"""What a statement may do in DataFusion: read."""
+
+
+def new_session(
+    config: EngineConfig,
+    translation: Translation | None = None,
+    *,
+    partitions: int = 2,
+    split_min_bytes: int = MIN_SPLIT_BYTES,
+    push_filters: bool = True,
+) -> SessionContext:
+    """A session for one statement: ``partitions`` target partitions (file scans cut into
+    that many byte ranges above ``split_min_bytes``), the memory pool of a query, our UDFs;
+    the filter kept where the statement puts it when ``push_filters`` is off or the
+    translation's aliases must be computed once per row below it."""
+    session_config = (
+        SessionConfig()
+        .with_batch_size(8192)
+        .with_target_partitions(partitions)
+        .with_repartition_file_scans(partitions > 1)
+        .with_repartition_file_min_size(split_min_bytes)
+        # a partition executed on its own must read only its own range (NOTES.md)
+        .set("datafusion.execution.enable_file_stream_work_stealing", "false")
+        .set("datafusion.optimizer.enable_round_robin_repartition", "false")
+    )
+    for key, value in PARQUET_SETTINGS:
+        session_config = session_config.set(key, value)
+    runtime = RuntimeEnvBuilder()
+    if config.memory_limit_bytes is not None:
+        runtime = runtime.with_fair_spill_pool(config.memory_limit_bytes)
+    ctx = SessionContext(session_config, runtime)
+    for function in _udfs():
+        ctx.register_udf(function)
+    if not push_filters or (translation is not None and translation.filter_over_aliases):
+        # Keep the filter where the statement puts it: above the subquery that computes the
+        # aliases once per row, or above a dataset that cannot take it (filter_not_convertible).
+        ctx.remove_optimizer_rule("push_down_filter")
+    return ctx
+
+
+def filter_not_convertible(exc: Exception) -> bool:
+    """datafusion-python could not turn the filters it pushes into a dataset into one pyarrow
+    expression: it joins them with ``&`` in order, and a NULL literal conjunct (DataFusion's
+    simplifier makes ``x = x`` into ``x IS NOT NULL OR NULL``) becomes a ``pa.BooleanScalar``,
+    which ``&`` with an ``Expression`` refuses when it comes first."""
+    text = str(exc)
+    return "unsupported operand type" in text and "pyarrow" in text and "Expression" in text
+
+
+@functools.cache
+def _udfs() -> tuple[Any, ...]:
+    """The s3-select UDFs, built once per process (each session registers the same ones)."""
+    return tuple(udfs.build_udfs())
+
+
+def arrow_batches(open_stream: Callable[[], Any],
+                  explain: Callable[[str], StorageError | None] | None = None
+                  ) -> Iterator[pa.RecordBatch]:
+    """The batches of a DataFusion stream as pyarrow, DataFusion's errors made ours (by
+    ``explain`` first: a native reader's errors name the object's line); nothing when
+    ``open_stream`` returns None."""
+    try:
+        stream = open_stream()
+        if stream is None:
+            return
+        for batch in stream:
+            yield batch.to_pyarrow()
+    except StorageError:
+        raise
+    except Exception as exc:  # DataFusion raises plain exceptions with text only
+        explained = explain(str(exc)) if explain is not None else None
+        raise (explained or engine_error(exc)) from None

@@ -1,0 +1,284 @@
+"""Infer a CSV object's header and column types from a sample at its start.
+
+A Flight SQL user who points a client at their own CSV expects what DuckDB, pandas or Spark
+would show: columns named by the header line and typed (``count(*)`` not counting the header,
+``amount > 10`` comparing numbers, zone-less ``2024-08-16 20:29:54`` a timestamp). S3 Select's
+reading (no header, every field a string ``_1 .. _N``) stays for the s3-select flavours; the
+standard surface reads an object without configuration as :func:`sniff_csv` describes it.
+
+The types are **pyarrow.csv's inference** over the sample (``null -> int64 -> bool -> date ->
+timestamp -> float64 -> string``, the same ladder DuckDB's sniffer climbs), not a guesser of
+ours. What is hand-written here is the header rule and the mapping onto the configured type
+names, both as tables:
+
+* **Header** (DuckDB's rule): the first record is a header when it breaks a column's type,
+  that is, pyarrow types some column from the records after it (``int64``, ``timestamp``, ...)
+  but only ``string`` once the first record is included. Where every column is text the
+  header cannot be told from data; DuckDB then assumes one, we do not (the object keeps S3
+  Select's reading, a configuration entry says otherwise), and a one-record sample has none.
+* **Types**: :data:`TYPE_NAMES` maps pyarrow's inferred types onto the column types of
+  ``.flight-select.json`` (a timestamp with or without zone is ``timestamp``: UTC, a value
+  without zone read as UTC). A column pyarrow types but DataFusion's reader would not read
+  the same way (``2024-08-16 20:29``, minutes only, is a timestamp to pyarrow and an error to
+  DataFusion) stays ``string``: :func:`_datafusion_reads` casts the sample's values with
+  DataFusion and keeps a type only when every value converts.
+
+The sample is the object's first ``sample_bytes`` cut back to the last record delimiter. A
+later value that does not fit its sniffed type is the reader's business (an error naming the
+object, line and column, or NULL with a warning: ``bad_values``), never silently NULL.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from typing import BinaryIO, Final
+
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+
+from flight_storage.formats.csv_input import RULES_RFC, CsvInputOptions
+from flight_storage.formats.typed_columns import BAD_VALUES_ERROR, check_bad_values
+
+DEFAULT_SAMPLE_BYTES: Final = 64 << 10
+"""Bytes read from an object's start to sniff it: about 1,300 records of 50 bytes (DuckDB's
+sniffer takes 20,480 records), and no more than an object store's first ranged GET (planning a
+64 MB object there reads under 2% of it, ``tests/flight_storage/test_object_store.py``: a
+256 KiB sample broke that). A later value the sample did not show is an error naming it, not a
+silent NULL; ``--sniff-kb`` takes a larger sample."""
+
+TYPE_NAMES: Final[tuple[tuple[str, str], ...]] = (
+    ("int64", "int64"),
+    ("double", "float64"),
+    ("bool", "bool"),
+    ("date32[day]", "date"),
+    ("timestamp", "timestamp"),
+)
+"""pyarrow's inferred type (``str`` of the type, a timestamp by its prefix) -> the column type
+of the bucket configuration. Anything else (``null`` for a column empty in the whole sample,
+``time32``, ``string``, ``binary``) is ``string``."""
+
+_DATAFUSION_TYPES: Final = {
+    "int64": "BIGINT",
+    "float64": "DOUBLE",
+    "bool": "BOOLEAN",
+    "date": "DATE",
+    "timestamp": "TIMESTAMP",
+}
+"""The SQL type DataFusion casts a sniffed column's sample to, to prove its reader takes it."""
+
+
+@dataclass(frozen=True)
+class TableReading:
+    """How Flight SQL statements read CSV tables (``serve``'s settings; a bucket
+    configuration entry may say otherwise for its prefix).
+
+    Attributes:
+        sniff: infer the header and types of CSV objects no entry covers (``--no-sniff``
+            turns it off: every such object reads as S3 Select reads it).
+        sample_bytes: bytes read from an object's start to sniff it (``--sniff-bytes``).
+        bad_values: what a field that does not convert to its column's type does, where the
+            entry does not say (``--bad-values``: ``error`` or ``null``).
+    """
+
+    sniff: bool = True
+    sample_bytes: int = DEFAULT_SAMPLE_BYTES
+    bad_values: str = BAD_VALUES_ERROR
+
+    def __post_init__(self) -> None:
+        check_bad_values(self.bad_values)
+        if self.sample_bytes < 1:
+            raise ValueError(f"sample_bytes must be at least 1, got {self.sample_bytes}")
+
+
+@dataclass(frozen=True)
+class SniffedTable:
+    """What the sample says about an object.
+
+    Attributes:
+        has_header: the first record names the columns.
+        names: column names (the header's, made unique; ``_N`` without a header or for an
+            empty header field).
+        types: column types, as the bucket configuration spells them.
+        sample_records: records of the sample the types come from (the header excluded).
+        reason: why the object could not be sniffed (``""`` when it was); an unsniffed object
+            is read as S3 Select reads it.
+    """
+
+    has_header: bool = False
+    names: tuple[str, ...] = ()
+    types: tuple[str, ...] = ()
+    sample_records: int = 0
+    reason: str = ""
+
+    @property
+    def sniffed(self) -> bool:
+        """True when the sample gave a table."""
+        return not self.reason
+
+    @property
+    def columns(self) -> tuple[dict[str, str], ...]:
+        """The columns as a bucket configuration's ``columns`` entry."""
+        return tuple({"name": n, "type": t} for n, t in zip(self.names, self.types, strict=True))
+
+
+def read_sample(stream: BinaryIO, options: CsvInputOptions, sample_bytes: int) -> bytes | None:
+    """The object's first ``sample_bytes`` cut back to its last record delimiter (the whole
+    object when it is shorter), or None when no record ends inside the sample."""
+    data = stream.read(sample_bytes + 1)
+    if len(data) <= sample_bytes:
+        return data
+    delimiter = options.record_delimiter.encode("utf-8")
+    end = data.rfind(delimiter, 0, sample_bytes)
+    return data[: end + len(delimiter)] if end != -1 else None
+
+
+def sniff_csv(sample: bytes, options: CsvInputOptions, *, header: bool | None = None
+              ) -> SniffedTable:
+    """Infer the header and column types of a CSV sample.
+
+    Args:
+        sample: whole records from the object's start (:func:`read_sample`).
+        options: the table's CSV options (delimiter, quote, ...; the header setting is
+            ignored: ``header`` says it).
+        header: whether the first record is a header, when a configuration says so (None:
+            decide by the module's rule).
+
+    Returns:
+        The sniffed table, or one whose ``reason`` says why there is none.
+
+    Example:
+        >>> t = sniff_csv(b"id,ts\\n1,2024-08-16 20:29:54\\n", CsvInputOptions(rules="rfc"))
+        >>> t.has_header, t.names, t.types
+        (True, ('id', 'ts'), ('int64', 'timestamp'))
+        >>> sniff_csv(b"a,b\\nc,d\\n", CsvInputOptions(rules="rfc")).has_header  # all text
+        False
+    """
+    reason = _options_reason(options)
+    if reason:
+        return SniffedTable(reason=reason)
+    if not sample.strip():
+        return SniffedTable(reason="the object is empty")
+    try:
+        return _sniff(sample, options, header)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        return SniffedTable(reason=f"pyarrow cannot read the sample ({_first_line(exc)})")
+
+
+def _sniff(sample: bytes, options: CsvInputOptions, header: bool | None) -> SniffedTable:
+    everything = _read(sample, options, skip_rows=0)
+    if any(pa.types.is_binary(f.type) for f in everything.schema):
+        return SniffedTable(reason="invalid UTF-8 in the sample")
+    rest = _read(sample, options, skip_rows=1) if everything.num_rows > 1 else None
+    all_types = [_type_name(f.type) for f in everything.schema]
+    if rest is None:
+        has_header = bool(header)
+        types = ["string"] * len(all_types) if has_header else all_types
+        data = everything.slice(1) if has_header else everything
+    else:
+        rest_types = [_type_name(f.type) for f in rest.schema]
+        if len(rest_types) != len(all_types):
+            return SniffedTable(reason="the first record and the others differ in width")
+        broken = any(r != "string" and a == "string"
+                     for r, a in zip(rest_types, all_types, strict=True))
+        has_header = broken if header is None else header
+        types = rest_types if has_header else all_types
+        data = rest if has_header else everything
+    first = _first_record(sample, options) if has_header else []
+    verified = _datafusion_reads(sample, options, types, skip_rows=1 if has_header else 0)
+    names = _names(first, len(types))
+    return SniffedTable(has_header, names, tuple(verified), data.num_rows)
+
+
+def _options_reason(options: CsvInputOptions) -> str:
+    """Why pyarrow's parser cannot read under ``options`` (``""`` when it can)."""
+    if options.rules != RULES_RFC:
+        return "Ceph's CSV rules (quotes anywhere) are not pyarrow's"
+    if len(options.field_delimiter) != 1 or options.record_delimiter not in ("\n", "\r\n"):
+        return "multi-character or custom delimiters"
+    if options.comment is not None or options.trim_chars:
+        return "comment or trim characters"
+    return ""
+
+
+def _parse_options(options: CsvInputOptions) -> pa_csv.ParseOptions:
+    escape = options.escape if options.escape not in (None, options.quote) else False
+    return pa_csv.ParseOptions(
+        delimiter=options.field_delimiter,
+        quote_char=options.quote if options.quote is not None else False,
+        double_quote=options.escape == options.quote,
+        escape_char=escape,
+        newlines_in_values=options.quoted_record_delimiter,
+        ignore_empty_lines=True,
+        # a record of another width says nothing of the types (the reader refuses a wider one
+        # and NULL-fills a shorter one)
+        invalid_row_handler=_skip,
+    )
+
+
+def _skip(row: object) -> str:
+    return "skip"
+
+
+def _read(sample: bytes, options: CsvInputOptions, *, skip_rows: int,
+          column_types: dict[str, pa.DataType] | None = None) -> pa.Table:
+    return pa_csv.read_csv(
+        io.BytesIO(sample),
+        read_options=pa_csv.ReadOptions(autogenerate_column_names=True, skip_rows=skip_rows,
+                                        use_threads=False),
+        parse_options=_parse_options(options),
+        # only an empty field is NULL, as DataFusion's reader has it ("n/a" is no NULL)
+        convert_options=pa_csv.ConvertOptions(null_values=[""], strings_can_be_null=True,
+                                              column_types=column_types),
+    )
+
+
+def _type_name(data_type: pa.DataType) -> str:
+    text = str(data_type)
+    return next((name for prefix, name in TYPE_NAMES if text.startswith(prefix)), "string")
+
+
+def _first_record(sample: bytes, options: CsvInputOptions) -> list[str]:
+    width = _read(sample, options, skip_rows=0).num_columns
+    table = _read(sample, options, skip_rows=0,
+                  column_types={f"f{i}": pa.string() for i in range(width)})
+    return ["" if v is None else str(v) for v in table.slice(0, 1).to_pylist()[0].values()]
+
+
+def _names(header: list[str], width: int) -> tuple[str, ...]:
+    """The header's names, unique: an empty one is ``_N`` (its position), a repeated one gets
+    ``_2``, ``_3``, ...; positional ``_1 .. _N`` without a header."""
+    names: list[str] = []
+    taken: set[str] = set()
+    for index in range(width):
+        base = header[index].strip() if index < len(header) else ""
+        name = base or f"_{index + 1}"
+        suffix = 2
+        while name in taken:
+            name, suffix = f"{base}_{suffix}", suffix + 1
+        taken.add(name)
+        names.append(name)
+    return tuple(names)
+
+
+def _datafusion_reads(sample: bytes, options: CsvInputOptions, types: list[str],
+                      *, skip_rows: int) -> list[str]:
+    """``types`` with ``string`` for each column whose sample DataFusion does not convert."""
+    typed = [i for i, t in enumerate(types) if t != "string"]
+    if not typed:
+        return list(types)
+    from datafusion import SessionContext  # here: the CLI reads this module's defaults
+
+    text = _read(sample, options, skip_rows=skip_rows,
+                 column_types={f"f{i}": pa.string() for i in range(len(types))})
+    ctx = SessionContext()
+    ctx.from_arrow(text, name="sample")
+    checks = ", ".join(
+        f'sum(CASE WHEN "f{i}" IS NOT NULL AND try_cast("f{i}" AS {_DATAFUSION_TYPES[types[i]]})'
+        f' IS NULL THEN 1 ELSE 0 END) AS "b{i}"' for i in typed)
+    failures = ctx.sql(f"SELECT {checks} FROM sample").to_pylist()[0]
+    return ["string" if failures.get(f"b{i}") else t for i, t in enumerate(types)]
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

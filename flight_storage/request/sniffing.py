@@ -1,0 +1,113 @@
+"""Which tables a Flight SQL statement reads with a sniffed header and types, and the cache of
+what each object's sample says.
+
+On the standard surface (the ``standard`` flavour, the default of Flight SQL statements) a CSV
+object that no entry of the bucket's ``.flight-select.json`` covers is read as its first
+records show it (:mod:`flight_storage.formats.csv_sniff`): columns named by the header, typed.
+Everything else keeps S3 Select's reading (no header, every field a string ``_1 .. _N``):
+
+| the table | sniffed? |
+|---|---|
+| an S3 request (over Flight or the S3 door), or a statement in the ``ceph``/``aws`` flavour | no: S3 Select's semantics |
+| a statement giving ``FileHeaderInfo`` in ``WITH (...)`` | no: the statement says how to read it |
+| an object a configuration entry covers | only when the entry says ``"sniff": true`` (the entry's ``FileHeaderInfo`` then wins over the sniffed header); ``columns`` win over any sniffing |
+| any other CSV object, server started without ``--no-sniff`` | when its first record is a header (it breaks a column's type): a headerless object keeps S3 Select's reading, since its columns can only be named ``_1 .. _N``, S3 Select's positional strings, and typing them would change what ``_1 = '7'`` means |
+
+A prefix table's objects share the schema sniffed from its first object. What a sample says is
+kept per object version and read options in a
+:class:`~flight_storage.storage.version_cache.VersionCache`,
+so an object is sniffed once until it changes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from flight_storage.execution.plan_types import InputSpec
+from flight_storage.formats.compression import open_decompressed
+from flight_storage.formats.csv_input import CsvInputOptions
+from flight_storage.formats.csv_sniff import SniffedTable, TableReading, read_sample, sniff_csv
+from flight_storage.formats.typed_columns import TypedColumns
+from flight_storage.storage.catalog import TableConfig
+from flight_storage.storage.sources import ObjectSource, version_key
+from flight_storage.storage.version_cache import VersionCache
+from select_dialect.flavors import STANDARD
+
+log = logging.getLogger(__name__)
+
+_HEADER_INFO = {"USE": True, "IGNORE": True, "NONE": False}
+
+
+class TableSniffer:
+    """Sniffs CSV objects for the standard surface, once per object version.
+
+    Args:
+        reading: the server's settings.
+        max_entries: sniffed objects kept; the least recently used go first.
+    """
+
+    def __init__(self, reading: TableReading | None = None, max_entries: int = 4096) -> None:
+        self.reading = reading or TableReading()
+        self._cache: VersionCache[SniffedTable] = VersionCache(max_entries)
+
+    @property
+    def sniffs(self) -> int:
+        """Objects sniffed (not served from the cache); tests read it."""
+        return self._cache.computed
+
+    def applies(self, flavor: str) -> bool:
+        """Whether statements in ``flavor`` read sniffed tables."""
+        return self.reading.sniff and flavor == STANDARD
+
+    def typed_spec(self, source: ObjectSource, spec: InputSpec, entry: TableConfig | None,
+                   overrides: Mapping[str, Any] | None) -> InputSpec:
+        """``spec`` with the sniffed header and columns of ``source`` where the table's rule
+        (see the module's table) says so, else ``spec`` unchanged.
+
+        Args:
+            source: the object (a prefix table's first object).
+            spec: its InputSerialization from the key, the configuration and the statement.
+            entry: the configuration entry covering it, if any.
+            overrides: the statement's ``WITH (...)`` options.
+        """
+        if spec.format != "csv" or spec.columns is not None:
+            return spec
+        if entry is not None and not entry.sniff:
+            return spec
+        if "FileHeaderInfo" in dict((overrides or {}).get("CSV") or {}):
+            return spec
+        configured = entry.input_serialization.get("CSV") if entry is not None else None
+        header_info = str(dict(configured or {}).get("FileHeaderInfo", "")).upper()
+        header = _HEADER_INFO.get(header_info)
+        sniffed = self.sniffed(source, spec, header)
+        if not sniffed.sniffed:
+            log.info("%s: not sniffed (%s); read as S3 Select reads it", source.name,
+                     sniffed.reason)
+            return spec
+        if entry is None and not sniffed.has_header:
+            return spec
+        bad_values = (entry.bad_values if entry is not None else None) or self.reading.bad_values
+        columns = TypedColumns.from_config(sniffed.columns, bad_values=bad_values, sniffed=True)
+        options = {**spec.options, "FileHeaderInfo": "USE" if sniffed.has_header else "NONE"}
+        return InputSpec(spec.format, spec.compression, options, columns)
+
+    def sniffed(self, source: ObjectSource, spec: InputSpec, header: bool | None
+                ) -> SniffedTable:
+        """What ``source``'s sample says under ``spec``'s options (cached per version)."""
+        options = CsvInputOptions.from_request(spec.options, STANDARD)
+
+        def compute() -> SniffedTable:
+            with source.open() as raw, open_decompressed(raw, spec.compression) as stream:
+                sample = read_sample(stream, options, self.reading.sample_bytes)
+            if sample is None:
+                return SniffedTable(
+                    reason=f"no record ends in the first {self.reading.sample_bytes} bytes")
+            return sniff_csv(sample, options, header=header)
+
+        version = version_key(source)
+        if version is None:
+            return compute()
+        return self._cache.get(version, compute, options, spec.compression, header,
+                               self.reading.sample_bytes)
