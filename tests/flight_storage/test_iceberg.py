@@ -259,7 +259,7 @@ def test_errors_name_what_is_missing(server: ServerProcess) -> None:
 
 
 def test_a_bad_iceberg_flag_is_refused_at_start() -> None:
-    with pytest.raises(RuntimeError, match="--iceberg lake=mysql"):
+    with pytest.raises(RuntimeError, match="--iceberg lake=mysql://x: give NAME=sql:"):
         start_server(SAMPLES, "--iceberg", "lake=mysql://x")
 
 
