@@ -6,7 +6,7 @@ server meets what a user's writer leaves behind:
 
 | table | what it covers |
 |---|---|
-| ``events`` | day(ts) partitions, three appends, then schema evolution: a rename, an added column, int -> long and float -> double promotions, and an append after them |
+| ``events`` | day(ts) partitions, three appends, then schema evolution: a rename, an added column, int -> long, float -> double and decimal(9,2) -> decimal(18,2) promotions, and an append after them |
 | ``parts`` | identity(region), bucket(4, id), truncate(2, name) and month(d) partitions |
 | ``big`` | one data file of several row groups (split into endpoints by row groups) |
 | ``deletes`` | a v2 table of two data files, a positional delete file deleting two rows of one |
@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
@@ -56,6 +57,8 @@ def _events_batch(start: int, rows: int) -> pa.Table:
         "name": pa.array([f"user{i % 13}" for i in range(start, start + rows)]),
         "score": pa.array([i % 50 for i in range(start, start + rows)], pa.int32()),
         "ratio": pa.array([(i % 8) / 4 for i in range(start, start + rows)], pa.float32()),
+        "price": pa.array([Decimal(i * 37 % 10_000) / 100 for i in range(start, start + rows)],
+                          pa.decimal128(9, 2)),
     })
 
 
@@ -72,6 +75,7 @@ def write_corpus(catalog: Any) -> Corpus:
     )
     from pyiceberg.types import (
         DateType,
+        DecimalType,
         DoubleType,
         FloatType,
         IntegerType,
@@ -87,7 +91,7 @@ def write_corpus(catalog: Any) -> Corpus:
     events_schema = Schema(
         NestedField(1, "id", LongType()), NestedField(2, "ts", TimestampType()),
         NestedField(3, "name", StringType()), NestedField(4, "score", IntegerType()),
-        NestedField(5, "ratio", FloatType()))
+        NestedField(5, "ratio", FloatType()), NestedField(6, "price", DecimalType(9, 2)))
     events = catalog.create_table(
         f"{NAMESPACE}.events", events_schema,
         partition_spec=PartitionSpec(PartitionField(2, 1000, DayTransform(), "ts_day")))
@@ -100,11 +104,13 @@ def write_corpus(catalog: Any) -> Corpus:
         update.add_column("note", StringType())
         update.update_column("score", LongType())
         update.update_column("ratio", DoubleType())
+        update.update_column("price", DecimalType(18, 2))
     events = catalog.load_table(f"{NAMESPACE}.events")
     later = _events_batch(180, 40)
     later = pa.table({"id": later["id"], "ts": later["ts"], "user_name": later["name"],
                       "score": later["score"].cast(pa.int64()),
                       "ratio": later["ratio"].cast(pa.float64()),
+                      "price": later["price"].cast(pa.decimal128(18, 2)),
                       "note": pa.array([f"n{i}" if i % 3 else None for i in range(40)])})
     events.append(later)
     ids.append(events.current_snapshot().snapshot_id)

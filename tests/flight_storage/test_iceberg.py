@@ -63,7 +63,8 @@ def _expected(corpus: Corpus, name: str, row_filter: str, columns: tuple[str, ..
 
 # (table, SQL WHERE, the same as a pyiceberg row filter, columns)
 CASES = [
-    ("events", "", "True", ("id", "ts", "user_name", "score", "ratio", "note")),
+    ("events", "", "True", ("id", "ts", "user_name", "score", "ratio", "price", "note")),
+    ("events", "WHERE price > 50", "price > 50", ("id", "price")),
     ("events", "WHERE ts >= TIMESTAMP '2024-01-20T00:00:00'", "ts >= '2024-01-20T00:00:00'",
      ("id", "ts", "user_name", "score", "ratio", "note")),
     ("events", "WHERE user_name = 'user3' AND score > 10", "user_name = 'user3' and score > 10",
@@ -97,9 +98,10 @@ def test_schema_evolution_reads_old_files_by_field_id(server: ServerProcess) -> 
     """Rows written before the rename, the added column and the promotions read under today's
     names and types: the old files' ``name`` is ``user_name``, ``note`` is NULL there."""
     answer = _query(server, f'SELECT * FROM "lake"."{NAMESPACE}"."events" WHERE id < 3')
-    assert answer.schema.names == ["id", "ts", "user_name", "score", "ratio", "note"]
+    assert answer.schema.names == ["id", "ts", "user_name", "score", "ratio", "price", "note"]
     assert answer.schema.field("score").type == pa.int64()
     assert answer.schema.field("ratio").type == pa.float64()
+    assert answer.schema.field("price").type == pa.decimal128(18, 2)
     assert _sorted_rows(answer.select(["id", "user_name", "note"]), "id") == [
         {"id": i, "user_name": f"user{i}", "note": None} for i in range(3)]
 
@@ -276,7 +278,7 @@ def test_catalog_lists_iceberg_tables_and_buckets(server: ServerProcess) -> None
                       "deletes": "table", "eqdeletes": "table"}
     buckets = {s["db_schema_name"] for s in catalogs[""]["catalog_db_schemas"]}
     assert "sales" in buckets
-    assert schema.names == ["id", "ts", "user_name", "score", "ratio", "note"]
+    assert schema.names == ["id", "ts", "user_name", "score", "ratio", "price", "note"]
     assert schema.field("score").type == pa.int64()
 
 
