@@ -107,6 +107,11 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         help="where the buckets are, repeatable: DIR (each top-level folder a bucket), s3:// "
         "(every bucket of the object store), s3://BUCKET[/PREFIX], or NAME=DIR|s3://... (one "
         "bucket named NAME); docs/storage.md")
+    serve.add_argument(
+        "--iceberg", action="append", default=[], metavar="NAME=sql:URL|rest:URL",
+        help="an Apache Iceberg catalog whose tables are served as \"NAME\".\"namespace\"."
+        "\"table\", repeatable: NAME=sql:sqlite:///PATH.db?warehouse=s3://BUCKET/PREFIX (or "
+        "file:///DIR), NAME=rest:http://HOST:PORT[?warehouse=W]; docs/storage.md")
     store = serve.add_argument_group(
         "object store (s3:// locations; default: the AWS conventions, AWS_ENDPOINT_URL_S3, "
         "AWS_ACCESS_KEY_ID, AWS_PROFILE, ...)")
@@ -247,6 +252,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     config = ServerConfig(
         data=tuple(args.data),
+        iceberg=tuple(args.iceberg),
         store=S3Settings(endpoint_url=args.store_endpoint_url, region=args.store_region,
                          profile=args.store_profile),
         host=args.host or (node.bind_host if node is not None else "127.0.0.1"),

@@ -11,8 +11,10 @@
     ├── ResourceLimitError         query too long, too many queries, memory, timeout -> resource exhausted
     ├── WrongNodeError             WrongNode: this cluster node does not hold the object
     ├── NodeUnavailableError       NodeUnavailable: no node holding the object answered -> unavailable
-    └── StoreUnavailableError      ServiceUnavailable, SlowDown: the object store did not answer
-                                   (unreachable, throttling past the retries) -> unavailable
+    ├── StoreUnavailableError      ServiceUnavailable, SlowDown: the object store did not answer
+    │                              (unreachable, throttling past the retries) -> unavailable
+    └── NotImplementedFeatureError NotImplemented: input we know and do not read yet (an Iceberg
+                                   delete file) -> unimplemented
 
 ``StoppedError`` is not among them: it ends work whose query was told to stop (timed out,
 cancelled, the server stopping), after the client has been answered; no client sees it.
@@ -134,6 +136,13 @@ class StoreUnavailableError(StorageError):
 
     code = "ServiceUnavailable"
     status = "unavailable"
+
+
+class NotImplementedFeatureError(StorageError):
+    """Input this server recognises and does not read yet (it never answers without it)."""
+
+    code = "NotImplemented"
+    status = "unimplemented"
 
 
 class StoppedError(Exception):

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Create .venv (once) and install the project with everything the tests and the demo need;
 # create .venv-clients (once) with the clients we did not write that cannot share .venv
-# (awswrangler pins pyarrow<26; sqlalchemy-adbc needs SQLAlchemy>=2, flightsql-dbapi <2): the
-# tests run them in a subprocess against the server.
+# (awswrangler pins pyarrow<26); and .venv-flightsql-dbapi (once) for flightsql-dbapi, which pins
+# SQLAlchemy<2 while .venv (pyiceberg's SQL catalog) and .venv-clients (sqlalchemy-adbc) need
+# SQLAlchemy>=2. The tests run those clients in a subprocess against the server.
 # Safe to re-run: an up-to-date environment is left as it is (and says so in one line).
 # A first run takes minutes; it prints a line per step (packages resolved, large downloads,
 # wheels built, the install) and keeps pip's whole output in <venv>/pip-install.log.
@@ -88,3 +89,7 @@ clients_requirements=tests/flight_storage/clients/requirements.txt
 prepare .venv-clients "$clients_requirements" \
   "awswrangler, sqlalchemy-adbc and the ADBC driver (clients that cannot share .venv)" \
   -r "$clients_requirements"
+dbapi_requirements=tests/flight_storage/clients/requirements-flightsql-dbapi.txt
+prepare .venv-flightsql-dbapi "$dbapi_requirements" \
+  "flightsql-dbapi and its SQLAlchemy<2 (a venv of its own)" \
+  -r "$dbapi_requirements"

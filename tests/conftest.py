@@ -72,6 +72,7 @@ SLOW_MODULES: dict[str, str] = {
     "tests/flight_storage/test_sqlalchemy_adbc_client.py": "SQLAlchemy in a subprocess",
     # 34 s where the shared corpus is beside the checkout (skipped where it is not)
     "tests/conformance/test_s3_door_corpus.py": "corpus cases through boto3 and the S3 door",
+    "tests/flight_storage/test_iceberg_store.py": "Iceberg tables written into SeaweedFS",
 }
 
 

@@ -59,6 +59,8 @@ class SeaweedFS:
     folder: Path
     process: subprocess.Popen[bytes]
     log: Path
+    iceberg_endpoint: str = ""
+    """The gateway's built-in Iceberg REST catalog (over S3 Tables' table buckets)."""
     buckets: list[str] = field(default_factory=list)
 
     def client(self, keys: tuple[str, str] = ADMIN) -> Any:
@@ -77,6 +79,22 @@ class SeaweedFS:
                 "AWS_SECRET_ACCESS_KEY": keys[1], "AWS_REGION": REGION,
                 # no stray profile of the developer's machine
                 "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull}
+
+    def iceberg_properties(self, keys: tuple[str, str] = ADMIN) -> dict[str, str]:
+        """pyiceberg's settings for files in this store and for its REST catalog (SigV4,
+        signed for ``s3tables`` as SeaweedFS's catalog checks)."""
+        return {"s3.endpoint": self.endpoint, "s3.access-key-id": keys[0],
+                "s3.secret-access-key": keys[1], "s3.region": REGION,
+                "client.access-key-id": keys[0], "client.secret-access-key": keys[1],
+                "client.region": REGION}
+
+    def new_table_bucket(self, name: str) -> str:
+        """Create an S3 Tables table bucket (what the REST catalog's warehouses are)."""
+        import boto3
+
+        tables = boto3.client("s3tables", endpoint_url=self.endpoint, region_name=REGION,
+                              aws_access_key_id=ADMIN[0], aws_secret_access_key=ADMIN[1])
+        return str(tables.create_table_bucket(name=name)["arn"])
 
     def new_bucket(self, name: str) -> str:
         """Create a bucket (fails if it exists: names are unique per test)."""
@@ -124,7 +142,8 @@ def start_seaweedfs(folder: Path) -> SeaweedFS:
     with open(log, "wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=folder,
                                    start_new_session=True)
-    store = SeaweedFS(f"http://127.0.0.1:{ports[6]}", folder, process, log)
+    store = SeaweedFS(f"http://127.0.0.1:{ports[6]}", folder, process, log,
+                      iceberg_endpoint=f"http://127.0.0.1:{ports[8]}")
     deadline = time.monotonic() + _READY_S
     probe = f"ready-{ports[6]}"
     while True:

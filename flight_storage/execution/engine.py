@@ -43,6 +43,7 @@ from flight_storage.execution.plan_types import (
     InputSpec,
     PlannedPartition,
     SelectPlan,
+    dialect_type,
     order_free,
 )
 from flight_storage.execution.session import (
@@ -60,7 +61,7 @@ from flight_storage.execution.streaming_dataset import (
 from flight_storage.protocol import Partition
 from flight_storage.storage.sources import ObjectSource, version_key
 from flight_storage.storage.version_cache import VersionCache
-from select_dialect import Translation, translate
+from select_dialect import Column, Translation, translate
 from select_dialect.errors import SelectDialectError
 from select_dialect.flavors import CEPH, FLAVOR_NAMES, FLAVORS
 from select_dialect.translate import check_query_length
@@ -232,6 +233,24 @@ class SelectEngine:
             partitions=tuple(partitions),
             header=tuple(header) if header is not None else None,
         )
+
+    def plan_table(self, expression: str, input_schema: pa.Schema, *, flavor: str) -> SelectPlan:
+        """Translate ``expression`` for a table of ``input_schema`` whose files the engine does
+        not list or read itself (an Iceberg table: ``execution/iceberg_scan.py`` plans its data
+        files and reads them); columns by name, as a Parquet object's. The plan has no sources
+        and no partitions yet (the caller's).
+
+        Raises:
+            InvalidRequestError: an unknown flavour, or a statement over the length limit.
+            SelectDialectError: the statement does not translate.
+        """
+        _check_flavor(flavor)
+        check_query_length(expression, self.config.max_query_chars)
+        columns = [Column(f.name, dialect_type(f.type)) for f in input_schema]
+        translation = self.translate(expression, input_format="parquet", flavor=flavor,
+                                     columns=columns)
+        return self._finish_plan(expression, flavor, (), InputSpec("parquet"), translation,
+                                 input_schema, [])
 
     def range_count(self, size: int) -> int:
         """Byte ranges a splittable object of ``size`` bytes is cut into (DataFusion's way):

@@ -119,13 +119,18 @@ def _check_age(issued_at: float, max_age: float | None, now: float | None, what:
 
 # ----------------------------------------------------------------------------- partition tickets
 
+_ICEBERG_FIELDS: Final = ("snapshot", "split", "deletes")
 # Partition kind -> (fields that must be set, fields that must be empty).
 _PARTITION_KINDS: Final[Mapping[str, tuple[frozenset[str], frozenset[str]]]] = {
-    "object": (frozenset(), frozenset({"start", "end", "row_groups", "keys"})),
-    "byte_range": (frozenset({"start", "end"}), frozenset({"row_groups", "keys"})),
-    "row_groups": (frozenset({"row_groups"}), frozenset({"start", "end", "keys"})),
-    "objects": (frozenset({"keys"}), frozenset({"start", "end", "row_groups"})),
+    "object": (frozenset(), frozenset({"start", "end", "row_groups", "keys", *_ICEBERG_FIELDS})),
+    "byte_range": (frozenset({"start", "end"}),
+                   frozenset({"row_groups", "keys", *_ICEBERG_FIELDS})),
+    "row_groups": (frozenset({"row_groups"}),
+                   frozenset({"start", "end", "keys", *_ICEBERG_FIELDS})),
+    "objects": (frozenset({"keys"}), frozenset({"start", "end", "row_groups", *_ICEBERG_FIELDS})),
+    "files": (frozenset({"keys", "snapshot"}), frozenset({"start", "end"})),
 }
+_PARTITION_FIELDS: Final = ("start", "end", "row_groups", "keys", *_ICEBERG_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -135,11 +140,18 @@ class Partition:
     Attributes:
         kind: ``"object"`` (the whole object), ``"byte_range"`` (``start``..``end``, end
             exclusive, with S3 Select ScanRange record rules), ``"row_groups"`` (Parquet row
-            group indexes) or ``"objects"`` (several whole objects, e.g. a prefix table).
+            group indexes), ``"objects"`` (several whole objects, e.g. a prefix table) or
+            ``"files"`` (data files of one snapshot of an Iceberg table).
         start: first byte (byte_range).
         end: one past the last byte (byte_range).
-        row_groups: Parquet row group indexes (row_groups).
-        keys: object keys (objects).
+        row_groups: Parquet row group indexes (row_groups; for files, the row groups of the
+            one split file, for sizes).
+        keys: object keys (objects), data file paths (files).
+        snapshot: the Iceberg snapshot id the files belong to (files).
+        split: ``(index, count)``: the one data file is read as DataFusion's partition
+            ``index`` of ``count`` (files; empty: the files whole).
+        deletes: ``(i, path)``: the positional delete file ``path`` applies to ``keys[i]``
+            (files).
     """
 
     kind: str
@@ -147,19 +159,29 @@ class Partition:
     end: int | None = None
     row_groups: tuple[int, ...] = ()
     keys: tuple[str, ...] = ()
+    snapshot: int | None = None
+    split: tuple[int, ...] = ()
+    deletes: tuple[tuple[int, str], ...] = ()
 
     def __post_init__(self) -> None:
         rule = _PARTITION_KINDS.get(self.kind)
         if rule is None:
             raise ValueError(f"unknown partition kind {self.kind!r}")
         required, forbidden = rule
-        present = {name for name in ("start", "end", "row_groups", "keys") if self._set(name)}
+        present = {name for name in _PARTITION_FIELDS if self._set(name)}
         if missing := required - present:
             raise ValueError(f"{self.kind} partition needs {sorted(missing)}")
         if extra := forbidden & present:
             raise ValueError(f"{self.kind} partition takes no {sorted(extra)}")
         if self.start is not None and self.end is not None and not 0 <= self.start <= self.end:
             raise ValueError(f"bad byte range {self.start}..{self.end}")
+        if self.split and (len(self.split) != 2 or len(self.keys) != 1
+                           or not 0 <= self.split[0] < self.split[1]):
+            raise ValueError("a split is (index, count) of one file")
+        if any(not 0 <= i < len(self.keys) for i, _ in self.deletes):
+            raise ValueError("a delete file names no file of the partition")
+        if self.deletes and self.split:
+            raise ValueError("a file with delete files is read whole")
 
     def _set(self, name: str) -> bool:
         value = getattr(self, name)
@@ -168,10 +190,11 @@ class Partition:
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form, leaving out unset fields."""
         out: dict[str, Any] = {"kind": self.kind}
-        for name in ("start", "end", "row_groups", "keys"):
+        for name in _PARTITION_FIELDS:
             if self._set(name):
                 value = getattr(self, name)
-                out[name] = list(value) if isinstance(value, tuple) else value
+                out[name] = ([list(v) if isinstance(v, tuple) else v for v in value]
+                             if isinstance(value, tuple) else value)
         return out
 
     @classmethod
@@ -183,6 +206,9 @@ class Partition:
             end=data.get("end"),
             row_groups=tuple(int(g) for g in data.get("row_groups", ())),
             keys=tuple(str(k) for k in data.get("keys", ())),
+            snapshot=None if data.get("snapshot") is None else int(data["snapshot"]),
+            split=tuple(int(i) for i in data.get("split", ())),
+            deletes=tuple((int(i), str(path)) for i, path in data.get("deletes", ())),
         )
 
 

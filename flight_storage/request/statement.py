@@ -6,6 +6,13 @@ there too, as options right after the name::
 
     SELECT * FROM "sales"."orders/2024-01.csv" WITH (FileHeaderInfo = 'USE', FieldDelimiter = ',')
 
+An Apache Iceberg table of a configured catalog is named with three parts,
+``"catalog"."namespace"."table"`` (a nested namespace as one dotted name, ``"lake"."a.b"."t"``),
+and may name an older snapshot right after it, as Trino and Spark write it::
+
+    SELECT * FROM "lake"."sales"."orders" FOR VERSION AS OF 4181216171713291547
+    SELECT * FROM "lake"."sales"."orders" FOR TIMESTAMP AS OF '2024-01-02 00:00:00'
+
 This module finds that table reference and hands the dialect the statement with ``FROM stdin``
 in its place, padded with spaces to the same length so that line and column numbers of later
 syntax errors stay those the user wrote. Columns qualified with the table, as SQL tools write
@@ -50,11 +57,24 @@ _PUNCTUATION = {TokenType.COMMA, TokenType.L_PAREN, TokenType.R_PAREN, TokenType
 
 @dataclass(frozen=True)
 class TableReference:
-    """The object a statement reads, and the InputSerialization options it gives."""
+    """The object a statement reads, and the InputSerialization options it gives.
+
+    For an Iceberg table (``"catalog"."namespace"."table"``), ``bucket`` is the catalog,
+    ``key`` the namespace and ``table`` the table; ``version``/``as_of`` the snapshot it asks
+    for (``FOR VERSION AS OF n``, ``FOR TIMESTAMP AS OF 'text'``), None for the current one.
+    """
 
     bucket: str
     key: str
     input_serialization: dict[str, Any] | None = None
+    table: str | None = None
+    version: int | None = None
+    as_of: str | None = None
+
+    @property
+    def is_iceberg(self) -> bool:
+        """True for a three-part name: a table of an Iceberg catalog."""
+        return self.table is not None
 
 
 def _top_level_from(tokens: list[Token]) -> int | None:
@@ -80,7 +100,7 @@ def split_table_reference(sql: str) -> tuple[TableReference | None, str]:
 
     Example:
         >>> split_table_reference('SELECT _1 FROM "sales"."orders/2024-01.csv" WHERE _1 > 2')[0]
-        TableReference(bucket='sales', key='orders/2024-01.csv', input_serialization=None)
+        TableReference(bucket='sales', key='orders/2024-01.csv', input_serialization=None, table=None, version=None, as_of=None)
     """
     try:
         # the dialect's tokenizer: `...` is a string in s3-select, not an identifier
@@ -101,19 +121,67 @@ def split_table_reference(sql: str) -> tuple[TableReference | None, str]:
     bucket, key = parts[0].text, parts[2].text
     if not bucket or not key:
         raise InvalidRequestError("table reference must be \"bucket\".\"key\"")
-    begin, end = _quoted_span(sql, parts[0], parts[2])
+    table = _third_part(tokens, start)
+    last = tokens[start + 5] if table is not None else parts[2]
+    begin, end = _quoted_span(sql, parts[0], last)
     span = end - begin + 1
     # (begin, end, text) edits, applied from the end so earlier positions stay valid.
     edits = [(begin, end, _PLACEHOLDER.ljust(span))]
-    edits += _unqualified_columns(sql, tokens, start, bucket, key)
-    options, options_span = _with_options(tokens, start + 4)
-    if options_span is not None:
-        lo, hi = options_span
-        edits.append((lo, hi, " " * (hi - lo + 1)))
+    if table is not None:
+        edits += _unqualified_columns(sql, tokens, start, key, table, reference_tokens=6)
+        version, as_of, time_travel = _time_travel(tokens, start + 6)
+        if time_travel is not None:
+            edits.append((time_travel[0], time_travel[1],
+                          " " * (time_travel[1] - time_travel[0] + 1)))
+        reference = TableReference(bucket, key, None, table, version, as_of)
+    else:
+        edits += _unqualified_columns(sql, tokens, start, bucket, key)
+        options, options_span = _with_options(tokens, start + 4)
+        if options_span is not None:
+            lo, hi = options_span
+            edits.append((lo, hi, " " * (hi - lo + 1)))
+        reference = TableReference(bucket, key, options)
     rewritten = sql
     for lo, hi, text in sorted(edits, reverse=True):
         rewritten = rewritten[:lo] + text + rewritten[hi + 1 :]
-    return TableReference(bucket, key, options), rewritten
+    return reference, rewritten
+
+
+def _third_part(tokens: list[Token], start: int) -> str | None:
+    """The table of ``FROM "catalog"."namespace"."table"`` (None: a two-part name)."""
+    rest = tokens[start + 4 : start + 6]
+    if (len(rest) == 2 and rest[0].token_type == TokenType.DOT
+            and rest[1].token_type in _NAME_TOKENS):
+        if not rest[1].text:
+            raise InvalidRequestError('table reference must be "catalog"."namespace"."table"')
+        return rest[1].text
+    return None
+
+
+def _time_travel(tokens: list[Token], index: int
+                 ) -> tuple[int | None, str | None, tuple[int, int] | None]:
+    """``FOR VERSION AS OF n`` or ``FOR TIMESTAMP AS OF [TIMESTAMP] 'text'`` at ``index``:
+    the snapshot id or the time, and the clause's span (None: no clause)."""
+    words = [t.text.upper() for t in tokens[index : index + 4]]
+    if not words or words[0] != "FOR":
+        return None, None, None
+    if len(words) < 4 or words[1] not in ("VERSION", "TIMESTAMP") or words[2:] != ["AS", "OF"]:
+        raise InvalidRequestError("after an Iceberg table, write FOR VERSION AS OF <snapshot id> "
+                                  "or FOR TIMESTAMP AS OF '<time>'")
+    position = index + 4
+    if (words[1] == "TIMESTAMP" and position < len(tokens)
+            and tokens[position].text.upper() == "TIMESTAMP"):
+        position += 1  # FOR TIMESTAMP AS OF TIMESTAMP '...'
+    value = tokens[position] if position < len(tokens) else None
+    if words[1] == "VERSION":
+        if value is None or value.token_type != TokenType.NUMBER or not value.text.isdigit():
+            raise InvalidRequestError("FOR VERSION AS OF takes a snapshot id (an integer)")
+        return int(value.text), None, (tokens[index].start, value.end)
+    if value is None or value.token_type != TokenType.STRING:
+        raise InvalidRequestError("FOR TIMESTAMP AS OF takes a time in quotes, e.g. "
+                                  "FOR TIMESTAMP AS OF '2024-01-02 00:00:00'")
+    # a string token's end is before its closing quote
+    return None, value.text, (tokens[index].start, value.end + 1)
 
 
 def _quoted_span(sql: str, first: Token, last: Token) -> tuple[int, int]:
@@ -127,7 +195,7 @@ def _quoted_span(sql: str, first: Token, last: Token) -> tuple[int, int]:
 
 
 def _unqualified_columns(sql: str, tokens: list[Token], from_index: int, bucket: str,
-                         key: str) -> list[tuple[int, int, str]]:
+                         key: str, *, reference_tokens: int = 4) -> list[tuple[int, int, str]]:
     """Edits turning ``bucket.key.col`` and ``key.col`` into ``stdin.col`` (right-aligned in
     the same span when it is long enough).
 
@@ -137,7 +205,7 @@ def _unqualified_columns(sql: str, tokens: list[Token], from_index: int, bucket:
     edits: list[tuple[int, int, str]] = []
     index = 0
     while index < len(tokens):
-        if index in range(from_index, from_index + 4) or (
+        if index in range(from_index, from_index + reference_tokens) or (
                 index and tokens[index - 1].token_type == TokenType.DOT):
             index += 1
             continue

@@ -25,10 +25,12 @@ from flight_storage.request.statement import split_table_reference
 from flight_storage.request.tables import ResolvedTable, resolve_table
 from flight_storage.rpc.auth import Users
 from flight_storage.rpc.config import ServerConfig
+from flight_storage.rpc.iceberg_tables import iceberg_reference
 from flight_storage.rpc.metadata import SERVER_NAME, SERVER_VERSION
 from flight_storage.rpc.middleware import CallContext
 from flight_storage.rpc.streams import StreamPool
 from flight_storage.storage.catalog import Catalog
+from flight_storage.storage.iceberg_catalog import IcebergCatalogs
 
 T = TypeVar("T")
 
@@ -38,6 +40,7 @@ class ActionHost(Protocol):
 
     config: ServerConfig
     catalog: Catalog
+    iceberg: IcebergCatalogs
     secret: Secret
     users: Users | None
     streams: StreamPool
@@ -73,7 +76,9 @@ def _create_prepared(host: ActionHost, call: CallContext, body: bytes) -> list[f
     if has_parameters(query):
         # The parameter types are known once bound; still check the statement now.
         reference, _ = split_table_reference(query)
-        if reference is not None:
+        if reference is not None and iceberg_reference(query, host.iceberg) is not None:
+            host.check_access(call, reference.bucket)  # the catalog
+        elif reference is not None:
             host.check_access(call, reference.bucket)
             # the table rule (a prefix or an object), not the object rule: "orders/" is a key
             # no object can have, but a configured prefix's name

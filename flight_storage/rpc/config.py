@@ -11,7 +11,8 @@ from flight_storage.formats.csv_sniff import TableReading
 from flight_storage.rpc.streams import StreamLimits
 from flight_storage.storage.cluster import ClusterDescription
 from flight_storage.storage.data_locations import bucket_sets
-from flight_storage.storage.s3_store import S3Settings
+from flight_storage.storage.iceberg_catalog import IcebergCatalogs, IcebergCatalogSpec
+from flight_storage.storage.s3_store import S3Connection, S3Settings
 from flight_storage.storage.stores import BucketSet
 
 
@@ -52,6 +53,7 @@ class ServerConfig:
         reading: how Flight SQL statements read CSV tables (sniffing, bad values).
         cluster: the cluster description when this server is one node of a cluster.
         node_name: this node's name in ``cluster``.
+        iceberg: the ``--iceberg NAME=...`` catalogs (``storage/iceberg_catalog.py``).
     """
 
     data: Path | tuple[str, ...]
@@ -78,6 +80,19 @@ class ServerConfig:
     cluster: ClusterDescription | None = None
     node_name: str | None = None
     store: S3Settings = field(default_factory=S3Settings)
+    iceberg: tuple[str, ...] = ()
+
+    def iceberg_catalogs(self) -> IcebergCatalogs:
+        """The ``--iceberg`` catalogs (loaded on first use; their ``s3://`` files are read with
+        :attr:`store`'s settings)."""
+        connection: list[S3Connection] = []
+
+        def store() -> S3Connection:
+            if not connection:
+                connection.append(S3Connection(self.store))
+            return connection[0]
+
+        return IcebergCatalogs([IcebergCatalogSpec.parse(v) for v in self.iceberg], store)
 
     def bucket_sets(self) -> list[BucketSet]:
         """The buckets of every data location. Folder objects of a cluster's holdings are

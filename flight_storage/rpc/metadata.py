@@ -1,8 +1,9 @@
 """The Flight SQL metadata commands: one record per command (result schema and builder).
 
 ``GetFlightInfo`` answers a metadata command with the record's schema and a ticket that
-carries the command itself; ``DoGet`` builds the result. Buckets are schemas; an object is a
-``table`` and a configured prefix a ``view`` (see ``OBJECT_TABLE_TYPE``). Hand-written because
+carries the command itself; ``DoGet`` builds the result. Buckets are schemas (of no catalog); an
+object is a ``table`` and a configured prefix a ``view`` (see ``OBJECT_TABLE_TYPE``). An Iceberg
+catalog (``--iceberg``) is a catalog, its namespaces are schemas and its tables ``table``s. Hand-written because
 pyarrow.flight has no Flight SQL server layer (Arrow's C++ ``FlightSqlServerBase`` is not
 exposed to Python).
 """
@@ -20,6 +21,7 @@ import pyarrow as pa
 from flight_storage import protocol
 from flight_storage.errors import StorageError
 from flight_storage.execution.engine import SelectEngine
+from flight_storage.execution.iceberg_scan import arrow_schema
 from flight_storage.protocol import SqlInfo
 from flight_storage.request.tables import ResolvedTable
 from flight_storage.rpc.column_metadata import describe_columns
@@ -27,6 +29,7 @@ from flight_storage.rpc.config import ServerConfig
 from flight_storage.rpc.middleware import CallContext
 from flight_storage.rpc.streams import object_sources
 from flight_storage.storage.catalog import Catalog
+from flight_storage.storage.iceberg_catalog import IcebergCatalogs
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +53,7 @@ class MetadataHost(Protocol):
     config: ServerConfig
     catalog: Catalog
     engine: SelectEngine
+    iceberg: IcebergCatalogs
 
     def readable_buckets(self, call: CallContext) -> list[str]:
         """The buckets the caller may read."""
@@ -86,15 +90,50 @@ def _sql_info(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
     return pa.Table.from_batches([protocol.build_sql_info(chosen)])
 
 def _catalogs(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
-    return pa.Table.from_pylist([], schema=protocol.CATALOGS_SCHEMA)
+    names = _readable_catalogs(host, call)
+    # Buckets have no catalog. With no Iceberg catalog there is none to list (as before), and
+    # ADBC's get_objects shows buckets under a null catalog; beside named catalogs, ADBC lists
+    # only the catalogs named here, so the buckets' "no catalog" is listed as "".
+    rows = [{"catalog_name": name} for name in (["", *names] if names else [])]
+    return pa.Table.from_pylist(rows, schema=protocol.CATALOGS_SCHEMA)
+
+
+def _readable_catalogs(host: MetadataHost, call: CallContext, message: Any = None) -> list[str]:
+    """The Iceberg catalogs the caller may read, narrowed by the message's ``catalog`` (the
+    spec: an empty string means "no catalog", as buckets are; absent, every catalog)."""
+    wanted = _optional(message, "catalog") if message is not None else None
+    names = [n for n in host.iceberg.names()
+             if call.user is None or call.user.may_read(n)]
+    return names if wanted is None else [n for n in names if n == wanted]
+
+
+def _buckets_wanted(message: Any) -> bool:
+    """Buckets have no catalog: listed unless the message asks for a named one."""
+    return _optional(message, "catalog") in (None, "")
+
+
+def _namespaces(host: MetadataHost, call: CallContext, message: Any) -> list[tuple[str, str]]:
+    """(catalog, namespace) of every readable Iceberg catalog the message asks for; a catalog
+    that cannot be listed is logged and left out (the others still answer)."""
+    found = []
+    for name in _readable_catalogs(host, call, message):
+        try:
+            found += [(name, ns) for ns in host.iceberg.namespaces(name)]
+        except StorageError as exc:
+            log.warning("Iceberg catalog %s: %s", name, exc)
+    return found
+
 
 def _db_schemas(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
     pattern = _optional(message, "db_schema_filter_pattern")
     rows = [
         {"catalog_name": None, "db_schema_name": b}
-        for b in host.readable_buckets(call)
+        for b in (host.readable_buckets(call) if _buckets_wanted(message) else [])
         if _like(b, pattern)
     ]
+    rows += [{"catalog_name": catalog, "db_schema_name": namespace}
+             for catalog, namespace in _namespaces(host, call, message)
+             if _like(namespace, pattern)]
     return pa.Table.from_pylist(rows, schema=protocol.DB_SCHEMAS_SCHEMA)
 
 def _tables(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
@@ -103,7 +142,7 @@ def _tables(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
     # case-blind: JDBC tools ask for "TABLE", ADBC's vocabulary (ours) is "table"
     types = {t.casefold() for t in message.table_types}
     buckets: list[str] = []
-    if not types or types & set(TABLE_TYPES):
+    if (not types or types & set(TABLE_TYPES)) and _buckets_wanted(message):
         buckets = [b for b in host.readable_buckets(call) if _like(b, schema_pattern)]
     rows = []
     for bucket in buckets:
@@ -128,10 +167,50 @@ def _tables(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
                 row["table_schema"] = _table_schema(host, call, bucket, name
                                                     ).serialize().to_pybytes()
             rows.append(row)
+    if not types or OBJECT_TABLE_TYPE in types:
+        rows += _iceberg_tables(host, call, message, schema_pattern, table_pattern)
     schema = (
         protocol.TABLES_SCHEMA_WITH_SCHEMA if message.include_schema else protocol.TABLES_SCHEMA
     )
     return pa.Table.from_pylist(rows, schema=schema)
+
+
+def _iceberg_tables(host: MetadataHost, call: CallContext, message: Any,
+                    schema_pattern: str | None, table_pattern: str | None) -> list[dict[str, Any]]:
+    """GetTables' rows of the Iceberg catalogs: each table a ``table``, with the Arrow schema
+    its current snapshot is read with."""
+    rows = []
+    for catalog, namespace in _namespaces(host, call, message):
+        if not _like(namespace, schema_pattern):
+            continue
+        try:
+            tables = host.iceberg.tables(catalog, namespace)
+        except StorageError as exc:
+            log.warning("Iceberg catalog %s, namespace %s: %s", catalog, namespace, exc)
+            continue
+        for table in tables:
+            if not _like(table, table_pattern):
+                continue
+            row: dict[str, Any] = {"catalog_name": catalog, "db_schema_name": namespace,
+                                   "table_name": table, "table_type": OBJECT_TABLE_TYPE}
+            if message.include_schema:
+                schema = _iceberg_schema(host, call, catalog, namespace, table)
+                row["table_schema"] = schema.serialize().to_pybytes()
+            rows.append(row)
+    return rows
+
+
+def _iceberg_schema(host: MetadataHost, call: CallContext, catalog: str, namespace: str,
+                    table: str) -> pa.Schema:
+    """The columns a statement over the table sees (in the caller's flavour)."""
+    try:
+        loaded = host.iceberg.table(catalog, namespace, table)
+        plan = host.engine.plan_table("SELECT * FROM s3object", arrow_schema(loaded.schema()),
+                                      flavor=call.statement_flavor)
+    except StorageError as exc:
+        log.warning("no schema for %s.%s.%s: %s", catalog, namespace, table, exc)
+        return pa.schema([])
+    return describe_columns(plan.arrow_schema)
 
 
 def _table_schema(host: MetadataHost, call: CallContext, bucket: str, name: str) -> pa.Schema:

@@ -54,6 +54,7 @@ from flight_storage.request.s3_request import (
 from flight_storage.request.sniffing import TableSniffer
 from flight_storage.request.statement import split_table_reference
 from flight_storage.request.tables import ResolvedTable, input_spec, object_version, resolve_table
+from flight_storage.rpc import iceberg_tables
 from flight_storage.rpc.actions import ACTIONS
 from flight_storage.rpc.auth import TokenSigner, Users
 from flight_storage.rpc.boundary import guarded, rpc_boundary
@@ -125,6 +126,7 @@ class StorageServer(flight.FlightServerBase):
         config.check()
         self.config = config
         self.catalog = Catalog(config.bucket_sets())
+        self.iceberg = config.iceberg_catalogs()  # Iceberg tables: rpc/iceberg_tables.py
         self.engine = SelectEngine(config.engine)
         self.sniffer = TableSniffer(config.reading)
         self.secret = config.ticket_secret or secrets.token_bytes(32)
@@ -232,8 +234,10 @@ class StorageServer(flight.FlightServerBase):
         return middleware.fields if middleware is not None else {}
 
     def check_access(self, call: CallContext, bucket: str) -> None:
-        """Refuse buckets the caller may not read (and names that could leave the root)."""
-        self.catalog.store(bucket)
+        """Refuse buckets (and Iceberg catalogs) the caller may not read, and names that could
+        leave the root."""
+        if bucket not in self.iceberg:
+            self.catalog.store(bucket)
         if call.user is not None and not call.user.may_read(bucket):
             raise AccessDeniedError(f"user {call.user.name} may not read bucket {bucket}")
 
@@ -325,6 +329,9 @@ class StorageServer(flight.FlightServerBase):
         parameters: bytes | None,
         fields: dict[str, Any],
     ) -> flight.FlightInfo:
+        if iceberg_tables.iceberg_reference(query, self.iceberg) is not None:  # Iceberg
+            return iceberg_tables.statement_info(self, call, descriptor, query, flavor,
+                                                 parameters, fields)
         table, plan = self.plan_statement(call, query, flavor, parameters)
         issued = time.time()
         # A statement that reads no object (SELECT 1) has a ticket naming no bucket.
@@ -353,7 +360,10 @@ class StorageServer(flight.FlightServerBase):
         plan: SelectPlan,
         total_records: int,
         fields: dict[str, Any],
+        about_plan: Mapping[str, Any] | None = None,
     ) -> flight.FlightInfo:
+        """The FlightInfo of a planned statement's tickets (``about_plan``: what
+        ``app_metadata`` says of a plan the engine did not read itself, an Iceberg table's)."""
         expires = expiry(tickets[0].issued_at + self.config.ticket_max_age_s)
         first = tickets[0]
         endpoints = []
@@ -363,7 +373,8 @@ class StorageServer(flight.FlightServerBase):
                 protocol.ticket_to_flight(ticket, self.secret), locations,
                 expiration_time=expires, app_metadata=about_nodes))
         fields.update(query_id=query_id(first), object=f"{first.bucket}/{first.key}",
-                      endpoints=len(endpoints), flavor=first.flavor, reader=plan.reader)
+                      endpoints=len(endpoints), flavor=first.flavor,
+                      reader=(about_plan or {}).get("reader", plan.reader))
         total_bytes = sum(partition_bytes(ticket.partition, plan) for ticket in tickets)
         # what served the plan, for operators and benchmarks (clients may ignore it), and
         # the cores it computes on (the Spark source packs endpoints into a task per core)
@@ -373,12 +384,13 @@ class StorageServer(flight.FlightServerBase):
             # the rows are the union of the endpoints' rows: a cluster may join such plans
             t = plan.translation
             about["mergeable"] = not (t.is_aggregate or t.whole_input or t.limit is not None)
-        if plan.native is None:
+        if plan.native is None and about_plan is None:
             about["reason"] = plan.native_reason
         if plan.input.columns is not None:  # a typed CSV table: where its columns come from
             about["columns"] = "sniffed" if plan.input.columns.sniffed else "configured"
         if plan.warnings:
             about["warnings"] = list(plan.warnings)
+        about.update(about_plan or {})
         return flight.FlightInfo(schema, descriptor, endpoints, total_records, total_bytes,
                                  app_metadata=json.dumps(about).encode())
 
@@ -408,6 +420,10 @@ class StorageServer(flight.FlightServerBase):
         """The table a statement reads (None for one without FROM) and its plan."""
         self.check_query_length(query)
         refuse_writes(query)  # before the table: INSERT INTO a new key is not NoSuchKey
+
+        if iceberg_tables.iceberg_reference(query, self.iceberg) is not None:  # Iceberg
+            return None, iceberg_tables.plan_statement(self, call, query, flavor,
+                                                       parameters).plan
 
         def plan(stop: threading.Event) -> tuple[ResolvedTable | None, SelectPlan]:
             # all of it in the slot: splitting and scanning a long statement takes time too
@@ -513,6 +529,9 @@ class StorageServer(flight.FlightServerBase):
         ticket = protocol.decode_ticket(handle, self.secret, max_age=self.config.ticket_max_age_s)
         if ticket.user != call.user_name:
             raise AccessDeniedError("ticket was issued to another user")
+        if ticket.partition.kind == "files":  # an Iceberg table's data files
+            return iceberg_tables.serve_partition(self, context, call, ticket, handle,
+                                                  self._fields(context))
         if not ticket.bucket and ticket.output_serialization is None:
             return self._serve_constant(ticket)
         if self.cluster is not None:  # before the catalog, which would say NoSuchBucket

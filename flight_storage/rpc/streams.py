@@ -113,6 +113,26 @@ class StoppableFile(io.RawIOBase):
         super().close()
 
 
+class StreamInput(Protocol):
+    """What a :class:`QueryStream` needs of its input: the switch that stops its reads, and the
+    bytes read so far (the log line's ``scanned``)."""
+
+    @property
+    def stop(self) -> threading.Event: ...
+
+    @property
+    def read(self) -> list[int]: ...
+
+
+@dataclass
+class ReadCounter:
+    """The :class:`StreamInput` of a stream whose reader is not an object source (an Iceberg
+    table's data files, read by DataFusion)."""
+
+    stop: threading.Event = field(default_factory=threading.Event)
+    read: list[int] = field(default_factory=lambda: [0])
+
+
 @dataclass
 class StoppableSource:
     """A stored object whose streams stop with their query (see :class:`StoppableFile`)."""
@@ -341,7 +361,7 @@ class QueryStream:
         *,
         produce: Callable[[], Iterator[pa.RecordBatch]],
         schema: pa.Schema,
-        source: StoppableSource,
+        source: StreamInput,
         context: _Context,
         pool: StreamPool,
         fields: dict[str, Any],

@@ -132,7 +132,10 @@ class S3Connection:
         """The endpoint (what errors and logs name; never a credential)."""
         return self.endpoint
 
-    def _credentials(self) -> Any:
+    def frozen_credentials(self) -> Any:
+        """The credentials as they are now (botocore's ``ReadOnlyCredentials``: ``access_key``,
+        ``secret_key``, ``token``), or None when there are none; for clients built per use
+        (DataFusion's, pyarrow's, pyiceberg's). Never logged."""
         credentials = self._session.get_credentials()
         return credentials.get_frozen_credentials() if credentials is not None else None
 
@@ -141,7 +144,7 @@ class S3Connection:
         ones are refreshed by botocore)."""
         from datafusion.object_store import AmazonS3
 
-        frozen = self._credentials()
+        frozen = self.frozen_credentials()
         return AmazonS3(
             bucket_name=bucket, region=self.region,
             access_key_id=frozen.access_key if frozen else None,
@@ -155,7 +158,7 @@ class S3Connection:
 
         with self._lock:
             if self._pyarrow is None:
-                frozen = self._credentials()
+                frozen = self.frozen_credentials()
                 scheme, _, host = self.endpoint.partition("://")
                 self._pyarrow = fs.S3FileSystem(
                     access_key=frozen.access_key if frozen else None,

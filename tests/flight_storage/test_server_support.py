@@ -10,7 +10,6 @@ import json
 import shutil
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -88,14 +87,23 @@ def write_orders(root: Path, rows: int, note: Callable[[int], str]) -> Path:
     return path
 
 
+FLIGHTSQL_DBAPI_PYTHON = SAMPLES.parents[1] / ".venv-flightsql-dbapi" / "bin" / "python"
+"""flightsql-dbapi's own venv (``scripts/setup.sh``, ``clients/requirements-flightsql-dbapi.txt``):
+it pins SQLAlchemy<2, the project's venv has SQLAlchemy>=2 (pyiceberg's SQL catalog)."""
+
+
 def run_client_script(script: str, argument: Any) -> dict[str, Any]:
-    """Run a client ``script`` in its own Python process with ``argument`` as JSON in argv[1];
-    its answer is the JSON document on the last line it prints.
+    """Run a flightsql-dbapi ``script`` in its own Python process (its venv) with ``argument``
+    as JSON in argv[1]; its answer is the JSON document on the last line it prints.
 
     A client we did not write runs apart: its generated Flight SQL messages and ours cannot
-    share one protobuf descriptor pool (what a user's process has is theirs only).
+    share one protobuf descriptor pool (what a user's process has is theirs only), and its
+    SQLAlchemy<2 pin cannot share the project's venv.
     """
-    done = subprocess.run([sys.executable, "-c", script, json.dumps(argument)],
+    if not FLIGHTSQL_DBAPI_PYTHON.exists():
+        raise RuntimeError(f"{FLIGHTSQL_DBAPI_PYTHON} is missing: run scripts/setup.sh to create "
+                           "flightsql-dbapi's venv")
+    done = subprocess.run([str(FLIGHTSQL_DBAPI_PYTHON), "-c", script, json.dumps(argument)],
                           capture_output=True, text=True, timeout=120, check=True)
     answer = json.loads(done.stdout.strip().splitlines()[-1])
     assert isinstance(answer, dict)
