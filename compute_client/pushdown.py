@@ -16,13 +16,13 @@ client is the caller's job (it knows the column types); this module only renders
 
 from __future__ import annotations
 
-import datetime as dt
-import decimal
-import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from flight_storage.protocol import literals
+from flight_storage.protocol.literals import string_literal as _string_literal
 
 # Filters on decimals wider than this stay on the client (DataFusion and Spark alike). The
 # server reads decimals as decimals and compares them with number literals exactly, but a
@@ -34,8 +34,6 @@ MAX_EXACT_DECIMAL_PRECISION = 15
 _OPERATORS = {"=": "=", "!=": "!=", "<>": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 _LIKE_ESCAPE = "!"
 _POSITIONAL = re.compile(r"_[0-9]+")
-_INT64_MIN = -(2**63)
-_INT64_MAX = 2**63 - 1
 
 
 class NotPushable(ValueError):
@@ -149,62 +147,15 @@ def quote_table(bucket: str, key: str) -> str:
     return '"' + bucket.replace('"', '""') + '"."' + key.replace('"', '""') + '"'
 
 
-def _string(value: str) -> str:
-    if "\x00" in value:
-        raise NotPushable("string with a NUL character")
-    return "'" + value.replace("'", "''") + "'"
-
-
-def _integer(value: int) -> str:
-    # The minimum int64 has no literal: its digits without the sign overflow before negation.
-    if not _INT64_MIN < value <= _INT64_MAX:
-        raise NotPushable(f"integer {value} has no int64 literal")
-    return str(value)
-
-
-def _timestamp(value: dt.datetime) -> str:
-    if value.tzinfo is None:
-        raise NotPushable("timestamp without a zone")
-    return f"to_timestamp({_string(value.isoformat())})"
-
-
-def _float(value: float) -> str:
-    # repr is the shortest text that reads back as the same double; the dialect reads its
-    # exponent form too (tests/compute_client/test_pushdown.py checks the round trip).
-    if not math.isfinite(value):
-        raise NotPushable("non-finite float")
-    return repr(value)
-
-
-def _decimal(value: decimal.Decimal) -> str:
-    if not value.is_finite():
-        raise NotPushable("non-finite decimal")
-    return format(value, "f")
-
-
-def _date(value: dt.date) -> str:
-    # s3-select timestamps need the ``T``; a date is midnight UTC, as the server reads a date
-    # column.
-    return f"CAST({_string(value.isoformat() + 'T')} AS TIMESTAMP)"
-
-
-_LITERALS: tuple[tuple[type, Callable[[Any], str]], ...] = (
-    (bool, lambda v: "true" if v else "false"),
-    (int, _integer),
-    (float, _float),
-    (decimal.Decimal, _decimal),
-    (str, _string),
-    (dt.datetime, _timestamp),
-    (dt.date, _date),
-)
-
-
 def literal(value: Any) -> str:
-    """Render a Python value as an s3-select literal, or raise :class:`NotPushable`."""
-    for kind, render in _LITERALS:
-        if isinstance(value, kind):
-            return render(value)
-    raise NotPushable(f"no literal for {type(value).__name__}")
+    """Render a Python value as an s3-select literal (the renderer the server binds
+    parameters with, :mod:`flight_storage.protocol.literals`), or raise :class:`NotPushable`."""
+    if value is None:
+        raise NotPushable("NULL")
+    try:
+        return literals.sql_literal(value)
+    except literals.LiteralError as exc:
+        raise NotPushable(str(exc)) from None
 
 
 def like_pattern(kind: str, value: str) -> str:
@@ -248,7 +199,7 @@ def _render_null(node: NullTest) -> str:
 
 def _render_match(node: StringMatch) -> str:
     pattern = like_pattern(node.kind, node.value)
-    return f"{render_column(node.column)} LIKE {_string(pattern)} ESCAPE '{_LIKE_ESCAPE}'"
+    return f"{render_column(node.column)} LIKE {_string_literal(pattern)} ESCAPE '{_LIKE_ESCAPE}'"
 
 
 def _render_not(node: Not) -> str:

@@ -2,15 +2,14 @@
 
 The ADBC driver sends parameters as a one-row Arrow batch through ``DoPut``. The dialect has no
 parameter markers, so each ``?`` outside quotes and comments (as the dialect's tokenizer sees
-them) is replaced by the SQL literal of its value before translation; values are rendered,
-never spliced as text, so a string parameter can only ever be a string literal.
+them) is replaced by the SQL literal of its value before translation; values are rendered
+(by the renderer the clients' pushdown uses too, ``protocol/literals.py``), never spliced as
+text, so a string parameter can only ever be a string literal.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import decimal
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -18,39 +17,21 @@ from sqlglot.errors import TokenError
 from sqlglot.tokens import TokenType
 
 from flight_storage.errors import InvalidRequestError, StorageError
+from flight_storage.protocol import literals
 from select_dialect.s3select import S3Select
 
 
-def _string(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
-def _timestamp(value: dt.datetime) -> str:
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=dt.UTC)
-    text = value.isoformat().replace("+00:00", "Z")
-    return f"to_timestamp({_string(text)})"
-
-
-_LITERALS: tuple[tuple[type, Callable[[Any], str]], ...] = (
-    (bool, lambda v: "true" if v else "false"),
-    (int, str),
-    (float, repr),
-    (decimal.Decimal, str),
-    (str, _string),
-    (dt.datetime, _timestamp),
-    (dt.date, lambda v: f"to_timestamp({_string(v.isoformat() + 'T')})"),
-)
-
-
 def sql_literal(value: Any) -> str:
-    """Render one Python value as an s3-select literal."""
-    if value is None:
-        return "null"
-    for kind, render in _LITERALS:
-        if isinstance(value, kind):
-            return render(value)
-    raise InvalidRequestError(f"unsupported parameter type {type(value).__name__}")
+    """Render one parameter as an s3-select literal (the one renderer both sides share,
+    :mod:`flight_storage.protocol.literals`).
+
+    Raises:
+        InvalidRequestError: the value has no exact literal.
+    """
+    try:
+        return literals.sql_literal(value)
+    except literals.LiteralError as exc:
+        raise InvalidRequestError(f"parameter: {exc}") from None
 
 
 def placeholder_offsets(sql: str) -> list[int]:

@@ -16,7 +16,7 @@ import pytest
 
 from flight_storage import protocol
 from flight_storage.protocol import pb
-from tests.conftest import SAMPLES, ServerProcess, start_server
+from tests.conftest import SAMPLES, ServerProcess, running_server, start_server
 from tests.flight_storage.test_server_support import (
     MEDIUM_ROWS,
     PARTITIONED,
@@ -420,3 +420,31 @@ def test_ticket_of_an_object_rewritten_since_planning_is_refused(tmp_path: Path)
         assert client.do_get(again.endpoints[0].ticket).read_all().num_rows == 3
     finally:
         server.stop()
+
+
+def test_bound_parameters_render_as_the_clients_literals(tmp_path: Path) -> None:
+    """Bound parameters are rendered by the one renderer the clients' pushdown uses
+    (flight_storage/protocol/literals.py; issue #29's four drifts): a tiny decimal compares as
+    the decimal it is (it was the float literal 1E-7), and values with no exact literal are
+    refused naming the parameter (NaN/infinity were printed as bare names, the int64 minimum
+    overflowed, a naive timestamp was taken as UTC)."""
+    import datetime as dt
+    import decimal
+
+    bucket = tmp_path / "p"
+    bucket.mkdir()
+    (bucket / "t.csv").write_text("a\n0.0000001\n0.0000002\n")
+    with running_server(tmp_path) as server, \
+            flightsql.connect(server.location, autocommit=True) as conn, \
+            conn.cursor() as cursor:
+        sql = 'SELECT count(*) FROM "p"."t.csv" WHERE CAST(_1 AS DECIMAL(10, 7)) = ?'
+        cursor.execute(sql, parameters=(decimal.Decimal("0.0000001"),))
+        assert cursor.fetchall() == [(1,)]
+        refused = [float("inf"), float("nan"), -(2**63),
+                   dt.datetime(2024, 8, 16, 20, 29, 54)]
+        for value in refused:
+            with pytest.raises(adbc_driver_manager.Error) as info:
+                cursor.execute('SELECT count(*) FROM "p"."t.csv" WHERE _1 = ?',
+                               parameters=(value,))
+                cursor.fetchall()
+            assert "parameter:" in str(info.value), (value, str(info.value))
