@@ -407,7 +407,8 @@ def _cluster(args: argparse.Namespace) -> int:
     print(json.dumps(nodes, indent=2) if args.json else format_status(nodes))
     if not all(n["up"] for n in nodes):
         return 1  # a node is down
-    return 2 if any(n["objects"] is None for n in nodes) else 0  # up, credentials refused
+    refused = any(n.get("error") for n in nodes)  # up, but the credentials were refused
+    return 2 if refused else 0
 
 
 def _add_user(args: argparse.Namespace) -> int:

@@ -258,7 +258,9 @@ def cluster_status(cluster: ClusterDescription, user: str | None = None,
     """Each node's state: up or down, and the objects and bytes it holds (``cluster status``).
 
     Asks every node's ``health`` action, then lists each bucket of its holdings with
-    ``ListObjects`` (marked as forwarded, so each node counts only its own data). A node that
+    ``ListObjects`` (marked as forwarded, so each node counts only its own data); a fleet's
+    nodes hold nothing of their own (``objects`` and ``bytes`` None, ``serves`` the shared
+    store, ``buckets`` the buckets it serves). A node that
     answers but refuses the credentials (none given to an ``--auth`` cluster, a wrong
     password, a user without rights) is up, with ``objects`` and ``bytes`` None and an
     ``error`` saying what to pass.
@@ -281,6 +283,9 @@ def _node_status(cluster: ClusterDescription, node: ClusterNode, user: str | Non
             flight.Action("health", b""), options)))
         state.update(up=True, status=health.get("status"),
                      open_streams=health.get("open_streams"))
+        if cluster.is_fleet:  # every node serves the store's objects: none are its own
+            state.update(objects=None, bytes=None, buckets=health.get("buckets"),
+                         serves="the shared store")
         for holding in cluster.holdings_of(node.name):
             objects, size = _holding_size(client, holding.bucket, holding.prefix, options)
             state["objects"] = int(state["objects"]) + objects  # type: ignore[call-overload]
@@ -329,7 +334,8 @@ def format_status(nodes: list[dict[str, object]]) -> str:
     lines = [f"{'node':<12} {'location':<28} {'state':<6} {'objects':>8} {'bytes':>14}"]
     for n in nodes:
         state = "up" if n["up"] else "DOWN"
-        objects, size = ("?" if n[k] is None else n[k] for k in ("objects", "bytes"))
+        unknown = "shared" if n.get("serves") else "?"
+        objects, size = (unknown if n[k] is None else n[k] for k in ("objects", "bytes"))
         lines.append(f"{n['node']!s:<12} {n['location']!s:<28} {state:<6} {objects!s:>8} "
                      f"{size!s:>14}" + (f"  {n['error']}" if n.get("error") else ""))
     return "\n".join(lines)

@@ -150,3 +150,26 @@ def test_fleets_of_any_size_give_equal_answers(seaweedfs: SeaweedFS, fleet_bucke
     finally:
         for process in smaller.processes.values():
             process.stop()
+
+
+def test_cluster_status_covers_a_fleet(fleet: Fleet, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    fleet_file = tmp_path / "fleet.json"
+    shown = subprocess.run([sys.executable, "-m", "flight_storage", "cluster", "status",
+                            "--cluster", str(fleet_file), "--json"],
+                           capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    nodes = json.loads(shown.stdout)
+    assert [n["node"] for n in nodes] == ["a", "b", "c"]
+    assert all(n["up"] and n["serves"] == "the shared store" and n["buckets"] == 1
+               for n in nodes), nodes
+    fleet.processes["b"].process.kill()
+    fleet.processes["b"].process.wait(10)
+    table = subprocess.run([sys.executable, "-m", "flight_storage", "cluster", "status",
+                            "--cluster", str(fleet_file)], capture_output=True, text=True,
+                           timeout=120)
+    assert table.returncode == 1  # a node is down
+    lines = {line.split()[0]: line for line in table.stdout.splitlines()[1:]}
+    assert "DOWN" in lines["b"] and "shared" in lines["a"], table.stdout
