@@ -119,6 +119,11 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     store.add_argument("--store-region", help="the signing region (default $AWS_REGION, the "
                        "profile's, or us-east-1)")
     store.add_argument("--store-profile", help="a profile of the shared AWS config files")
+    store.add_argument("--store-cache-mb", type=int, default=0,
+                       help="keep copies of the store objects read on local disk, up to this "
+                       "many MiB (one file per object version; 0: off; docs/storage.md)")
+    store.add_argument("--store-cache-dir", type=Path,
+                       help="where the copies go (default: the system's temporary folder)")
     serve.add_argument("--host", help="address to bind (default: loopback, 127.0.0.1, or "
                        "the node's address in --cluster)")
     serve.add_argument("--port", type=int, help="port; 0 picks a free one (default: 8815, or "
@@ -254,7 +259,8 @@ def _serve(args: argparse.Namespace) -> int:
         data=tuple(args.data),
         iceberg=tuple(args.iceberg),
         store=S3Settings(endpoint_url=args.store_endpoint_url, region=args.store_region,
-                         profile=args.store_profile),
+                         profile=args.store_profile, cache_bytes=args.store_cache_mb << 20,
+                         cache_dir=args.store_cache_dir),
         host=args.host or (node.bind_host if node is not None else "127.0.0.1"),
         port=args.port if args.port is not None else (node.port if node is not None else 8815),
         cluster=cluster,

@@ -30,6 +30,8 @@ class Counters:
     body_bytes: int = 0
     throttled: int = 0
     methods: list[str] = field(default_factory=list)
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    """(method, path) of each request, in order."""
 
 
 class S3Proxy:
@@ -86,7 +88,8 @@ class S3Proxy:
 
     def _forward(self, handler: BaseHTTPRequestHandler) -> None:
         self._count(lambda c: (setattr(c, "requests", c.requests + 1),
-                               c.methods.append(handler.command)))
+                               c.methods.append(handler.command),
+                               c.calls.append((handler.command, handler.path))))
         length = int(handler.headers.get("Content-Length") or 0)
         body = handler.rfile.read(length) if length else b""
         with self._lock:

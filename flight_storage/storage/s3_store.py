@@ -33,6 +33,7 @@ from __future__ import annotations
 import io
 import logging
 import re
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -51,6 +52,7 @@ from flight_storage.errors import (
     StoreUnavailableError,
 )
 from flight_storage.storage.folder_store import BUCKET_CONFIG, check_name
+from flight_storage.storage.object_cache import ObjectCache
 from flight_storage.storage.stores import StoredObject
 
 if TYPE_CHECKING:
@@ -61,6 +63,9 @@ T = TypeVar("T")
 
 _S3_BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 """S3's bucket naming rule (3-63 lower-case letters, digits, dots and hyphens)."""
+
+_STORE_TTL_S = 300.0
+"""DataFusion's object store of a bucket is made again after this long (fresh credentials)."""
 
 _CONFIG_TTL_S = 1.0
 """A bucket's configuration is fetched at most once a second (a query's GetFlightInfo and its
@@ -79,6 +84,9 @@ class S3Settings:
         connect_timeout_s: seconds to connect, per try.
         read_timeout_s: seconds to wait for bytes, per try.
         max_attempts: tries of one request (throttling and connection errors are retried).
+        cache_bytes: keep copies of the objects read on local disk, up to this many bytes
+            (0: none; ``object_cache.py``).
+        cache_dir: where (None: the system's temporary folder).
     """
 
     endpoint_url: str | None = None
@@ -87,6 +95,8 @@ class S3Settings:
     connect_timeout_s: float = 5.0
     read_timeout_s: float = 30.0
     max_attempts: int = 4
+    cache_bytes: int = 0
+    cache_dir: Path | None = None
 
 
 class S3Connection:
@@ -126,6 +136,9 @@ class S3Connection:
         self.region: str = self.client.meta.region_name or "us-east-1"
         self._lock = threading.Lock()
         self._pyarrow: Any = None
+        self._datafusion_stores: dict[str, tuple[float, Any]] = {}
+        self.cache = (ObjectCache(settings.cache_dir or Path(tempfile.gettempdir()),
+                                  settings.cache_bytes) if settings.cache_bytes > 0 else None)
 
     @property
     def description(self) -> str:
@@ -387,11 +400,33 @@ class S3Bucket:
                             lambda: self.connection.client.get_object(**arguments))
         return answer["Body"]
 
+    def _local_copy(self, obj: StoredObject) -> Path | None:
+        """The cached copy of ``obj``'s version, or None (and a copy asked for)."""
+        cache = self.connection.cache
+        if cache is None:
+            return None
+        name = ObjectCache.name(self.bucket, self._key(obj.key), obj.version)
+        path = cache.path(name)
+        if path is None:
+            cache.request(name, obj.size, lambda: self._ranged(obj, 0, 8 << 20))
+        return path
+
+    def _ranged(self, obj: StoredObject, start: int, buffer: int) -> BinaryIO:
+        return io.BufferedReader(RangedReader(self, obj, start), buffer)
+
     def open(self, obj: StoredObject, start: int = 0) -> BinaryIO:
+        copy = self._local_copy(obj)
+        if copy is not None:
+            stream = open(copy, "rb")  # noqa: SIM115 - the caller closes it
+            stream.seek(start)
+            return stream
         # small reads stay small (a header peek); a scan's large reads pass straight through
-        return io.BufferedReader(RangedReader(self, obj, start), 64 << 10)
+        return self._ranged(obj, start, 64 << 10)
 
     def open_random_access(self, obj: StoredObject) -> pa.NativeFile:
+        copy = self._local_copy(obj)
+        if copy is not None:
+            return pa.OSFile(str(copy))
         current = self.head(obj.key)
         if current.version != obj.version:
             raise StaleTicketError(
@@ -402,7 +437,8 @@ class S3Bucket:
                           lambda: self.connection.pyarrow_fs().open_input_file(path))
 
     def datafusion_url(self, obj: StoredObject) -> str:
-        return f"s3://{self.bucket}/{self._key(obj.key)}"
+        copy = self._local_copy(obj)
+        return str(copy) if copy is not None else f"s3://{self.bucket}/{self._key(obj.key)}"
 
     def register(self, ctx: SessionContext) -> None:
         ctx.register_object_store("s3://", self.connection.datafusion_store(self.bucket),

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 import pyarrow as pa
 
 from flight_storage.storage.catalog import ObjectInfo
-from flight_storage.storage.folder_store import FolderBucket, file_version
+from flight_storage.storage.folder_store import file_version
 
 if TYPE_CHECKING:
     from datafusion import SessionContext
@@ -90,13 +90,18 @@ class StoredSource:
 
     @property
     def version_key(self) -> Hashable:
-        return (self.info.store.description, self.info.key, self.info.version)
+        # where DataFusion reads it is part of it: plans and surveys made while an object
+        # store's object was remote are made again once a local copy of it is kept
+        return (self.info.store.description, self.info.key, self.info.version,
+                self.datafusion.url)
 
     @property
     def datafusion(self) -> DataFusionLocation:
         store = self.info.store
-        return DataFusionLocation(store.datafusion_url(self.info.stored), store.register,
-                                  isinstance(store, FolderBucket))
+        url = store.datafusion_url(self.info.stored)
+        local = "://" not in url  # a file: a folder's object, or a store object's local copy
+        return DataFusionLocation(url, _nothing_to_register if local else store.register,
+                                  local)
 
 
 @dataclass(frozen=True)

@@ -307,3 +307,43 @@ def test_the_s3_door_serves_a_store_bucket_and_writes_through(seaweedfs: Seaweed
         assert remaining.get("KeyCount", 0) == 0
     finally:
         server.stop()
+
+
+# ----------------------------------------------------------------------------- local copies
+
+
+def test_a_local_copy_serves_repeated_queries_and_a_new_version_is_read_again(
+        seaweedfs: SeaweedFS, proxied: S3Proxy, tmp_path: Path) -> None:
+    """With --store-cache-mb the first query of an object reads it from the store and a copy
+    is kept (in the background); the next ones fetch no byte of it, only its version (HEAD),
+    and a rewritten object (another ETag) is read from the store again, never the old copy."""
+    bucket = seaweedfs.new_bucket("cached")
+    client = seaweedfs.client()
+    client.put_object(Bucket=bucket, Key="rows.csv", Body=_csv(200_000))
+    sql = f'SELECT count(*) AS n FROM "{bucket}"."rows.csv" WHERE _2 = \'3\''
+    object_path = f"/{bucket}/rows.csv"
+
+    def fetched_object() -> bool:
+        return any(m == "GET" and p.startswith(object_path) for m, p in proxied.counters.calls)
+
+    with running_server(f"s3://{bucket}", "--store-cache-mb", "256", "--store-cache-dir",
+                        str(tmp_path), env=_through(seaweedfs, proxied)) as server:
+        proxied.reset()
+        assert _read_endpoints(server.location, sql).column(0).to_pylist() == [
+            len(range(3, 200_000, 7))]
+        assert fetched_object()
+        deadline = time.monotonic() + 30
+        while True:  # the copy is made in the background after the first query
+            proxied.reset()
+            assert _read_endpoints(server.location, sql).column(0).to_pylist() == [
+                len(range(3, 200_000, 7))]
+            if not fetched_object() or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert not fetched_object(), proxied.counters.calls
+        assert ("HEAD", object_path) in proxied.counters.calls  # the version is still checked
+        client.put_object(Bucket=bucket, Key="rows.csv", Body=_csv(1000))
+        proxied.reset()
+        assert _read_endpoints(server.location, sql).column(0).to_pylist() == [
+            len(range(3, 1000, 7))]
+        assert fetched_object()  # the new version came from the store
