@@ -347,3 +347,32 @@ def test_a_local_copy_serves_repeated_queries_and_a_new_version_is_read_again(
         assert _read_endpoints(server.location, sql).column(0).to_pylist() == [
             len(range(3, 1000, 7))]
         assert fetched_object()  # the new version came from the store
+
+
+@pytest.mark.parametrize("change", ["rewrite", "delete"])
+def test_an_object_changed_mid_stream_fails_the_stream(seaweedfs: SeaweedFS,
+                                                       change: str) -> None:
+    """A store object rewritten or deleted while its stream runs: the rest of the answer
+    fails (PreconditionFailed or NoSuchKey), never rows of two versions passed as whole."""
+    bucket = seaweedfs.new_bucket(f"midstream-{change}")
+    client = seaweedfs.client()
+    client.put_object(Bucket=bucket, Key="rows.csv", Body=_csv(1_000_000))
+    sql = f'SELECT * FROM "{bucket}"."rows.csv" LIMIT 1000000'  # one ordered endpoint
+    with running_server(f"s3://{bucket}", env=seaweedfs.env()) as server:
+        flight_client = flight.connect(server.location)
+        info = flight_client.get_flight_info(statement_descriptor(sql))
+        assert len(info.endpoints) == 1
+        reader = flight_client.do_get(info.endpoints[0].ticket)
+        assert reader.read_chunk().data.num_rows > 0
+        if change == "rewrite":
+            client.put_object(Bucket=bucket, Key="rows.csv", Body=_csv(1_000_000).replace(
+                b"padding", b"PADDING"))
+        else:
+            client.delete_object(Bucket=bucket, Key="rows.csv")
+        with pytest.raises(pa.ArrowException) as failed:
+            while True:
+                try:
+                    reader.read_chunk()
+                except StopIteration:
+                    break
+    assert error_document(failed.value)["code"] in ("PreconditionFailed", "NoSuchKey")
