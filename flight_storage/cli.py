@@ -155,6 +155,10 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     cluster.add_argument("--cluster", type=Path, metavar="FILE",
                          help="cluster description (JSON): nodes, what each holds, replicas")
     cluster.add_argument("--node", metavar="NAME", help="this node's name in --cluster")
+    cluster.add_argument("--workers", type=int, default=1, metavar="N",
+                         help="serve from N processes on this host, as one fleet over the "
+                         "same --data (each endpoint can be served by any of them: their "
+                         "Python work spreads over the cores); clients connect to this one")
     serve.add_argument("--ticket-max-age", type=int, default=24 * 3600,
                        help="seconds a ticket (endpoint) stays valid")
     security = serve.add_argument_group("security")
@@ -253,6 +257,24 @@ def _serve(args: argparse.Namespace) -> int:
     if node is None and args.node is not None:
         print("flight-select: --node needs --cluster FILE", file=sys.stderr)
         return 2
+    workers = None
+    if args.workers > 1:
+        if cluster is not None:
+            print("flight-select: --workers makes a fleet of its own; use it without --cluster",
+                  file=sys.stderr)
+            return 2
+        from flight_storage import workers as local_fleet
+
+        scheme = "grpc+tls" if args.tls_cert is not None else "grpc"
+        workers = local_fleet.prepare(args.workers, args.host or "127.0.0.1",
+                                      args.port if args.port is not None else 8815, scheme,
+                                      args.ticket_secret_file)
+        cluster = ClusterDescription.load(workers.fleet_file)
+        node = cluster.node("w0")
+        args.ticket_secret_file = workers.secret_file
+    elif args.workers < 1:
+        print("flight-select: --workers must be at least 1", file=sys.stderr)
+        return 2
     from flight_storage.storage.s3_store import S3Settings
 
     config = ServerConfig(
@@ -262,7 +284,9 @@ def _serve(args: argparse.Namespace) -> int:
                          profile=args.store_profile, cache_bytes=args.store_cache_mb << 20,
                          cache_dir=args.store_cache_dir),
         host=args.host or (node.bind_host if node is not None else "127.0.0.1"),
-        port=args.port if args.port is not None else (node.port if node is not None else 8815),
+        port=(node.port if workers is not None and node is not None
+              else args.port if args.port is not None
+              else node.port if node is not None else 8815),
         cluster=cluster,
         node_name=node.name if node is not None else None,
         ticket_secret=_ticket_secret(args.ticket_secret_file),
@@ -308,6 +332,18 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"flight-select: could not listen on {config.host}:{config.port} (is the port "
               f"in use, or the address not this machine's?): {exc}", file=sys.stderr)
         return 2
+    if workers is not None:
+        try:
+            workers.start(sys.argv[2:], config.host)
+        except OSError as exc:
+            print(f"flight-select: --workers: {exc}", file=sys.stderr)
+            workers.stop()
+            server.stop_gracefully(0)
+            return 2
+        if server.cluster is not None:  # they listen now: list them first from the start
+            for peer in server.cluster.cluster.nodes.values():
+                if peer.name != server.cluster.me:
+                    server.cluster.peers.check(peer)
     print(f"listening on {server.location}", flush=True)
     gateway = _start_s3_door(args, server, config) if args.s3_port is not None else None
     if gateway is not None:
@@ -316,6 +352,8 @@ def _serve(args: argparse.Namespace) -> int:
         pass
     if gateway is not None:
         gateway.stop()
+    if workers is not None:
+        workers.stop()
     if not server.stop_gracefully():
         # a client that stopped reading keeps a gRPC write pending: leave without it (the
         # listening socket closes with the process, so no half-stopped server stays behind)

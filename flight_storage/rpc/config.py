@@ -97,9 +97,11 @@ class ServerConfig:
     def bucket_sets(self) -> list[BucketSet]:
         """The buckets of every data location. Folder objects of a cluster's holdings are
         versioned by their content, so a replica's copy is recognised as the same object
-        (and one whose bytes differ is not)."""
+        (and one whose bytes differ is not); a fleet's nodes read the same data (an object
+        store, one shared folder, the processes of ``--workers``), whose own versions serve."""
         values = (str(self.data),) if isinstance(self.data, Path) else self.data
-        return bucket_sets(values, self.store, content_versions=self.cluster is not None)
+        holdings = self.cluster is not None and not self.cluster.is_fleet
+        return bucket_sets(values, self.store, content_versions=holdings)
 
     @property
     def stream_limits(self) -> StreamLimits:
