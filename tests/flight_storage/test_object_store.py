@@ -376,3 +376,43 @@ def test_an_object_changed_mid_stream_fails_the_stream(seaweedfs: SeaweedFS,
                 except StopIteration:
                     break
     assert error_document(failed.value)["code"] in ("PreconditionFailed", "NoSuchKey")
+
+
+# ----------------------------------------------------------------------------- locations
+
+
+def test_every_listed_bucket_and_a_folder_in_one_server(seaweedfs: SeaweedFS,
+                                                        tmp_path: Path) -> None:
+    """--data s3:// serves every bucket the credentials list, beside a folder bucket named
+    with NAME=DIR; a bucket name served twice is refused at start naming both."""
+    bucket = seaweedfs.new_bucket("listed-one")
+    seaweedfs.client().put_object(Bucket=bucket, Key="a.csv", Body=b"1\n2\n")
+    local = tmp_path / "here"
+    local.mkdir()
+    (local / "b.csv").write_text("x\ny\nz\n")
+    with running_server("s3://", "--data", f"mine={local}", env=seaweedfs.env()) as server:
+        with flightsql.connect(server.location, autocommit=True) as conn, \
+                conn.cursor() as cursor:
+            cursor.execute(f'SELECT count(*) FROM "{bucket}"."a.csv"')
+            assert cursor.fetchall() == [(2,)]
+            cursor.execute('SELECT count(*) FROM "mine"."b.csv"')
+            assert cursor.fetchall() == [(3,)]
+            objects: Any = conn.adbc_get_objects(depth="db_schemas").read_all().to_pylist()
+        schemas = {s["db_schema_name"] for c in objects for s in c["catalog_db_schemas"]}
+        assert {bucket, "mine"} <= schemas
+    clash = start_server_failure(["--data", f"{bucket}={local}", "--data", f"s3://{bucket}"],
+                                 seaweedfs.env())
+    assert f"bucket '{bucket}' is served by both" in clash
+
+
+def start_server_failure(arguments: list[str], env: dict[str, str]) -> str:
+    """What ``serve`` prints when it refuses to start (its exit status must be 2)."""
+    import os
+    import subprocess
+    import sys
+
+    finished = subprocess.run([sys.executable, "-m", "flight_storage", "serve", "--port", "0",
+                               *arguments], capture_output=True, text=True, timeout=60,
+                              env={**os.environ, **env})
+    assert finished.returncode == 2, finished
+    return finished.stderr
