@@ -3,8 +3,9 @@
 Commands. Flight SQL puts protobuf messages packed in ``google.protobuf.Any`` (type URL
 ``type.googleapis.com/arrow.flight.protocol.sql.<Name>``) into ``FlightDescriptor.command``,
 ``Ticket.ticket``, ``Action.body`` and ``Result.body``. :func:`pack_any` and
-:func:`unpack_any` convert; :func:`decode_action` also handles the two core Flight actions
-(``CancelFlightInfo``, ``CloseSession``) whose bodies are plain serialized messages.
+:func:`unpack_any` convert; :func:`decode_action` also handles the core Flight actions
+(``CancelFlightInfo``, ``CloseSession``, ``SetSessionOptions``, ``GetSessionOptions``) whose
+bodies are plain serialized messages.
 Hand-written because pyarrow.flight has no Flight SQL layer in Python.
 
 Errors::
@@ -105,6 +106,8 @@ FLIGHT_ACTIONS: Final[Mapping[str, tuple[type[Message], bool]]] = {
     "EndTransaction": (pb.ActionEndTransactionRequest, True),
     "CancelFlightInfo": (pb.CancelFlightInfoRequest, False),
     "CloseSession": (pb.CloseSessionRequest, False),
+    "SetSessionOptions": (pb.SetSessionOptionsRequest, False),
+    "GetSessionOptions": (pb.GetSessionOptionsRequest, False),
 }
 
 
