@@ -23,7 +23,7 @@ from flight_storage.protocol import PreparedHandle, Secret, pb
 from flight_storage.request.parameters import has_parameters
 from flight_storage.request.statement import split_table_reference
 from flight_storage.request.tables import ResolvedTable, resolve_table
-from flight_storage.rpc import sessions
+from flight_storage.rpc import ingest, sessions
 from flight_storage.rpc.auth import Users
 from flight_storage.rpc.config import ServerConfig
 from flight_storage.rpc.metadata import SERVER_NAME, SERVER_VERSION
@@ -193,6 +193,10 @@ ACTIONS: Final[Mapping[str, Action]] = {
     "GetSessionOptions": Action("the session's options", sessions.get_session_options),
     "CloseSession": Action("close the session (the client drops its cookie)",
                            sessions.close_session),
+    "CommitIngest": Action('store the staged objects of a bulk write: JSON {"staged": '
+                           '[token, ...], "replace": bool}', ingest.commit_staged),
+    "AbortIngest": Action('remove the staged objects of a bulk write: JSON {"staged": '
+                          '[token, ...]}', ingest.abort_staged),
     "health": Action("server status as JSON", _health),
     "ListObjects": Action(
         "a page of a bucket's objects: JSON {bucket, prefix, start_after, max_keys} -> "

@@ -68,6 +68,7 @@ from flight_storage.rpc.endpoints import (
     query_id,
     ticket_key,
 )
+from flight_storage.rpc.ingest import ingest
 from flight_storage.rpc.metadata import METADATA_COMMANDS
 from flight_storage.rpc.middleware import (
     CallContext,
@@ -778,6 +779,9 @@ class StorageServer(flight.FlightServerBase):
     ) -> None:
         call = self._call_context(context)
         name, message = protocol.unpack_any(_descriptor_command(descriptor))
+        if name == "CommandStatementIngest":
+            self._fields(context)["ingest"] = message.table
+            return ingest(self, call, message, reader, writer)
         if name != "CommandPreparedStatementQuery":
             raise AccessDeniedError(f"{name}: this server is read-only", code="ReadOnly")
         raw = bytes(message.prepared_statement_handle)
