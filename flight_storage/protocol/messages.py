@@ -56,6 +56,12 @@ ENDPOINTS_HEADER: Final = "x-flight-select-endpoints"
 that read every endpoint of a FlightInfo), :data:`ENDPOINTS_SINGLE` for one endpoint carrying
 the whole result. Absent: one endpoint unless the client is known to read them all
 (``flight_storage.rpc.endpoint_readers``)."""
+INGEST_STAGE_OPTION: Final = "flight-select.stage"
+"""``CommandStatementIngest.options`` key: ``true`` keeps the ingested object staged until the
+``CommitIngest`` action stores it (``AbortIngest`` removes it); the Spark writer's two phases."""
+INGEST_JOB_OPTION: Final = "flight-select.job"
+"""With :data:`INGEST_STAGE_OPTION`: the writing job's id (hex), so that ``AbortIngest`` of
+the job also removes what its tasks stage after the abort."""
 ENDPOINTS_SINGLE: Final = "single"
 ENDPOINTS_PARTITIONED: Final = "partitioned"
 

@@ -57,16 +57,15 @@ from flight_storage.errors import (
     ResourceLimitError,
     StoppedError,
 )
-from flight_storage.protocol import Secret, pb
+from flight_storage.protocol import INGEST_JOB_OPTION, INGEST_STAGE_OPTION, Secret, pb
 from flight_storage.rpc import sessions
 from flight_storage.rpc.config import ServerConfig
 from flight_storage.rpc.middleware import CallContext
 from flight_storage.storage.catalog import Catalog, ObjectInfo
 from flight_storage.storage.stores import BucketStore
 
-STAGE_OPTION: Final = "flight-select.stage"
-"""``CommandStatementIngest.options`` key: ``true`` keeps the object staged (Spark writer)."""
 _STAGED_PREFIX: Final = ".ingest-staged-"
+_ABORTED_PREFIX: Final = ".ingest-aborted-"
 _TEMP_PREFIX: Final = ".ingest-"
 _DOMAIN: Final = b"flight-select staged ingest v1\x00"
 _OPTIONS: Final = pb.CommandStatementIngest.TableDefinitionOptions
@@ -102,7 +101,7 @@ def ingest(host: IngestHost, call: CallContext, command: Any,
            writer: flight.FlightMetadataWriter) -> None:
     """Serve one ``DoPut(CommandStatementIngest)``: check, write, store, answer the count."""
     target = _target(host, call, command)
-    stage = command.options.get(STAGE_OPTION, "").lower() == "true"
+    stage = command.options.get(INGEST_STAGE_OPTION, "").lower() == "true"
     store = host.catalog.store(target.bucket)
     existing = _objects(host.catalog, target)
     _check_mode(command, target, existing, reader.schema)
@@ -115,7 +114,8 @@ def ingest(host: IngestHost, call: CallContext, command: Any,
     try:
         key = f"{target.prefix}part-{time.time_ns():020d}-{secrets.token_hex(4)}.parquet"
         if stage:
-            token = _stage(host, call, target, key, written, size)
+            job = _job(command.options.get(INGEST_JOB_OPTION, ""))
+            token = _stage(host, call, target, key, written, size, job)
             path = None
             writer.write(pa.py_buffer(pb.DoPutUpdateResult(record_count=rows)
                                       .SerializeToString()))
@@ -262,12 +262,27 @@ def _signature(host: IngestHost, payload: bytes) -> str:
     return _b64(hmac.new(key, _DOMAIN + payload, hashlib.sha256).digest())
 
 
+def _job(text: str) -> str:
+    if not (0 < len(text) <= 32 and all(c in "0123456789abcdef" for c in text)):
+        raise InvalidRequestError(f"a staged ingest needs {INGEST_JOB_OPTION}: the job's id, "
+                                  "1 to 32 lower-case hex digits")
+    return text
+
+
 def _stage(host: IngestHost, call: CallContext, target: Target, key: str, path: Path,
-           size: int) -> str:
-    """Keep ``path`` as a staged file; the signed token that commits or aborts it."""
+           size: int, job: str) -> str:
+    """Keep ``path`` as a staged file of ``job``; the signed token that commits or aborts it.
+
+    The file is in place before the job's abort mark is looked for, and an abort marks the job
+    before it looks for files: whichever comes second sees the other, so nothing a task stages
+    outlives its job's abort.
+    """
     _remove_stale(path.parent, host.config.ticket_max_age_s)
-    staged = path.with_name(_STAGED_PREFIX + secrets.token_hex(12) + ".parquet")
+    staged = path.with_name(f"{_STAGED_PREFIX}{job}-{secrets.token_hex(12)}.parquet")
     os.replace(path, staged)
+    if (path.parent / (_ABORTED_PREFIX + job)).exists():
+        staged.unlink(missing_ok=True)
+        raise InvalidRequestError(f"write job {job} was aborted", code="JobAborted")
     payload = json.dumps({"b": target.bucket, "k": key, "f": str(staged), "n": size,
                           "u": call.user_name, "t": time.time()},
                          separators=(",", ":")).encode()
@@ -316,8 +331,17 @@ def commit_staged(host: IngestHost, call: CallContext, body: bytes) -> list[flig
 
 
 def abort_staged(host: IngestHost, call: CallContext, body: bytes) -> list[flight.Result]:
-    """``AbortIngest``: JSON ``{"staged": [token, ...]}`` removes the staged objects."""
-    entries = [_staged(host, call, t) for t in _request(body)["staged"]]
+    """``AbortIngest``: JSON ``{"staged": [token, ...], "job": id, "bucket": name}`` removes
+    the staged objects, and marks the job so that what its tasks stage later is removed too."""
+    request = _request(body)
+    entries = [_staged(host, call, t) for t in request["staged"]]
+    if "job" in request:
+        job, bucket = _job(str(request["job"])), str(request.get("bucket", ""))
+        host.check_access(call, bucket)
+        folder = host.catalog.store(bucket).temporary_folder() or Path(tempfile.gettempdir())
+        (folder / (_ABORTED_PREFIX + job)).touch()
+        for staged in folder.glob(f"{_STAGED_PREFIX}{job}-*"):
+            staged.unlink(missing_ok=True)
     for entry in entries:
         Path(entry["f"]).unlink(missing_ok=True)
     return [flight.Result(json.dumps({"aborted": len(entries)}).encode())]
@@ -334,9 +358,9 @@ def _request(body: bytes) -> dict[str, Any]:
 
 
 def _remove_stale(folder: Path, max_age_s: float) -> None:
-    """Remove staged files no job committed within ``max_age_s``."""
+    """Remove staged files no job committed, and abort marks, older than ``max_age_s``."""
     cutoff = time.time() - max_age_s
-    for stale in folder.glob(_STAGED_PREFIX + "*"):
+    for stale in [*folder.glob(_STAGED_PREFIX + "*"), *folder.glob(_ABORTED_PREFIX + "*")]:
         with contextlib.suppress(OSError):
             if stale.stat().st_mtime < cutoff:
                 stale.unlink()
