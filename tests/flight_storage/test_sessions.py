@@ -189,3 +189,17 @@ def test_close_session_expires_the_cookie(server: ServerProcess) -> None:
     status = pb.CloseSessionResult.FromString(answer.body.to_pybytes()).status
     assert status == pb.CloseSessionResult.CLOSED
     assert cookies.set_cookie == ["flight_select_session=; Max-Age=0"]
+
+
+@pytest.mark.xfail(strict=True, raises=adbc_driver_manager.NotSupportedError,
+                   reason="PollFlightInfo cannot be served: pyarrow.flight's Python "
+                   "FlightServerBase has no poll_flight_info hook (pyarrow 26), so the C++ base "
+                   "answers UNIMPLEMENTED 'NYI' before any of our code runs")
+def test_incremental_execution_polls_progress(server: ServerProcess) -> None:
+    with flightsql.connect(server.location) as conn, conn.cursor() as cursor:
+        cursor.adbc_statement.set_options(**{"adbc.statement.exec.incremental": "true"})
+        partitions, _ = cursor.adbc_execute_partitions(
+            'SELECT * FROM "sales"."orders/2024-01.csv"')
+        assert partitions
+        assert 0.0 <= float(cursor.adbc_statement.get_option_float(
+            "adbc.statement.exec.progress")) <= 1.0
