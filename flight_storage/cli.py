@@ -156,6 +156,9 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
                           help="let Flight SQL bulk ingest (ADBC adbc_ingest, the Spark "
                           "writer) write Parquet objects, for users with the bucket's "
                           "write right (the S3 door's writes stay under --s3-writable)")
+    security.add_argument("--default-catalog", metavar="BUCKET",
+                          help="the session catalog of callers that set none: one-part table "
+                          "names resolve in this bucket")
     security.add_argument("--token-ttl", type=int, default=3600,
                           help="seconds a bearer token stays valid")
     security.add_argument("--tls-cert", type=Path, help="PEM certificate: serve grpc+tls")
@@ -274,6 +277,7 @@ def _serve(args: argparse.Namespace) -> int:
         idle_timeout_s=args.idle_timeout,
         max_parameter_bytes=args.max_parameter_bytes,
         writable=args.writable,
+        default_catalog=args.default_catalog,
         max_ingest_bytes=args.max_ingest_mb << 20,
         query_timeout_s=args.query_timeout,
         keepalive_s=args.keepalive,

@@ -47,6 +47,7 @@ class ServerConfig:
         writable: Flight SQL bulk ingest (``CommandStatementIngest``) may write Parquet objects
             into buckets (for users with the bucket's write right, ``rpc/auth.py``).
         max_ingest_bytes: Arrow bytes one ingest may send (EntityTooLarge past it).
+        default_catalog: the session catalog (a bucket) of a caller that set none.
         query_timeout_s: a stream running longer than this is stopped (server's clock).
         keepalive_s: a scan that finds nothing sends an empty batch this often.
         shutdown_grace_s: on shutdown, running streams may finish for this long before they
@@ -74,6 +75,7 @@ class ServerConfig:
     max_parameter_bytes: int = 1 << 20
     writable: bool = False
     max_ingest_bytes: int = 1 << 30
+    default_catalog: str | None = None
     idle_timeout_s: float = 300.0
     query_timeout_s: float = 600.0
     keepalive_s: float = 5.0

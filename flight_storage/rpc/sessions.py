@@ -49,6 +49,7 @@ from flight_storage.errors import (
 )
 from flight_storage.protocol import pb
 from flight_storage.request.statement import TableReference
+from flight_storage.rpc.config import ServerConfig
 from flight_storage.rpc.middleware import CallContext
 from flight_storage.storage.catalog import Catalog
 
@@ -160,14 +161,15 @@ class SessionHost(Protocol):
 
     catalog: Catalog
     session_cookies: SessionCookies
+    config: ServerConfig
 
     def check_access(self, call: CallContext, bucket: str) -> None: ...
 
 
 def current(host: SessionHost, call: CallContext) -> Session:
-    """The caller's session (empty when it sent no cookie)."""
+    """The caller's session (``--default-catalog`` when it sent no cookie)."""
     if call.session_cookie is None:
-        return Session()
+        return Session(host.config.default_catalog)
     return host.session_cookies.read(call.session_cookie, call.user_name)
 
 

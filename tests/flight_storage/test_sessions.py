@@ -203,3 +203,10 @@ def test_incremental_execution_polls_progress(server: ServerProcess) -> None:
         assert partitions
         assert 0.0 <= float(cursor.adbc_statement.get_option_float(
             "adbc.statement.exec.progress")) <= 1.0
+
+
+def test_default_catalog_is_the_session_of_callers_that_set_none(data: Path) -> None:
+    with running_server(data, "--default-catalog", "other") as server, \
+            flightsql.connect(server.location) as conn:
+        assert conn.adbc_connection.get_option(CATALOG) == "other"
+        assert _rows(conn, 'SELECT id FROM "t.csv"') == [(7,)]  # sniffed: a number
