@@ -41,6 +41,7 @@ class FlightSelectQuirks(model.DriverQuirks):
         statement_bulk_ingest_schema=True,
         statement_execute_schema=True,
         statement_prepare=True,
+        statement_rows_affected=True,  # an ingest answers the rows it wrote
         current_catalog=CATALOG,
         current_schema="",
     )
