@@ -18,7 +18,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +35,18 @@ from compute_client.stalls import batches_within
 from flight_storage import protocol
 
 FLAVOR_HEADER = protocol.FLAVOR_HEADER
+INGEST_STAGE_OPTION = protocol.INGEST_STAGE_OPTION
+INGEST_JOB_OPTION = protocol.INGEST_JOB_OPTION
+pb = protocol.pb
+_OPTIONS = pb.CommandStatementIngest.TableDefinitionOptions
+_INGEST_MODES: dict[str, tuple[Any, Any]] = {
+    "create": (_OPTIONS.TABLE_NOT_EXIST_OPTION_CREATE, _OPTIONS.TABLE_EXISTS_OPTION_FAIL),
+    "append": (_OPTIONS.TABLE_NOT_EXIST_OPTION_FAIL, _OPTIONS.TABLE_EXISTS_OPTION_APPEND),
+    "replace": (_OPTIONS.TABLE_NOT_EXIST_OPTION_CREATE, _OPTIONS.TABLE_EXISTS_OPTION_REPLACE),
+    "create_append": (_OPTIONS.TABLE_NOT_EXIST_OPTION_CREATE,
+                      _OPTIONS.TABLE_EXISTS_OPTION_APPEND),
+}
+"""ADBC's ingest modes as the table-definition options of ``CommandStatementIngest``."""
 
 REUSE_CONNECTION = "arrow-flight-reuse-connection://?"
 """The Flight location that means "the server you planned on" (as an empty list does)."""
@@ -366,6 +378,59 @@ class FlightSelectClient:
         objects = tuple(ListedObject(str(o["key"]), int(o["size"]), int(o["mtime_ns"]))
                         for o in document["objects"])
         return ObjectPage(objects, document.get("next_start_after"))
+
+    def ingest(self, bucket: str, table: str, schema: pa.Schema,
+               batches: Iterable[pa.RecordBatch], *, mode: str = "create_append",
+               staged_job: str | None = None) -> tuple[int, str | None]:
+        """Bulk-ingest ``batches`` into the prefix table ``bucket/table/`` (the server must run
+        ``--writable``); ``mode`` is ADBC's (``create``, ``append``, ``replace``,
+        ``create_append``).
+
+        Returns:
+            The rows written and, with ``staged_job`` (the writing job's hex id), the token
+            that :meth:`finish_ingest` commits or aborts (the object stays invisible until
+            then).
+        """
+        options = pb.CommandStatementIngest.TableDefinitionOptions
+        if_not_exist, if_exists = _INGEST_MODES[mode]
+        command = pb.CommandStatementIngest(
+            table=table, catalog=bucket,
+            table_definition_options=options(if_not_exist=if_not_exist, if_exists=if_exists))
+        if staged_job is not None:
+            command.options[INGEST_STAGE_OPTION] = "true"
+            command.options[INGEST_JOB_OPTION] = staged_job
+        descriptor = flight.FlightDescriptor.for_command(protocol.pack_any(command))
+        answers: list[bytes] = []
+        try:
+            writer, reader = self._client(self.options.location).do_put(
+                descriptor, schema, self._call_options())
+            with writer:
+                for batch in batches:
+                    writer.write_batch(batch)
+                writer.done_writing()
+                while (answer := reader.read()) is not None:
+                    answers.append(answer.to_pybytes())
+        except (flight.FlightError, pa.ArrowException) as exc:
+            raise _to_client_error(exc) from None
+        rows = pb.DoPutUpdateResult.FromString(answers[0]).record_count
+        token = json.loads(answers[1])["staged"] if staged_job is not None else None
+        return rows, token
+
+    def finish_ingest(self, tokens: Sequence[str], *, commit: bool, replace: bool = False,
+                      job: str | None = None, bucket: str | None = None) -> None:
+        """Store (``commit``) or remove the staged ingests ``tokens``; with ``replace`` the
+        tables' other objects go once the new ones are stored. An abort naming ``job`` and
+        its ``bucket`` also removes what the job's tasks stage from now on."""
+        request: dict[str, Any] = {"staged": list(tokens), "replace": replace}
+        if job is not None:
+            request.update(job=job, bucket=bucket)
+        body = json.dumps(request).encode()
+        action = "CommitIngest" if commit else "AbortIngest"
+        try:
+            list(self._client(self.options.location).do_action(
+                flight.Action(action, body), self._call_options()))
+        except (flight.FlightError, pa.ArrowException) as exc:
+            raise _to_client_error(exc) from None
 
     def read_all(self, query: str) -> pa.Table:
         """Execute ``query`` and read every endpoint into one table."""

@@ -24,7 +24,8 @@ Batch options:
 | ``tls_root_certs`` | path of a PEM file with the CA to trust |
 | ``timeout`` | per-call timeout in seconds |
 
-Streaming (``spark.readStream.format("flight-select")``) is :mod:`compute_client.spark_stream`.
+Streaming (``spark.readStream.format("flight-select")``) is :mod:`compute_client.spark_stream`;
+writing (``df.write.format("flight-select")``), :mod:`compute_client.spark_writer`.
 
 Filters Spark offers are translated by :mod:`compute_client.spark_filters`, which pushes a filter
 only when the server's answer is provably Spark's; the others are returned to Spark.
@@ -79,6 +80,7 @@ from compute_client.spark_common import (
     task_groups,
 )
 from compute_client.spark_stream import FlightSelectStreamReader
+from compute_client.spark_writer import FlightSelectWriter
 
 SOURCE_NAME = "flight-select"
 log = logging.getLogger(__name__)
@@ -228,6 +230,10 @@ class FlightSelectDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> Any:
         return FlightSelectStreamReader(dict(self.options), schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> FlightSelectWriter:
+        """``df.write.format("flight-select")``: see :mod:`compute_client.spark_writer`."""
+        return FlightSelectWriter(dict(self.options), schema, overwrite)
 
 
 def _is_stream(options: dict[str, str]) -> bool:

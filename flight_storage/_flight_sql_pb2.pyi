@@ -306,6 +306,83 @@ class CloseSessionRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class SessionOptionValue(_message.Message):
+    __slots__ = ("string_value", "bool_value", "int64_value", "double_value", "string_list_value")
+    class StringListValue(_message.Message):
+        __slots__ = ("values",)
+        VALUES_FIELD_NUMBER: _ClassVar[int]
+        values: _containers.RepeatedScalarFieldContainer[str]
+        def __init__(self, values: _Optional[_Iterable[str]] = ...) -> None: ...
+    STRING_VALUE_FIELD_NUMBER: _ClassVar[int]
+    BOOL_VALUE_FIELD_NUMBER: _ClassVar[int]
+    INT64_VALUE_FIELD_NUMBER: _ClassVar[int]
+    DOUBLE_VALUE_FIELD_NUMBER: _ClassVar[int]
+    STRING_LIST_VALUE_FIELD_NUMBER: _ClassVar[int]
+    string_value: str
+    bool_value: bool
+    int64_value: int
+    double_value: float
+    string_list_value: SessionOptionValue.StringListValue
+    def __init__(self, string_value: _Optional[str] = ..., bool_value: _Optional[bool] = ..., int64_value: _Optional[int] = ..., double_value: _Optional[float] = ..., string_list_value: _Optional[_Union[SessionOptionValue.StringListValue, _Mapping]] = ...) -> None: ...
+
+class SetSessionOptionsRequest(_message.Message):
+    __slots__ = ("session_options",)
+    class SessionOptionsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: SessionOptionValue
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[SessionOptionValue, _Mapping]] = ...) -> None: ...
+    SESSION_OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    session_options: _containers.MessageMap[str, SessionOptionValue]
+    def __init__(self, session_options: _Optional[_Mapping[str, SessionOptionValue]] = ...) -> None: ...
+
+class SetSessionOptionsResult(_message.Message):
+    __slots__ = ("errors",)
+    class ErrorValue(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        UNSPECIFIED: _ClassVar[SetSessionOptionsResult.ErrorValue]
+        INVALID_NAME: _ClassVar[SetSessionOptionsResult.ErrorValue]
+        INVALID_VALUE: _ClassVar[SetSessionOptionsResult.ErrorValue]
+        ERROR: _ClassVar[SetSessionOptionsResult.ErrorValue]
+    UNSPECIFIED: SetSessionOptionsResult.ErrorValue
+    INVALID_NAME: SetSessionOptionsResult.ErrorValue
+    INVALID_VALUE: SetSessionOptionsResult.ErrorValue
+    ERROR: SetSessionOptionsResult.ErrorValue
+    class Error(_message.Message):
+        __slots__ = ("value",)
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        value: SetSessionOptionsResult.ErrorValue
+        def __init__(self, value: _Optional[_Union[SetSessionOptionsResult.ErrorValue, str]] = ...) -> None: ...
+    class ErrorsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: SetSessionOptionsResult.Error
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[SetSessionOptionsResult.Error, _Mapping]] = ...) -> None: ...
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
+    errors: _containers.MessageMap[str, SetSessionOptionsResult.Error]
+    def __init__(self, errors: _Optional[_Mapping[str, SetSessionOptionsResult.Error]] = ...) -> None: ...
+
+class GetSessionOptionsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetSessionOptionsResult(_message.Message):
+    __slots__ = ("session_options",)
+    class SessionOptionsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: SessionOptionValue
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[SessionOptionValue, _Mapping]] = ...) -> None: ...
+    SESSION_OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    session_options: _containers.MessageMap[str, SessionOptionValue]
+    def __init__(self, session_options: _Optional[_Mapping[str, SessionOptionValue]] = ...) -> None: ...
+
 class CloseSessionResult(_message.Message):
     __slots__ = ("status",)
     class Status(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):

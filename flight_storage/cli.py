@@ -166,6 +166,13 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
                           help="require user name and password (see flight_storage.rpc.auth)")
     security.add_argument("--allow-anonymous", action="store_true",
                           help="serve a non-loopback address without --auth")
+    security.add_argument("--writable", action="store_true",
+                          help="let Flight SQL bulk ingest (ADBC adbc_ingest, the Spark "
+                          "writer) write Parquet objects, for users with the bucket's "
+                          "write right (the S3 door's writes stay under --s3-writable)")
+    security.add_argument("--default-catalog", metavar="BUCKET",
+                          help="the session catalog of callers that set none: one-part table "
+                          "names resolve in this bucket")
     security.add_argument("--token-ttl", type=int, default=3600,
                           help="seconds a bearer token stays valid")
     security.add_argument("--tls-cert", type=Path, help="PEM certificate: serve grpc+tls")
@@ -194,6 +201,9 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
                         "are refused with SlowDown")
     limits.add_argument("--max-parameter-bytes", type=int, default=1 << 20,
                         help="largest batch of statement parameters a client may bind")
+    limits.add_argument("--max-ingest-mb", type=int,
+                        default=1024,
+                        help="Arrow data one bulk ingest may send (with --writable)")
     limits.add_argument("--idle-timeout", type=float, default=300.0,
                         help="seconds a client may leave a stream unread before it is cancelled")
     limits.add_argument("--query-timeout", type=float, default=600.0, help="seconds")
@@ -302,6 +312,9 @@ def _serve(args: argparse.Namespace) -> int:
         max_open_streams=args.max_open_streams,
         idle_timeout_s=args.idle_timeout,
         max_parameter_bytes=args.max_parameter_bytes,
+        writable=args.writable,
+        default_catalog=args.default_catalog,
+        max_ingest_bytes=args.max_ingest_mb << 20,
         query_timeout_s=args.query_timeout,
         keepalive_s=args.keepalive,
         shutdown_grace_s=args.shutdown_grace,

@@ -50,6 +50,7 @@ SLOW_MODULES: dict[str, str] = {
     "tests/flight_storage/test_server_integrity.py": "objects changed under running streams",
     "tests/flight_storage/test_server_operations.py": "graceful shutdown timings",
     "tests/flight_storage/test_server_stream.py": "stream limits and slow readers",
+    "tests/flight_storage/test_cancellation.py": "a 20M-row GROUP BY per trigger, CPU sampled",
     "tests/flight_storage/test_compression.py": "decompression bombs",
     "tests/compute_client/test_datafusion_column_names.py": "a server per column-name case",
     "tests/compute_client/test_spark_reuse_guard.py": "compiles the JVM rule with javac",

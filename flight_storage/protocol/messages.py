@@ -3,8 +3,9 @@
 Commands. Flight SQL puts protobuf messages packed in ``google.protobuf.Any`` (type URL
 ``type.googleapis.com/arrow.flight.protocol.sql.<Name>``) into ``FlightDescriptor.command``,
 ``Ticket.ticket``, ``Action.body`` and ``Result.body``. :func:`pack_any` and
-:func:`unpack_any` convert; :func:`decode_action` also handles the two core Flight actions
-(``CancelFlightInfo``, ``CloseSession``) whose bodies are plain serialized messages.
+:func:`unpack_any` convert; :func:`decode_action` also handles the core Flight actions
+(``CancelFlightInfo``, ``CloseSession``, ``SetSessionOptions``, ``GetSessionOptions``) whose
+bodies are plain serialized messages.
 Hand-written because pyarrow.flight has no Flight SQL layer in Python.
 
 Errors::
@@ -55,6 +56,12 @@ ENDPOINTS_HEADER: Final = "x-flight-select-endpoints"
 that read every endpoint of a FlightInfo), :data:`ENDPOINTS_SINGLE` for one endpoint carrying
 the whole result. Absent: one endpoint unless the client is known to read them all
 (``flight_storage.rpc.endpoint_readers``)."""
+INGEST_STAGE_OPTION: Final = "flight-select.stage"
+"""``CommandStatementIngest.options`` key: ``true`` keeps the ingested object staged until the
+``CommitIngest`` action stores it (``AbortIngest`` removes it); the Spark writer's two phases."""
+INGEST_JOB_OPTION: Final = "flight-select.job"
+"""With :data:`INGEST_STAGE_OPTION`: the writing job's id (hex), so that ``AbortIngest`` of
+the job also removes what its tasks stage after the abort."""
 ENDPOINTS_SINGLE: Final = "single"
 ENDPOINTS_PARTITIONED: Final = "partitioned"
 
@@ -105,6 +112,8 @@ FLIGHT_ACTIONS: Final[Mapping[str, tuple[type[Message], bool]]] = {
     "EndTransaction": (pb.ActionEndTransactionRequest, True),
     "CancelFlightInfo": (pb.CancelFlightInfoRequest, False),
     "CloseSession": (pb.CloseSessionRequest, False),
+    "SetSessionOptions": (pb.SetSessionOptionsRequest, False),
+    "GetSessionOptions": (pb.GetSessionOptionsRequest, False),
 }
 
 

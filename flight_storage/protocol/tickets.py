@@ -383,6 +383,9 @@ class PreparedHandle:
         parameters: bound parameters (Arrow IPC stream of one batch), set by a ``DoPut``.
         issued_at: issue time, seconds since the epoch.
         version: handle format version.
+        catalog: the session's catalog (a bucket) when it was prepared: an unqualified table
+            name in ``query`` is resolved there, whatever the session says later.
+        schema: the session's schema (a key prefix) when it was prepared.
     """
 
     query: str
@@ -391,6 +394,8 @@ class PreparedHandle:
     parameters: bytes | None = None
     issued_at: float = field(default_factory=time.time)
     version: int = HANDLE_VERSION
+    catalog: str | None = None
+    schema: str | None = None
 
 
 def encode_handle(handle: PreparedHandle, secret: Secret) -> bytes:
@@ -411,6 +416,8 @@ def encode_handle(handle: PreparedHandle, secret: Secret) -> bytes:
         "u": handle.user,
         "a": _b64(handle.parameters),
         "t": handle.issued_at,
+        "c": handle.catalog,
+        "s": handle.schema,
     }
     compact = {k: v for k, v in payload.items() if v is not None}
     return _seal(_HANDLE_MAGIC, HANDLE_VERSION, compact, secret)
@@ -437,6 +444,8 @@ def decode_handle(
             user=None if "u" not in payload else _str(payload["u"]),
             parameters=_unb64(payload.get("a")),
             issued_at=float(payload["t"]),
+            catalog=None if "c" not in payload else _str(payload["c"]),
+            schema=None if "s" not in payload else _str(payload["s"]),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise TicketError("malformed prepared statement handle payload") from exc

@@ -13,6 +13,10 @@ and may name an older snapshot right after it, as Trino and Spark write it::
     SELECT * FROM "lake"."sales"."orders" FOR VERSION AS OF 4181216171713291547
     SELECT * FROM "lake"."sales"."orders" FOR TIMESTAMP AS OF '2024-01-02 00:00:00'
 
+A one-part name (``FROM "orders/2024-01.csv"``, ``FROM orders``) is an *unqualified*
+reference: the caller resolves it in the session's catalog and schema
+(``flight_storage/rpc/sessions.py``). ``s3object`` and ``stdin`` stay S3 Select's own names.
+
 This module finds that table reference and hands the dialect the statement with ``FROM stdin``
 in its place, padded with spaces to the same length so that line and column numbers of later
 syntax errors stay those the user wrote. Columns qualified with the table, as SQL tools write
@@ -35,6 +39,7 @@ from select_dialect.s3select import S3Select
 
 _NAME_TOKENS = {TokenType.IDENTIFIER, TokenType.VAR, TokenType.STRING}
 _PLACEHOLDER = "stdin"
+_S3_SELECT_TABLES = frozenset({"s3object", "stdin"})
 
 
 # Option name (lower case) -> (section of InputSerialization or None for top level, AWS name).
@@ -70,6 +75,21 @@ class TableReference:
     table: str | None = None
     version: int | None = None
     as_of: str | None = None
+    qualified: bool = True
+    """False for a one-part name: ``key`` is the name as written and ``bucket`` is empty until
+    the caller resolves it in a session's namespace."""
+
+    def names(self, bucket: str, key: str) -> bool:
+        """Whether this reference may name ``bucket``/``key`` (an unqualified one: resolved
+        in some schema, as the object or as the prefix table of its name)."""
+        if self.qualified:
+            return (self.bucket, self.key) == (bucket, key)
+        stem = key[:-1] if key.endswith("/") and not self.key.endswith("/") else key
+        return stem == self.key or stem.endswith("/" + self.key)
+
+    def in_namespace(self, bucket: str, key: str) -> TableReference:
+        """This reference naming ``bucket``/``key`` (an unqualified name, resolved)."""
+        return TableReference(bucket, key, self.input_serialization)
 
     @property
     def is_iceberg(self) -> bool:
@@ -111,36 +131,40 @@ def split_table_reference(sql: str) -> tuple[TableReference | None, str]:
     if start is None:
         return None, sql
     parts = tokens[start + 1 : start + 4]
-    if (
-        len(parts) < 3
-        or parts[0].token_type not in _NAME_TOKENS
-        or parts[1].token_type != TokenType.DOT
-        or parts[2].token_type not in _NAME_TOKENS
-    ):
+    qualified = (
+        len(parts) == 3
+        and parts[0].token_type in _NAME_TOKENS
+        and parts[1].token_type == TokenType.DOT
+        and parts[2].token_type in _NAME_TOKENS
+    )
+    if qualified:
+        bucket, key, width = parts[0].text, parts[2].text, 3
+        if not bucket or not key:
+            raise InvalidRequestError("table reference must be \"bucket\".\"key\"")
+    elif _one_part_name(parts):
+        bucket, key, width = "", parts[0].text, 1
+    else:
         return None, sql
-    bucket, key = parts[0].text, parts[2].text
-    if not bucket or not key:
-        raise InvalidRequestError("table reference must be \"bucket\".\"key\"")
-    table = _third_part(tokens, start)
-    last = tokens[start + 5] if table is not None else parts[2]
+    table = _third_part(tokens, start) if qualified else None
+    last = tokens[start + 5] if table is not None else parts[width - 1]
     begin, end = _quoted_span(sql, parts[0], last)
     span = end - begin + 1
     # (begin, end, text) edits, applied from the end so earlier positions stay valid.
     edits = [(begin, end, _PLACEHOLDER.ljust(span))]
     if table is not None:
-        edits += _unqualified_columns(sql, tokens, start, key, table, reference_tokens=6)
+        edits += _unqualified_columns(sql, tokens, start, 5, key, table)
         version, as_of, time_travel = _time_travel(tokens, start + 6)
         if time_travel is not None:
             edits.append((time_travel[0], time_travel[1],
                           " " * (time_travel[1] - time_travel[0] + 1)))
         reference = TableReference(bucket, key, None, table, version, as_of)
     else:
-        edits += _unqualified_columns(sql, tokens, start, bucket, key)
-        options, options_span = _with_options(tokens, start + 4)
+        edits += _unqualified_columns(sql, tokens, start, width, bucket, key)
+        options, options_span = _with_options(tokens, start + 1 + width)
         if options_span is not None:
             lo, hi = options_span
             edits.append((lo, hi, " " * (hi - lo + 1)))
-        reference = TableReference(bucket, key, options)
+        reference = TableReference(bucket, key, options, qualified=qualified)
     rewritten = sql
     for lo, hi, text in sorted(edits, reverse=True):
         rewritten = rewritten[:lo] + text + rewritten[hi + 1 :]
@@ -184,6 +208,15 @@ def _time_travel(tokens: list[Token], index: int
     return None, value.text, (tokens[index].start, value.end + 1)
 
 
+def _one_part_name(parts: list[Token]) -> bool:
+    """A one-part table name other than S3 Select's own (``s3object``, ``stdin``)."""
+    if not parts or parts[0].token_type not in _NAME_TOKENS or not parts[0].text:
+        return False
+    if len(parts) > 1 and parts[1].token_type in (TokenType.DOT, TokenType.L_BRACKET):
+        return False  # s3object[*].path, or a name with a dotted tail
+    return parts[0].text.lower() not in _S3_SELECT_TABLES
+
+
 def _quoted_span(sql: str, first: Token, last: Token) -> tuple[int, int]:
     """Where ``first``..``last`` sit in ``sql``, quote characters included."""
     begin, end = first.start, last.end
@@ -194,8 +227,8 @@ def _quoted_span(sql: str, first: Token, last: Token) -> tuple[int, int]:
     return begin, end
 
 
-def _unqualified_columns(sql: str, tokens: list[Token], from_index: int, bucket: str,
-                         key: str, *, reference_tokens: int = 4) -> list[tuple[int, int, str]]:
+def _unqualified_columns(sql: str, tokens: list[Token], from_index: int, width: int,
+                         bucket: str, key: str) -> list[tuple[int, int, str]]:
     """Edits turning ``bucket.key.col`` and ``key.col`` into ``stdin.col`` (right-aligned in
     the same span when it is long enough).
 
@@ -205,7 +238,7 @@ def _unqualified_columns(sql: str, tokens: list[Token], from_index: int, bucket:
     edits: list[tuple[int, int, str]] = []
     index = 0
     while index < len(tokens):
-        if index in range(from_index, from_index + reference_tokens) or (
+        if index in range(from_index, from_index + 1 + width) or (
                 index and tokens[index - 1].token_type == TokenType.DOT):
             index += 1
             continue
@@ -228,7 +261,7 @@ def _qualifier_length(tokens: list[Token], index: int, bucket: str, key: str) ->
     def dot_at(i: int) -> bool:
         return i < len(tokens) and tokens[i].token_type == TokenType.DOT
 
-    if name_at(index, bucket) and dot_at(index + 1) and name_at(index + 2, key) \
+    if bucket and name_at(index, bucket) and dot_at(index + 1) and name_at(index + 2, key) \
             and dot_at(index + 3):
         return 3
     if name_at(index, key) and dot_at(index + 1):

@@ -23,6 +23,7 @@ from flight_storage.protocol import PreparedHandle, Secret, pb
 from flight_storage.request.parameters import has_parameters
 from flight_storage.request.statement import split_table_reference
 from flight_storage.request.tables import ResolvedTable, resolve_table
+from flight_storage.rpc import ingest, sessions
 from flight_storage.rpc.auth import Users
 from flight_storage.rpc.config import ServerConfig
 from flight_storage.rpc.iceberg_tables import iceberg_reference
@@ -45,6 +46,7 @@ class ActionHost(Protocol):
     users: Users | None
     streams: StreamPool
     aborting: Event
+    session_cookies: sessions.SessionCookies
 
     def check_query_length(self, query: str, what: str = ...) -> None: ...
 
@@ -68,8 +70,10 @@ def _create_prepared(host: ActionHost, call: CallContext, body: bytes) -> list[f
     request = protocol.decode_action("CreatePreparedStatement", body)
     query = request.query
     host.check_query_length(query)
+    session = sessions.current(host, call)
     handle = PreparedHandle(query=query, flavor=call.statement_flavor,
-                            user=call.user_name)
+                            user=call.user_name, catalog=session.catalog,
+                            schema=session.schema)
     result = pb.ActionCreatePreparedStatementResult(
         prepared_statement_handle=protocol.encode_handle(handle, host.secret)
     )
@@ -79,6 +83,7 @@ def _create_prepared(host: ActionHost, call: CallContext, body: bytes) -> list[f
         if reference is not None and iceberg_reference(query, host.iceberg) is not None:
             host.check_access(call, reference.bucket)  # the catalog
         elif reference is not None:
+            reference = sessions.qualify(host.catalog, session, reference)
             host.check_access(call, reference.bucket)
             # the table rule (a prefix or an object), not the object rule: "orders/" is a key
             # no object can have, but a configured prefix's name
@@ -122,10 +127,6 @@ def _end_transaction(host: ActionHost, call: CallContext, body: bytes) -> list[f
         raise InvalidRequestError("EndTransaction needs END_TRANSACTION_COMMIT or "
                                   "END_TRANSACTION_ROLLBACK")
     return []
-
-def _close_session(host: ActionHost, call: CallContext, body: bytes) -> list[flight.Result]:
-    result = pb.CloseSessionResult(status=pb.CloseSessionResult.CLOSED)
-    return [flight.Result(result.SerializeToString())]
 
 def _list_objects(host: ActionHost, call: CallContext, body: bytes) -> list[flight.Result]:
     try:
@@ -192,7 +193,15 @@ ACTIONS: Final[Mapping[str, Action]] = {
                                _begin_transaction),
     "EndTransaction": Action("commit or roll back a transaction (nothing was written)",
                              _end_transaction),
-    "CloseSession": Action("close the session", _close_session),
+    "SetSessionOptions": Action("set session options: catalog (a bucket), schema (a key "
+                                "prefix); kept in a signed cookie", sessions.set_session_options),
+    "GetSessionOptions": Action("the session's options", sessions.get_session_options),
+    "CloseSession": Action("close the session (the client drops its cookie)",
+                           sessions.close_session),
+    "CommitIngest": Action('store the staged objects of a bulk write: JSON {"staged": '
+                           '[token, ...], "replace": bool}', ingest.commit_staged),
+    "AbortIngest": Action('remove the staged objects of a bulk write: JSON {"staged": '
+                          '[token, ...]}', ingest.abort_staged),
     "health": Action("server status as JSON", _health),
     "ListObjects": Action(
         "a page of a bucket's objects: JSON {bucket, prefix, start_after, max_keys} -> "

@@ -7,7 +7,9 @@ Authentication is off unless the server is started with ``--auth USERS_FILE``. T
         "ops":   {"password": "pbkdf2_sha256$600000$<salt b64>$<hash b64>", "buckets": ["*"]}
     }}
 
-``buckets`` lists the buckets the user may read (``"*"``: all). An entry may also hold
+``buckets`` lists the buckets the user may read (``"*"``: all); ``write`` (optional) those the
+user may also write with Flight SQL bulk ingest when the server runs ``--writable``. An entry
+may also hold
 ``"access_keys": {"<access key id>": "<secret key>"}`` for the S3 door's SigV4 signatures
 (``flight_storage.rpc.s3_http``); SigV4 needs the secret itself, so keep the file private. Passwords are never stored: an
 entry holds a salted scrypt (or PBKDF2-SHA256) hash, made by :func:`hash_password` or by the
@@ -149,10 +151,17 @@ class User:
     buckets: frozenset[str]
     access_keys: Mapping[str, str] = field(default_factory=dict, hash=False)
     """S3 access key id -> secret key (SigV4 over the S3 door)."""
+    write_buckets: frozenset[str] = frozenset()
+    """Buckets this user may write (bulk ingest); ``"*"``: all."""
 
     def may_read(self, bucket: str) -> bool:
         """True when this user may read ``bucket``."""
         return "*" in self.buckets or bucket in self.buckets
+
+    def may_write(self, bucket: str) -> bool:
+        """True when this user may write ``bucket`` (it must be readable too)."""
+        return self.may_read(bucket) and ("*" in self.write_buckets
+                                          or bucket in self.write_buckets)
 
 
 @dataclass(frozen=True)
@@ -185,12 +194,15 @@ class Users:
                 raise UsersFileError(f"{path}: user {name!r}: buckets must be a list of names")
             if ":" in name or not name:
                 raise UsersFileError(f"{path}: invalid user name {name!r}")
+            writes = entry.get("write", [])
+            if not isinstance(writes, list) or not all(isinstance(b, str) for b in writes):
+                raise UsersFileError(f"{path}: user {name!r}: write must be a list of names")
             keys = entry.get("access_keys", {})
             if not isinstance(keys, dict) or not all(
                     isinstance(k, str) and isinstance(v, str) and k and v
                     for k, v in keys.items()):
                 raise UsersFileError(f"{path}: user {name!r}: access_keys must map ids to secrets")
-            users[name] = User(name, stored, frozenset(buckets), dict(keys))
+            users[name] = User(name, stored, frozenset(buckets), dict(keys), frozenset(writes))
         return cls(users)
 
     def check(self, name: str, password: str) -> User:
@@ -386,7 +398,8 @@ def parse_basic(value: str) -> tuple[str, str]:
 
 
 def add_user(path: Path, name: str, password: str, buckets: Sequence[str], *,
-             s3_access_key: bool = False) -> tuple[str, str] | None:
+             s3_access_key: bool = False,
+             write: Sequence[str] = ()) -> tuple[str, str] | None:
     """Add or replace a user in a users file (created when missing, written atomically).
 
     Returns:
@@ -399,6 +412,8 @@ def add_user(path: Path, name: str, password: str, buckets: Sequence[str], *,
     if path.exists():
         document = json.loads(path.read_text(encoding="utf-8"))
     entry: dict[str, Any] = {"password": hash_password(password), "buckets": sorted(set(buckets))}
+    if write:
+        entry["write"] = sorted(set(write))
     pair = None
     if s3_access_key:
         pair = ("FS" + secrets.token_hex(9).upper(), secrets.token_urlsafe(30))
@@ -422,6 +437,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     add.add_argument("name")
     add.add_argument("--bucket", action="append", default=[],
                      help="bucket the user may read (repeat; '*' for all)")
+    add.add_argument("--write", action="append", default=[], metavar="BUCKET",
+                     help="bucket the user may also write with bulk ingest (repeat; '*' for "
+                     "all; the server must run --writable)")
     add.add_argument("--password-stdin", action="store_true",
                      help="read the password from standard input instead of prompting")
     add.add_argument("--s3-access-key", action="store_true",
@@ -435,7 +453,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("empty password refused", file=sys.stderr)
         return 2
     pair = add_user(args.users_file, args.name, password, args.bucket,
-                    s3_access_key=args.s3_access_key)
+                    s3_access_key=args.s3_access_key, write=args.write)
     if pair is not None:
         print(f"aws_access_key_id = {pair[0]}\naws_secret_access_key = {pair[1]}")
     return 0

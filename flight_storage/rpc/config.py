@@ -45,6 +45,10 @@ class ServerConfig:
             over it is refused (SlowDown).
         idle_timeout_s: a stream whose client read nothing for this long is cancelled.
         max_parameter_bytes: largest parameter batch a DoPut may bind (EntityTooLarge).
+        writable: Flight SQL bulk ingest (``CommandStatementIngest``) may write Parquet objects
+            into buckets (for users with the bucket's write right, ``rpc/auth.py``).
+        max_ingest_bytes: Arrow bytes one ingest may send (EntityTooLarge past it).
+        default_catalog: the session catalog (a bucket) of a caller that set none.
         query_timeout_s: a stream running longer than this is stopped (server's clock).
         keepalive_s: a scan that finds nothing sends an empty batch this often.
         shutdown_grace_s: on shutdown, running streams may finish for this long before they
@@ -71,6 +75,9 @@ class ServerConfig:
     queue_wait_s: float = 120.0
     max_open_streams: int = 256
     max_parameter_bytes: int = 1 << 20
+    writable: bool = False
+    max_ingest_bytes: int = 1 << 30
+    default_catalog: str | None = None
     idle_timeout_s: float = 300.0
     query_timeout_s: float = 600.0
     keepalive_s: float = 5.0
@@ -151,6 +158,7 @@ class ServerConfig:
             "max_concurrent_queries": self.max_concurrent_queries,
             "max_open_streams": self.max_open_streams,
             "max_parameter_bytes": self.max_parameter_bytes,
+            "max_ingest_bytes": self.max_ingest_bytes,
             "idle_timeout_s": self.idle_timeout_s,
             "query_timeout_s": self.query_timeout_s,
             "keepalive_s": self.keepalive_s,

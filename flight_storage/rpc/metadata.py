@@ -66,28 +66,75 @@ class MetadataHost(Protocol):
 
 
 def _sql_info(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
+    writable = host.config.writable
     values: dict[int, Any] = {
         SqlInfo.FLIGHT_SQL_SERVER_NAME: SERVER_NAME,
         SqlInfo.FLIGHT_SQL_SERVER_VERSION: SERVER_VERSION,
         SqlInfo.FLIGHT_SQL_SERVER_ARROW_VERSION: pa.__version__,
-        SqlInfo.FLIGHT_SQL_SERVER_READ_ONLY: True,
+        # only bulk ingest writes, and only on a --writable server
+        SqlInfo.FLIGHT_SQL_SERVER_READ_ONLY: not writable,
         SqlInfo.FLIGHT_SQL_SERVER_SQL: True,
         SqlInfo.FLIGHT_SQL_SERVER_SUBSTRAIT: False,
         # SQL_SUPPORTED_TRANSACTION_TRANSACTION: BeginTransaction/EndTransaction are answered
-        # (read-only, nothing to commit), so DB-API clients can turn autocommit off; with NONE
-        # the ADBC driver refuses and its DB-API layer warns at every connect.
+        # for statements, which only read (read committed: each reads the objects' versions
+        # current when it is planned), so DB-API clients can turn autocommit off; with NONE
+        # the ADBC driver refuses and its DB-API layer warns at every connect. Bulk ingest is
+        # outside transactions (INGEST_TRANSACTIONS_SUPPORTED false): a rollback undoes none.
         SqlInfo.FLIGHT_SQL_SERVER_TRANSACTION: 1,
         SqlInfo.FLIGHT_SQL_SERVER_CANCEL: True,
+        SqlInfo.FLIGHT_SQL_SERVER_BULK_INGESTION: writable,
+        SqlInfo.FLIGHT_SQL_SERVER_INGEST_TRANSACTIONS_SUPPORTED: False,
         SqlInfo.FLIGHT_SQL_SERVER_STATEMENT_TIMEOUT: int(host.config.query_timeout_s),
         SqlInfo.FLIGHT_SQL_SERVER_TRANSACTION_TIMEOUT: 0,
-        SqlInfo.SQL_DDL_CATALOG: False,
-        SqlInfo.SQL_DDL_SCHEMA: False,
-        SqlInfo.SQL_DDL_TABLE: False,
-        SqlInfo.SQL_IDENTIFIER_QUOTE_CHAR: '"',
+        **_DIALECT_INFO,
+        SqlInfo.SQL_MAX_STATEMENT_LENGTH: host.config.engine.max_query_chars,
     }
     wanted = list(message.info) or list(values)
     chosen = {k: values[k] for k in wanted if k in values}
     return pa.Table.from_batches([protocol.build_sql_info(chosen)])
+
+
+_DIALECT_INFO: Final[Mapping[int, Any]] = {
+    SqlInfo.SQL_DDL_CATALOG: False,
+    SqlInfo.SQL_DDL_SCHEMA: False,
+    SqlInfo.SQL_DDL_TABLE: False,  # tables are made by bulk ingest, never by SQL
+    # SqlSupportedCaseSensitivity UNKNOWN: no single answer fits. Unquoted column names match
+    # any case (AmbiguousFieldName when several spellings match), quoted ones their own case;
+    # table names are object keys, case-sensitive quoted or not (docs/server.md, Sessions).
+    SqlInfo.SQL_IDENTIFIER_CASE: 0,
+    SqlInfo.SQL_QUOTED_IDENTIFIER_CASE: 0,
+    SqlInfo.SQL_IDENTIFIER_QUOTE_CHAR: '"',
+    SqlInfo.SQL_ALL_TABLES_ARE_SELECTABLE: True,  # GetTables lists readable buckets only
+    SqlInfo.SQL_NULL_ORDERING: 0,  # SQL_NULLS_SORTED_HIGH: DataFusion's ORDER BY default
+    # the functions every flavour runs (tests/flight_storage/test_sql_info.py runs each)
+    SqlInfo.SQL_NUMERIC_FUNCTIONS: ["INT", "FLOAT"],
+    SqlInfo.SQL_STRING_FUNCTIONS: ["CHAR_LENGTH", "CHARACTER_LENGTH", "LOWER", "SUBSTRING",
+                                   "TRIM", "UPPER"],
+    SqlInfo.SQL_SYSTEM_FUNCTIONS: ["COALESCE", "NULLIF"],
+    SqlInfo.SQL_DATETIME_FUNCTIONS: ["DATE_ADD", "DATE_DIFF", "EXTRACT", "TO_STRING",
+                                     "TO_TIMESTAMP", "UTCNOW"],
+    SqlInfo.SQL_SUPPORTS_COLUMN_ALIASING: True,
+    SqlInfo.SQL_NULL_PLUS_NULL_IS_NULL: True,
+    SqlInfo.SQL_SUPPORTS_TABLE_CORRELATION_NAMES: True,
+    SqlInfo.SQL_SUPPORTS_LIKE_ESCAPE_CLAUSE: True,
+    SqlInfo.SQL_SUPPORTED_GRAMMAR: 1,  # bit SQL_MINIMUM_GRAMMAR: one table, no joins
+    SqlInfo.SQL_OUTER_JOINS_SUPPORT_LEVEL: 0,  # SQL_JOINS_UNSUPPORTED
+    SqlInfo.SQL_SCHEMA_TERM: "bucket",
+    SqlInfo.SQL_SELECT_FOR_UPDATE_SUPPORTED: False,
+    SqlInfo.SQL_STORED_PROCEDURES_SUPPORTED: False,
+    SqlInfo.SQL_SUPPORTED_SUBQUERIES: 0,  # FROM names the object
+    SqlInfo.SQL_CORRELATED_SUBQUERIES_SUPPORTED: False,
+    SqlInfo.SQL_SUPPORTED_UNIONS: 0,
+    SqlInfo.SQL_MAX_TABLES_IN_SELECT: 1,
+    SqlInfo.SQL_DEFAULT_TRANSACTION_ISOLATION: 2,  # SQL_TRANSACTION_READ_COMMITTED
+    SqlInfo.SQL_TRANSACTIONS_SUPPORTED: True,
+    SqlInfo.SQL_SUPPORTED_TRANSACTIONS_ISOLATION_LEVELS: 1 << 2,  # read committed only
+    SqlInfo.SQL_BATCH_UPDATES_SUPPORTED: False,
+    SqlInfo.SQL_SAVEPOINTS_SUPPORTED: False,
+    SqlInfo.SQL_NAMED_PARAMETERS_SUPPORTED: False,  # ? only
+}
+"""What the SQL surface supports, for GetSqlInfo (each claim is checked by a test)."""
+
 
 def _catalogs(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
     names = _readable_catalogs(host, call)

@@ -76,6 +76,11 @@ class CallContext:
     endpoints_reason: str = ""
     """Why :attr:`single_endpoint` is what it is (the call log's ``endpoints_for``)."""
     is_cancelled: Callable[[], bool] = dataclasses.field(default=lambda: False, compare=False)
+    session_cookie: str | None = None
+    """The signed session cookie the client echoed (``flight_storage.rpc.sessions``)."""
+    add_header: Callable[[str, str], None] = dataclasses.field(
+        default=lambda name, value: None, compare=False)
+    """Adds a header to the call's answer (``set-cookie`` of a session)."""
 
     @property
     def statement_flavor(self) -> str:

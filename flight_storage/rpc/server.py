@@ -69,6 +69,7 @@ from flight_storage.rpc.endpoints import (
     query_id,
     ticket_key,
 )
+from flight_storage.rpc.ingest import ingest
 from flight_storage.rpc.metadata import METADATA_COMMANDS
 from flight_storage.rpc.middleware import (
     CallContext,
@@ -78,6 +79,8 @@ from flight_storage.rpc.middleware import (
     log_event,
 )
 from flight_storage.rpc.peers import FORWARDED_HEADER, Peers
+from flight_storage.rpc.sessions import Session, SessionCookies, qualify, session_cookie
+from flight_storage.rpc.sessions import current as current_session
 from flight_storage.rpc.streams import (
     Item,
     QueryStream,
@@ -139,6 +142,8 @@ class StorageServer(flight.FlightServerBase):
         signer = TokenSigner(hashlib.sha256(b"bearer\x00" + self.secret).digest(),
                              config.token_ttl_s)
         self.token_signer = signer  # the S3 door calls this server as its users
+        self.session_cookies = SessionCookies(
+            hashlib.sha256(b"session\x00" + self.secret).digest(), config.ticket_max_age_s)
         super().__init__(
             f"{config.scheme}://{config.host}:{config.port}",
             auth_handler=HandshakeHandler(),
@@ -211,7 +216,9 @@ class StorageServer(flight.FlightServerBase):
         return CallContext(user=user, flavor=flavor, peer=context.peer(),
                            single_endpoint=endpoints.single,
                            endpoints_reason=endpoints.reason,
-                           is_cancelled=context.is_cancelled)
+                           is_cancelled=context.is_cancelled,
+                           session_cookie=session_cookie(headers),
+                           add_header=context.add_header)
 
     @staticmethod
     def _headers(context: flight.ServerCallContext) -> Mapping[str, list[str]]:
@@ -318,7 +325,7 @@ class StorageServer(flight.FlightServerBase):
             with self._lock:
                 parameters = self._bound.get((raw, call.user_name))
         return self._statement_info(call, descriptor, handle.query, handle.flavor,
-                                    parameters, fields)
+                                    parameters, fields, Session(handle.catalog, handle.schema))
 
     def _statement_info(
         self,
@@ -328,11 +335,12 @@ class StorageServer(flight.FlightServerBase):
         flavor: str,
         parameters: bytes | None,
         fields: dict[str, Any],
+        namespace: Session | None = None,
     ) -> flight.FlightInfo:
         if iceberg_tables.iceberg_reference(query, self.iceberg) is not None:  # Iceberg
             return iceberg_tables.statement_info(self, call, descriptor, query, flavor,
                                                  parameters, fields)
-        table, plan = self.plan_statement(call, query, flavor, parameters)
+        table, plan = self.plan_statement(call, query, flavor, parameters, namespace)
         issued = time.time()
         # A statement that reads no object (SELECT 1) has a ticket naming no bucket.
         bucket, key = (table.bucket, table.key) if table is not None else ("", "")
@@ -415,11 +423,15 @@ class StorageServer(flight.FlightServerBase):
         return self.streams.run_planning(work, call.is_cancelled, what)
 
     def plan_statement(
-        self, call: CallContext, query: str, flavor: str, parameters: bytes | None
+        self, call: CallContext, query: str, flavor: str, parameters: bytes | None,
+        namespace: Session | None = None,
     ) -> tuple[ResolvedTable | None, SelectPlan]:
-        """The table a statement reads (None for one without FROM) and its plan."""
+        """The table a statement reads (None for one without FROM) and its plan; a one-part
+        table name resolves in ``namespace`` (a prepared statement's), else in the caller's
+        session (``rpc/sessions.py``)."""
         self.check_query_length(query)
         refuse_writes(query)  # before the table: INSERT INTO a new key is not NoSuchKey
+        session = namespace if namespace is not None else current_session(self, call)
 
         if iceberg_tables.iceberg_reference(query, self.iceberg) is not None:  # Iceberg
             return None, iceberg_tables.plan_statement(self, call, query, flavor,
@@ -440,6 +452,7 @@ class StorageServer(flight.FlightServerBase):
                     'SELECT * FROM "sales"."orders/2024-01.csv"',
                     code="MissingObject",
                 )
+            reference = qualify(self.catalog, session, reference)
             self.check_access(call, reference.bucket)
             table = self.resolve(reference.bucket, reference.key,
                                  reference.input_serialization, flavor)
@@ -564,8 +577,7 @@ class StorageServer(flight.FlightServerBase):
     ) -> tuple[StoppableSource, SelectPlan, Sequence[ObjectInfo]]:
         if ticket.output_serialization is None:  # a Flight SQL statement
             reference, sql = split_table_reference(ticket.query)
-            if reference is None or (reference.bucket, reference.key) != (ticket.bucket,
-                                                                         ticket.key):
+            if reference is None or not reference.names(ticket.bucket, ticket.key):
                 raise protocol.TicketError("ticket does not match its statement")
             if ticket.parameters is not None:
                 sql = bind(sql, protocol.handle_parameters(ticket.parameters))
@@ -786,6 +798,9 @@ class StorageServer(flight.FlightServerBase):
     ) -> None:
         call = self._call_context(context)
         name, message = protocol.unpack_any(_descriptor_command(descriptor))
+        if name == "CommandStatementIngest":
+            self._fields(context)["ingest"] = message.table
+            return ingest(self, call, message, reader, writer)
         if name != "CommandPreparedStatementQuery":
             raise AccessDeniedError(f"{name}: this server is read-only", code="ReadOnly")
         raw = bytes(message.prepared_statement_handle)
@@ -930,6 +945,10 @@ def _bound(sql: str, parameters: bytes | None) -> str:
 def _statement_target(query: str) -> tuple[str, str] | None:
     """The bucket and key a statement names in FROM (None for one without FROM)."""
     reference, _ = split_table_reference(query)
+    if reference is not None and not reference.qualified:
+        raise InvalidRequestError(
+            f'{reference.key!r} names no bucket: a cluster routes only "bucket"."key" names',
+            code="MissingObject")
     return None if reference is None else (reference.bucket, reference.key)
 
 

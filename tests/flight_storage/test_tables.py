@@ -125,6 +125,26 @@ def test_with_options_set_input_serialization() -> None:
     assert "WITH" not in sql and sql.rstrip().endswith("s WHERE s._2 = 'a'")
 
 
+@pytest.mark.parametrize(("sql", "key"), [
+    ('SELECT "o/a.csv".x FROM "o/a.csv" WHERE x = 1', "o/a.csv"),
+    ("SELECT * FROM orders o WHERE o._1 = '1'", "orders"),
+    ("SELECT * FROM events WITH (Format = 'CSV')", "events"),
+])
+def test_one_part_name_is_an_unqualified_reference(sql: str, key: str) -> None:
+    reference, rewritten = split_table_reference(sql)
+    assert reference is not None and not reference.qualified and reference.key == key
+    # names of at least five characters keep later columns where written (docs/server.md)
+    assert len(rewritten) == len(sql) and "stdin" in rewritten
+    assert reference.names("b", f"schema/{key}") and reference.names("b", f"{key}/")
+    assert not reference.names("b", f"x{key}")
+
+
+@pytest.mark.parametrize("sql", ["SELECT * FROM s3object s", "SELECT * FROM stdin",
+                                 "SELECT * FROM S3Object[*].a", "SELECT 1"])
+def test_s3_select_names_are_no_table_reference(sql: str) -> None:
+    assert split_table_reference(sql) == (None, sql)
+
+
 def test_with_options_override_the_bucket_configuration(tmp_path: Path) -> None:
     catalog = write_bucket(tmp_path, {"d/a.csv": "x;y\n1;2\n"},
                       {"tables": [{"prefix": "d/", "InputSerialization": {

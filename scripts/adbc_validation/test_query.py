@@ -1,0 +1,12 @@
+"""The validation suite's query tests against flight-select."""
+
+import adbc_drivers_validation.tests.query as suite
+from flight_select import FlightSelectQuirks
+
+
+def pytest_generate_tests(metafunc) -> None:  # noqa: ANN001 - pytest's hook
+    return suite.generate_tests([FlightSelectQuirks()], metafunc)
+
+
+class TestQuery(suite.TestQuery):
+    pass
