@@ -112,5 +112,6 @@ async def select(door: S3Door, call: Call) -> Response:
     request = select_request(await door.read_body(call), call.bucket, call.key)
     headers = door.flight_headers(call)
     info, options = await run_in_threadpool(door.bridge.plan, request, headers)
-    events: Iterator[bytes] = door.bridge.events(info, options)
+    progress = bool((request.get("RequestProgress") or {}).get("Enabled"))
+    events: Iterator[bytes] = door.bridge.events(info, options, progress=progress)
     return StreamingResponse(events, media_type=eventstream.CONTENT_TYPE)

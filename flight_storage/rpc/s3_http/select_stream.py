@@ -10,8 +10,8 @@ re-frames what the Flight stream carries into event-stream messages:
 |---|---|
 | a ``records`` chunk | ``Records`` (split at the payload bound) |
 | ``{"Progress": ..}`` metadata | ``Progress`` (counts of earlier endpoints added) |
-| an empty batch without metadata (the server's keep-alive) | ``Cont`` |
-| ``{"Stats": ..}`` metadata (last message of an endpoint) | summed into the final ``Stats`` |
+| an empty batch without records (the server's keep-alive) | ``Cont`` (then ``Progress`` when it carries one) |
+| ``{"Stats": ..}`` metadata (last message of an endpoint) | summed into the final ``Stats``; a ``Progress`` with the sum so far when progress was asked for |
 | end of the last endpoint | ``Stats``, ``End`` |
 | an error | the error message with its S3 code, and nothing after it |
 """
@@ -77,12 +77,16 @@ class SelectBridge:
             # INVALID_ARGUMENT, NOT_FOUND and UNIMPLEMENTED
             raise from_flight(exc) from None
 
-    def events(self, info: flight.FlightInfo, options: Any) -> Iterator[bytes]:
-        """The event-stream messages of a planned request, ending with ``End`` or an error."""
+    def events(self, info: flight.FlightInfo, options: Any, *,
+               progress: bool = False) -> Iterator[bytes]:
+        """The event-stream messages of a planned request, ending with ``End`` or an error
+        (``progress``: the request asked for Progress events)."""
         totals = _Totals()
         try:
             for endpoint in info.endpoints:
                 yield from self._endpoint(endpoint, options, totals)
+                if progress:  # what the endpoint read, now that it is known whole
+                    yield eventstream.progress(*totals.with_current({}))
         except Exception as exc:  # noqa: BLE001 - the answer is already 200: errors are events
             error = _stream_error(exc)
             yield eventstream.error(error.code, error.message)
@@ -105,12 +109,13 @@ class SelectBridge:
                 meta = json.loads(chunk.app_metadata.to_pybytes()) if chunk.app_metadata else None
                 if data:
                     yield from eventstream.records(data, self.max_event_payload)
-                if meta is None:
-                    if not data:
-                        yield eventstream.cont()
-                elif "Stats" in meta:
+                meta = meta or {}
+                if "Stats" in meta:
                     totals.add(meta["Stats"])
-                elif "Progress" in meta:
+                    continue
+                if not data:  # a keep-alive while the scan finds nothing
+                    yield eventstream.cont()
+                if "Progress" in meta:
                     yield eventstream.progress(*totals.with_current(meta["Progress"]))
         finally:
             if not finished:  # the HTTP client left, or an error: stop the server's stream
