@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Create .venv (once) and install the project with everything the tests and the demo need;
-# create .venv-clients (once) with the clients we did not write that cannot share .venv
-# (awswrangler pins pyarrow<26; sqlalchemy-adbc needs SQLAlchemy>=2, flightsql-dbapi <2): the
-# tests run them in a subprocess against the server.
+# create .venv-clients and .venv-s3fs (once) with the clients we did not write that cannot
+# share .venv (awswrangler pins pyarrow<26; sqlalchemy-adbc needs SQLAlchemy>=2,
+# flightsql-dbapi <2; s3fs's aiobotocore an older botocore): the tests run them in a
+# subprocess against the server. rclone comes from Debian's packages.
 # Safe to re-run: an up-to-date environment is left as it is (and says so in one line).
 # A first run takes minutes; it prints a line per step (packages resolved, large downloads,
 # wheels built, the install) and keeps pip's whole output in <venv>/pip-install.log.
@@ -88,3 +89,16 @@ clients_requirements=tests/flight_storage/clients/requirements.txt
 prepare .venv-clients "$clients_requirements" \
   "awswrangler, sqlalchemy-adbc and the ADBC driver (clients that cannot share .venv)" \
   -r "$clients_requirements"
+s3fs_requirements=tests/flight_storage/clients/s3fs-requirements.txt
+prepare .venv-s3fs "$s3fs_requirements" \
+  "s3fs (its aiobotocore pins an older botocore than .venv's)" -r "$s3fs_requirements"
+
+# rclone, an S3 client the S3 door is tested with, from Debian's packages
+if ! command -v rclone > /dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
+    say "installing rclone from Debian's packages"
+    apt-get update -qq > /dev/null && apt-get install -y -qq rclone > /dev/null
+  else
+    say "rclone is not installed and cannot be here (not root or no apt-get): its test fails"
+  fi
+fi
