@@ -70,6 +70,7 @@ SLOW_MODULES: dict[str, str] = {
     "tests/flight_storage/test_s3_door_store.py": "a SeaweedFS store behind the S3 door",
     "tests/flight_storage/test_s3_door_select_events.py": "70 MB of CSV scanned with progress",
     "tests/flight_storage/test_s3_door_tools.py": "the AWS CLI, s3fs and rclone in subprocesses",
+    "tests/flight_storage/test_s3_door_cluster.py": "a two-node cluster with S3 doors",
     "tests/flight_storage/test_cluster.py": "a three-node cluster and a reference server",
     "tests/flight_storage/test_cluster_description.py": "serve processes given bad cluster files",
     "tests/flight_storage/test_cluster_bounds.py": "peers that never answer, waited out",

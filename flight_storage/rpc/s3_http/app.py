@@ -19,7 +19,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -40,8 +40,8 @@ from flight_storage.rpc.s3_http import (
     payload,
     sigv4,
 )
+from flight_storage.rpc.s3_http.door_cluster import DoorCluster
 from flight_storage.rpc.s3_http.door_config import S3DoorConfig
-from flight_storage.rpc.s3_http.listing import Entry
 from flight_storage.rpc.s3_http.s3_errors import S3HttpError, error_xml
 from flight_storage.rpc.s3_http.select_stream import SelectBridge
 from flight_storage.rpc.s3_http.staging import Staging
@@ -113,10 +113,11 @@ class S3Door:
         self.server = server
         self.config = config
         self.bridge = SelectBridge(flight.connect(flight_location, **client_options),
-                                   config.max_event_bytes)
+                                   config.max_event_bytes, local=server.location,
+                                   client_options=client_options)
         self.staging = Staging(config)
-        self.cluster_lister: Callable[[str, str], Iterator[Entry]] | None = None
-        """In a holdings cluster, the listing of every node (``door_cluster.py``)."""
+        self.cluster = DoorCluster.of(self)
+        """This node's part in a holdings cluster (``door_cluster.py``), or None."""
         users = server.users.users.values() if server.users is not None else ()
         self.keys: dict[str, tuple[User, str]] = {
             key: (user, secret) for user in users for key, secret in user.access_keys.items()
@@ -256,7 +257,7 @@ class S3Door:
     def check_listable(self, call: Call) -> None:
         """Refuse a bucket the caller may not read; in a holdings cluster the bucket may be
         held by other nodes only, so only the caller's right is checked here."""
-        if self.cluster_lister is None:
+        if self.cluster is None or not self.cluster.knows_bucket(call.bucket):
             self.check_bucket(call)
         elif call.user is not None and not call.user.may_read(call.bucket):
             raise S3HttpError("AccessDenied",

@@ -18,6 +18,7 @@ from flight_storage.rpc.boundary import error_document
 from flight_storage.rpc.s3_http import checksums, listing, objects
 from flight_storage.rpc.s3_http.listing import Entry, ListRequest
 from flight_storage.rpc.s3_http.s3_errors import S3HttpError
+from flight_storage.storage.catalog import Catalog
 
 if TYPE_CHECKING:
     from flight_storage.rpc.s3_http.app import Call, S3Door
@@ -25,12 +26,12 @@ if TYPE_CHECKING:
 XML: Final = "application/xml"
 
 
-def entries(door: S3Door, bucket: str, prefix: str) -> Iterator[Entry]:
-    """The objects of ``bucket`` under ``prefix``, in key order, as this node's catalog has
-    them (or, in a holdings cluster, every node's: ``door_cluster.py``)."""
-    lister = door.cluster_lister
-    if lister is not None:
-        yield from lister(bucket, prefix)
+def entries(door: S3Door, call: Call, prefix: str) -> Iterator[Entry]:
+    """The objects of the call's bucket under ``prefix``, in key order, as this node's
+    catalog has them (or, in a holdings cluster, every node's: ``door_cluster.py``)."""
+    bucket = call.bucket
+    if door.cluster is not None and door.cluster.knows_bucket(bucket):
+        yield from door.cluster.entries(call, bucket, prefix)
         return
     for obj in door.server.catalog.objects(bucket, prefix):
         yield Entry(obj.key, obj.size, obj.mtime_ns, obj.etag)
@@ -40,16 +41,26 @@ async def list_buckets(door: S3Door, call: Call) -> Response:
     catalog = door.server.catalog
 
     def named() -> bytes:
-        names = [b for b in catalog.buckets() if call.user is None or call.user.may_read(b)]
-        return listing.list_buckets_xml([(b, catalog.store(b).created_ns()) for b in names])
+        held = door.cluster.buckets() if door.cluster is not None else []
+        names = [b for b in sorted({*catalog.buckets(), *held})
+                 if call.user is None or call.user.may_read(b)]
+        return listing.list_buckets_xml([(b, _created(catalog, b)) for b in names])
 
     return Response(await run_in_threadpool(named), media_type=XML)
+
+
+def _created(catalog: Catalog, bucket: str) -> int:
+    """A bucket's creation time here (0 for a bucket only other nodes hold)."""
+    try:
+        return catalog.store(bucket).created_ns()
+    except StorageError:
+        return 0
 
 
 async def _listed(door: S3Door, call: Call, request: ListRequest, version: int) -> Response:
     door.check_listable(call)
     body = await run_in_threadpool(lambda: listing.list_objects_xml(
-        entries(door, call.bucket, request.prefix), request, version))
+        entries(door, call, request.prefix), request, version))
     return Response(body, media_type=XML)
 
 
@@ -65,7 +76,7 @@ async def list_versions(door: S3Door, call: Call) -> Response:
     door.check_listable(call)
     request = listing.parse_versions_request(call.bucket, call.query)
     body = await run_in_threadpool(lambda: listing.list_versions_xml(
-        entries(door, call.bucket, request.prefix), request))
+        entries(door, call, request.prefix), request))
     return Response(body, media_type=XML)
 
 

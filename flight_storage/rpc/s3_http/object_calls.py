@@ -63,13 +63,28 @@ def _unconditional(call: Call, obj: ObjectInfo, headers: dict[str, str]) -> Resp
     return None
 
 
+async def _forwarded(door: S3Door, call: Call) -> Response | None:
+    """The answer of the node holding the object, in a holdings cluster where this node
+    does not (``door_cluster.py``)."""
+    if door.cluster is None or not door.cluster.knows_bucket(call.bucket):
+        return None
+    door.check_listable(call)
+    return await door.cluster.forward(call)
+
+
 async def head_object(door: S3Door, call: Call) -> Response:
+    forwarded = await _forwarded(door, call)
+    if forwarded is not None:
+        return forwarded
     obj, headers = await _object(door, call)
     return _unconditional(call, obj, headers) or Response(b"", headers=headers,
                                                            media_type=OCTETS)
 
 
 async def get_object(door: S3Door, call: Call) -> Response:
+    forwarded = await _forwarded(door, call)
+    if forwarded is not None:
+        return forwarded
     obj, headers = await _object(door, call)
     refused = _unconditional(call, obj, headers)
     if refused is not None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -55,11 +56,40 @@ class SelectBridge:
     Args:
         client: a Flight client connected to this process's Flight server.
         max_event_payload: largest payload of one ``Records`` event.
+        local: this process's Flight location as endpoints name it (in a cluster, its
+            location in the cluster file).
+        client_options: how to connect to another location (TLS roots).
     """
 
-    def __init__(self, client: flight.FlightClient, max_event_payload: int) -> None:
+    def __init__(self, client: flight.FlightClient, max_event_payload: int, *,
+                 local: str = "", client_options: dict[str, Any] | None = None) -> None:
         self.client = client
         self.max_event_payload = max_event_payload
+        self.local = local
+        self._client_options = client_options or {}
+        self._others: dict[str, flight.FlightClient] = {}
+        self._lock = threading.Lock()
+
+    def _reader(self, endpoint: flight.FlightEndpoint, options: Any) -> Any:
+        """The stream of an endpoint: from this process when the endpoint names no location
+        or names it, else from the first location that answers (a cluster node holding the
+        endpoint's data)."""
+        locations = [location.uri.decode() for location in endpoint.locations]
+        if not locations or self.local in locations:
+            return self.client.do_get(endpoint.ticket, options)
+        failure: Exception | None = None
+        for location in locations:
+            with self._lock:
+                client = self._others.get(location)
+                if client is None:
+                    client = self._others[location] = flight.connect(
+                        location, **self._client_options)
+            try:
+                return client.do_get(endpoint.ticket, options)
+            except flight.FlightUnavailableError as exc:
+                failure = exc
+        assert failure is not None
+        raise failure
 
     def plan(self, request: dict[str, Any],
              headers: Sequence[tuple[bytes, bytes]]) -> tuple[flight.FlightInfo, Any]:
@@ -96,7 +126,7 @@ class SelectBridge:
 
     def _endpoint(self, endpoint: flight.FlightEndpoint, options: Any,
                   totals: _Totals) -> Iterator[bytes]:
-        reader = self.client.do_get(endpoint.ticket, options)
+        reader = self._reader(endpoint, options)
         finished = False
         try:
             while True:
