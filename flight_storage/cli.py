@@ -222,6 +222,19 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
                     help="largest SelectObjectContent (or other non-upload) request body")
     s3.add_argument("--s3-max-object-mb", type=int, default=door.max_object_bytes >> 20,
                     help="largest PutObject body (streamed to disk, not held in memory)")
+    s3.add_argument("--s3-max-upload-mb", type=int, default=door.max_upload_bytes >> 20,
+                    help="largest object a multipart upload or a copy makes (EntityTooLarge)")
+    s3.add_argument("--s3-staging-mb", type=int, default=door.staging_bytes >> 20,
+                    help="MiB of parts of every multipart upload in progress together, on "
+                    "disk (SlowDown while full)")
+    s3.add_argument("--s3-max-uploads", type=int, default=door.max_uploads,
+                    help="multipart uploads in progress at once (SlowDown)")
+    s3.add_argument("--s3-upload-expiry", type=float, default=door.upload_expiry_s,
+                    help="seconds after which an upload not completed is removed with its "
+                    "parts")
+    s3.add_argument("--s3-staging-dir", type=Path, default=door.staging_dir,
+                    help="where parts wait for CompleteMultipartUpload (default: a temporary "
+                    "folder removed at exit; a folder given keeps uploads across restarts)")
     s3.add_argument("--s3-body-timeout", type=float, default=door.body_timeout_s,
                     help="seconds a client has to send its request body")
     s3.add_argument("--s3-header-timeout", type=float, default=door.header_timeout_s,
@@ -384,7 +397,10 @@ def _start_s3_door(args: argparse.Namespace, server: Any, config: Any) -> Any:
     door = S3DoorConfig(
         host=args.s3_host, port=args.s3_port, writable=args.s3_writable,
         max_request_bytes=args.s3_max_request_kb << 10,
-        max_object_bytes=args.s3_max_object_mb << 20, body_timeout_s=args.s3_body_timeout,
+        max_object_bytes=args.s3_max_object_mb << 20,
+        max_upload_bytes=args.s3_max_upload_mb << 20, staging_bytes=args.s3_staging_mb << 20,
+        max_uploads=args.s3_max_uploads, upload_expiry_s=args.s3_upload_expiry,
+        staging_dir=args.s3_staging_dir, body_timeout_s=args.s3_body_timeout,
         header_timeout_s=args.s3_header_timeout, max_connections=args.s3_max_connections,
         flavor=args.s3_flavor,
     )

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Create .venv (once) and install the project with everything the tests and the demo need;
-# create .venv-clients (once) with the clients we did not write that cannot share .venv
-# (awswrangler pins pyarrow<26); and .venv-flightsql-dbapi (once) for flightsql-dbapi, which pins
-# SQLAlchemy<2 while .venv (pyiceberg's SQL catalog) and .venv-clients (sqlalchemy-adbc) need
-# SQLAlchemy>=2. The tests run those clients in a subprocess against the server.
+# create .venv-clients, .venv-flightsql-dbapi and .venv-s3fs (once) with the clients we did not
+# write that cannot share .venv (awswrangler pins pyarrow<26; flightsql-dbapi pins SQLAlchemy<2
+# while .venv (pyiceberg's SQL catalog) and .venv-clients (sqlalchemy-adbc) need SQLAlchemy>=2;
+# s3fs's aiobotocore an older botocore): the tests run them in a subprocess against the server.
+# rclone comes from Debian's packages.
 # Safe to re-run: an up-to-date environment is left as it is (and says so in one line).
 # A first run takes minutes; it prints a line per step (packages resolved, large downloads,
 # wheels built, the install) and keeps pip's whole output in <venv>/pip-install.log.
@@ -93,3 +94,16 @@ dbapi_requirements=tests/flight_storage/clients/requirements-flightsql-dbapi.txt
 prepare .venv-flightsql-dbapi "$dbapi_requirements" \
   "flightsql-dbapi and its SQLAlchemy<2 (a venv of its own)" \
   -r "$dbapi_requirements"
+s3fs_requirements=tests/flight_storage/clients/s3fs-requirements.txt
+prepare .venv-s3fs "$s3fs_requirements" \
+  "s3fs (its aiobotocore pins an older botocore than .venv's)" -r "$s3fs_requirements"
+
+# rclone, an S3 client the S3 door is tested with, from Debian's packages
+if ! command -v rclone > /dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
+    say "installing rclone from Debian's packages"
+    apt-get update -qq > /dev/null && apt-get install -y -qq rclone > /dev/null
+  else
+    say "rclone is not installed and cannot be here (not root or no apt-get): its test fails"
+  fi
+fi

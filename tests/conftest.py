@@ -66,6 +66,12 @@ SLOW_MODULES: dict[str, str] = {
     # 166 s of test time (--durations=0, 2 cores shared, load average 5), 82 s with the next.
     "tests/flight_storage/test_s3_door.py": "an S3 door server per test, boto3 and the AWS CLI",
     "tests/flight_storage/test_s3_door_clients.py": "awswrangler in a subprocess",
+    "tests/flight_storage/test_s3_door_objects.py": "S3 door servers, boto3 per object call",
+    "tests/flight_storage/test_s3_door_multipart.py": "a 100 MiB multipart upload and download",
+    "tests/flight_storage/test_s3_door_store.py": "a SeaweedFS store behind the S3 door",
+    "tests/flight_storage/test_s3_door_select_events.py": "70 MB of CSV scanned with progress",
+    "tests/flight_storage/test_s3_door_tools.py": "the AWS CLI, s3fs and rclone in subprocesses",
+    "tests/flight_storage/test_s3_door_cluster.py": "a two-node cluster with S3 doors",
     "tests/flight_storage/test_cluster.py": "a three-node cluster and a reference server",
     "tests/flight_storage/test_cluster_description.py": "serve processes given bad cluster files",
     "tests/flight_storage/test_cluster_bounds.py": "peers that never answer, waited out",

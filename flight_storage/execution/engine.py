@@ -46,6 +46,7 @@ from flight_storage.execution.plan_types import (
     dialect_type,
     order_free,
 )
+from flight_storage.execution.scan_progress import finished_bytes
 from flight_storage.execution.session import (
     MIN_SPLIT_BYTES,
     READ_ONLY,
@@ -423,7 +424,15 @@ class SelectEngine:
                 ctx = new_session(self.config, plan.translation, partitions=partitions,
                                   split_min_bytes=MIN_SPLIT_BYTES)
                 native.register(ctx, TABLE)
-                return ctx.sql_with_options(plan.translation.sql, READ_ONLY).execute_stream()
+                frame = ctx.sql_with_options(plan.translation.sql, READ_ONLY)
+                physical = frame.execution_plan()
+                if physical.partition_count != 1:
+                    return frame.execute_stream()
+                # a plan of this stream alone: its scan metrics say how far it has read
+                watch = getattr(plan.sources[0], "watch_scan", None)
+                if watch is not None:
+                    watch(finished_bytes(physical))
+                return ctx.execute(physical, 0)
             prepared = self._partition_plan(plan, native, partitions)
             if prepared is _SPLIT_DIFFERS:
                 mismatch.append(True)  # not DataFusion's split after all

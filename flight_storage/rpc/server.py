@@ -646,7 +646,9 @@ class StorageServer(flight.FlightServerBase):
         compressed = plan.input.compression != "NONE"
 
         def counts(kind: str) -> bytes:
-            scanned = total if kind == "Stats" else min(source.read[0], total)
+            # Progress: what the readers have read so far (issue 27: DataFusion's reader counted
+            # through its scan metrics, execution/scan_progress.py), never past the total
+            scanned = total if kind == "Stats" else min(source.scanned(), total)
             # AWS counts the decompressed bytes of compressed input as processed
             processed = source.processed[0] if compressed else scanned
             return stats_metadata(kind, scanned, processed, returned[0])

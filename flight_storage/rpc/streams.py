@@ -142,6 +142,17 @@ class StoppableSource:
     read: list[int] = field(default_factory=lambda: [0])
     processed: list[int] = field(default_factory=lambda: [0])
     """Decompressed bytes read from a compressed object (S3's BytesProcessed)."""
+    probes: list[Callable[[], int]] = field(default_factory=list)
+    """How far DataFusion's own reader has read (``execution/scan_progress.py``)."""
+
+    def watch_scan(self, probe: Callable[[], int]) -> None:
+        """Count what ``probe`` says DataFusion's reader has read (it reads the bytes itself,
+        so :attr:`read` does not see them)."""
+        self.probes.append(probe)
+
+    def scanned(self) -> int:
+        """Bytes read so far, by this process's readers or DataFusion's (a lower bound)."""
+        return max(self.read[0], sum(probe() for probe in self.probes))
 
     @property
     def name(self) -> str:
@@ -177,7 +188,8 @@ def object_sources(objects: Sequence[ObjectInfo], stop: threading.Event | None =
     """Sources of a table's objects sharing one stop switch (``stop`` when given) and one
     read counter."""
     first = object_source(objects[0], stop)
-    return [first] + [StoppableSource(StoredSource(o), first.stop, first.read)
+    return [first] + [StoppableSource(StoredSource(o), first.stop, first.read,
+                                      probes=first.probes)
                       for o in objects[1:]]
 
 

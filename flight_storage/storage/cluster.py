@@ -43,7 +43,7 @@ from urllib.parse import urlsplit
 
 _SCHEMES: Final = ("grpc", "grpc+tcp", "grpc+tls")
 _TOP_KEYS: Final = frozenset({"nodes", "holdings", "peer_timeout_s", "peer_check_s"})
-_NODE_KEYS: Final = frozenset({"name", "location", "host"})
+_NODE_KEYS: Final = frozenset({"name", "location", "host", "s3"})
 _HOLDING_KEYS: Final = frozenset({"bucket", "prefix", "nodes"})
 
 
@@ -59,11 +59,14 @@ class ClusterNode:
         name: unique name used by holdings and ``--node``.
         location: the Flight location clients and peers reach it at.
         host: the machine's name for compute-side affinity (Spark host), if given.
+        s3: the URL of the node's S3 door (``http://HOST:PORT``), if it runs one: another
+            node's door forwards GET and HEAD of the objects this node holds to it.
     """
 
     name: str
     location: str
     host: str | None = None
+    s3: str | None = None
 
     @property
     def bind_host(self) -> str:
@@ -246,6 +249,20 @@ def _location(text: str, where: str) -> str:
     return text
 
 
+def _s3_url(text: str | None, where: str) -> str | None:
+    if text is None:
+        return None
+    parts = urlsplit(text)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if parts.scheme not in ("http", "https") or not parts.hostname or not port:
+        raise ClusterFileError(f"{where}.s3: {text!r} is not http(s)://HOST:PORT (the node's "
+                               "S3 door, --s3-port)")
+    return text.rstrip("/")
+
+
 def _nodes(entries: Sequence[Any], where: str) -> dict[str, ClusterNode]:
     nodes: dict[str, ClusterNode] = {}
     seen_locations: dict[str, str] = {}
@@ -255,12 +272,13 @@ def _nodes(entries: Sequence[Any], where: str) -> dict[str, ClusterNode]:
         name = _text(fields, "name", at)
         location = _location(_text(fields, "location", at), at)
         host = _text(fields, "host", at, required=False) or None
+        s3 = _s3_url(_text(fields, "s3", at, required=False) or None, at)
         if name in nodes:
             raise ClusterFileError(f"{at}.name: duplicate node name {name!r}")
         if location in seen_locations:
             raise ClusterFileError(
                 f"{at}.location: {location} is also node {seen_locations[location]!r}'s")
-        nodes[name] = ClusterNode(name, location, host)
+        nodes[name] = ClusterNode(name, location, host, s3)
         seen_locations[location] = name
     return nodes
 

@@ -23,6 +23,7 @@ import errno
 import hashlib
 import os
 import stat
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -245,6 +246,26 @@ class FolderBucket:
         os.replace(file, path)
         return self.head(key)
 
+    def copy_in(self, key: str, source: object, obj: StoredObject) -> StoredObject | None:
+        """A kernel copy (``copy_file_range``: a reflink where the file system has them) of
+        another folder bucket's file into a temporary file here, renamed over ``key`` once
+        the source is found still to be ``obj``'s version."""
+        if not isinstance(source, FolderBucket):
+            return None
+        path = self.new_path(key)
+        with source.open(obj) as reading:
+            fd, temporary = tempfile.mkstemp(dir=self._resolved, prefix=".copy-")
+            try:
+                with os.fdopen(fd, "wb") as writing:
+                    _kernel_copy(reading.fileno(), writing.fileno(), obj.size)
+                source._current(obj)  # changed in place while copied: PreconditionFailed
+                path.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(temporary, path)
+            except BaseException:
+                Path(temporary).unlink(missing_ok=True)
+                raise
+        return self.head(key)
+
     def delete(self, key: str) -> None:
         """Remove ``key`` and the folders it leaves empty."""
         try:
@@ -256,6 +277,17 @@ class FolderBucket:
         while folder != self._resolved and not any(folder.iterdir()):
             folder.rmdir()
             folder = folder.parent
+
+
+def _kernel_copy(source: int, target: int, size: int) -> None:
+    """Copy ``size`` bytes from the start of ``source`` in the kernel."""
+    done = 0
+    while done < size:
+        copied = os.copy_file_range(source, target, min(size - done, 1 << 30), done, done)
+        if copied == 0:
+            raise StaleTicketError("the source object ended early while it was copied",
+                                   code="PreconditionFailed")
+        done += copied
 
 
 class FolderBuckets:

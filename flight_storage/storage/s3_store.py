@@ -486,6 +486,23 @@ class S3Bucket:
             file.unlink(missing_ok=True)
         return self.head(key)
 
+    def copy_in(self, key: str, source: object, obj: StoredObject) -> StoredObject | None:
+        """A copy inside the object store (CopyObject, ``CopySourceIfMatch`` the source's
+        ETag; past 5 GiB boto3's multipart copy) when ``source`` is a bucket of the same
+        connection; None otherwise."""
+        if not isinstance(source, S3Bucket) or source.connection is not self.connection:
+            return None
+        from boto3.s3.transfer import TransferConfig
+
+        copy_source = {"Bucket": source.bucket, "Key": source._key(obj.key)}
+        extra = {"CopySourceIfMatch": obj.etag} if obj.etag is not None else {}
+        store_key = self._key(key)
+        self._call(f"CopyObject {source.name}/{obj.key} to {self.name}/{key}",
+                   lambda: self.connection.client.copy(
+                       copy_source, self.bucket, store_key, ExtraArgs=extra,
+                       Config=TransferConfig(multipart_threshold=5 << 30)))
+        return self.head(key)
+
     def delete(self, key: str) -> None:
         store_key = self._key(key)
         self._call(f"DeleteObject {self.name}/{key}",

@@ -14,6 +14,7 @@ needs and never branches on where the bytes are:
 | DataFusion reading the object itself | :meth:`BucketStore.datafusion_url`, :meth:`BucketStore.register` |
 | the bucket's ``.flight-select.json`` | :meth:`BucketStore.config_text` |
 | writes of the S3 door's writable mode | :meth:`BucketStore.put_file`, :meth:`BucketStore.delete` |
+| a copy that never passes through this process (CopyObject) | :meth:`BucketStore.copy_in` |
 
 An object's **version** is a content identity the store vouches for, and a ticket is bound to
 it: a store's ETag with the object's size and last-modified time, or, for a file, its inode,
@@ -117,6 +118,18 @@ class BucketStore(Protocol):
 
     def delete(self, key: str) -> None:
         """Remove ``key`` (no error when it is absent)."""
+        ...
+
+    def copy_in(self, key: str, source: BucketStore, obj: StoredObject) -> StoredObject | None:
+        """Copy ``obj`` of ``source`` to ``key`` here without its bytes passing through this
+        process (the kernel copies a file, an object store copies within itself), atomically
+        as :meth:`put_file`; None when this store cannot (another kind of store, another
+        object store), and the caller streams the bytes instead.
+
+        Raises:
+            StaleTicketError: ``obj`` is no longer the source's version
+                (``PreconditionFailed``); nothing was written.
+        """
         ...
 
     def temporary_folder(self) -> Path | None:

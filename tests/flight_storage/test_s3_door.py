@@ -34,9 +34,10 @@ ORDERS_KEY = "orders/2024-01.csv"
 CSV_USE = {"CSV": {"FileHeaderInfo": "USE"}}
 
 
-def start_door(data: Path, *extra: str) -> tuple[ServerProcess, str]:
+def start_door(data: Path | str, *extra: str,
+               env: dict[str, str] | None = None) -> tuple[ServerProcess, str]:
     """A server with its S3 door; returns it and the door's URL."""
-    server = start_server(data, "--s3-port", "0", *extra)
+    server = start_server(data, "--s3-port", "0", *extra, env=env)
     assert server.process.stdout is not None
     line = server.process.stdout.readline()
     assert line.startswith("s3 listening on "), line

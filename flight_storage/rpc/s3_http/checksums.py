@@ -94,6 +94,12 @@ class BodyDigests:
                     algorithm, f"The {algorithm.upper()} you specified did not match the "
                     "calculated checksum."))
 
+    def checked(self) -> dict[str, str]:
+        """``x-amz-checksum-<name>`` -> base64 value of each checksum :meth:`verify` checked
+        (what S3 echoes for a part and keeps for CompleteMultipartUpload)."""
+        return {CHECKSUM_PREFIX + a: base64.b64encode(v).decode()
+                for a, v in self._expected.items() if a != "md5"}
+
     def _track(self, algorithm: str) -> None:
         if algorithm not in self._running:
             self._running[algorithm] = _FACTORIES[algorithm]()

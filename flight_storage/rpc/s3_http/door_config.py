@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
+from pathlib import Path
 
 from select_dialect.flavors import AWS, FLAVOR_NAMES
 
@@ -18,9 +19,23 @@ class S3DoorConfig:
 
     Attributes:
         host, port: where it listens (loopback by default; 0 picks a free port).
-        writable: serve CreateBucket, PutObject, DeleteObject and DeleteBucket.
-        max_request_bytes: largest SelectObjectContent body (``MaxMessageLengthExceeded``).
-        max_object_bytes: largest PutObject body, streamed to disk (``EntityTooLarge``).
+        writable: serve the writing calls (CreateBucket, PutObject, CopyObject, multipart
+            uploads, DeleteObject(s), DeleteBucket).
+        max_request_bytes: largest request document: SelectObjectContent, DeleteObjects,
+            CompleteMultipartUpload (``MaxMessageLengthExceeded``).
+        max_object_bytes: largest PutObject or UploadPart body, streamed to disk
+            (``EntityTooLarge``).
+        max_upload_bytes: largest object a multipart upload or a copy makes
+            (``EntityTooLarge``; a copy source past it is ``InvalidRequest``, as S3 answers
+            past its 5 GB).
+        staging_bytes: parts of every multipart upload in progress together, on disk
+            (``SlowDown`` while full).
+        max_uploads: multipart uploads in progress at once (``SlowDown``).
+        upload_expiry_s: an upload not completed this long after it started is removed
+            with its parts (``NoSuchUpload``).
+        staging_dir: where parts wait for CompleteMultipartUpload; None: a temporary folder
+            of this process, removed when it stops (a folder given keeps uploads across
+            restarts).
         body_timeout_s: time a client has to send its whole body (``RequestTimeout``).
         header_timeout_s: time a connection has, from opening or from the end of its previous
             answer, to send a complete request head; then it is closed.
@@ -36,6 +51,11 @@ class S3DoorConfig:
     writable: bool = False
     max_request_bytes: int = 256 * 1024
     max_object_bytes: int = 64 << 20
+    max_upload_bytes: int = 5 << 30
+    staging_bytes: int = 8 << 30
+    max_uploads: int = 1000
+    upload_expiry_s: float = 24 * 3600.0
+    staging_dir: Path | None = None
     body_timeout_s: float = 60.0
     header_timeout_s: float = 10.0
     max_connections: int = 64
@@ -51,6 +71,10 @@ class S3DoorConfig:
             return "the S3 door cannot run beside mutual TLS (--tls-client-ca)"
         positive = {"max_request_bytes": self.max_request_bytes,
                     "max_object_bytes": self.max_object_bytes,
+                    "max_upload_bytes": self.max_upload_bytes,
+                    "staging_bytes": self.staging_bytes,
+                    "max_uploads": self.max_uploads,
+                    "upload_expiry_s": self.upload_expiry_s,
                     "body_timeout_s": self.body_timeout_s,
                     "header_timeout_s": self.header_timeout_s,
                     "max_connections": self.max_connections}

@@ -60,6 +60,7 @@ class S3Gateway:
         """Stop accepting calls and wait up to ``timeout_s`` for the running ones."""
         self._uvicorn.should_exit = True
         self._thread.join(timeout_s)
+        self.app.close()
 
 
 log = logging.getLogger(__name__)

@@ -128,6 +128,9 @@ class PayloadDecoder:
         self._raw = 0
         self.size = 0
         """Object bytes decoded so far."""
+        self.checksums: dict[str, str] = {}
+        """After :meth:`finish`: the ``x-amz-checksum-*`` values the body was checked
+        against."""
         length = headers.get("content-length", "").strip()
         if length.isdigit() and int(length) > self._raw_limit:
             raise S3HttpError(too_large, f"the body is {length} bytes; the limit is {limit}")
@@ -174,3 +177,4 @@ class PayloadDecoder:
             raise S3HttpError(code, f"the body decodes to {self.size} bytes; "
                               f"x-amz-decoded-content-length says {expected}")
         self._digests.verify(trailers)
+        self.checksums = self._digests.checked()

@@ -10,8 +10,8 @@ re-frames what the Flight stream carries into event-stream messages:
 |---|---|
 | a ``records`` chunk | ``Records`` (split at the payload bound) |
 | ``{"Progress": ..}`` metadata | ``Progress`` (counts of earlier endpoints added) |
-| an empty batch without metadata (the server's keep-alive) | ``Cont`` |
-| ``{"Stats": ..}`` metadata (last message of an endpoint) | summed into the final ``Stats`` |
+| an empty batch without records (the server's keep-alive) | ``Cont`` (then ``Progress`` when it carries one) |
+| ``{"Stats": ..}`` metadata (last message of an endpoint) | summed into the final ``Stats``; a ``Progress`` with the sum so far when progress was asked for |
 | end of the last endpoint | ``Stats``, ``End`` |
 | an error | the error message with its S3 code, and nothing after it |
 """
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -55,11 +56,40 @@ class SelectBridge:
     Args:
         client: a Flight client connected to this process's Flight server.
         max_event_payload: largest payload of one ``Records`` event.
+        local: this process's Flight location as endpoints name it (in a cluster, its
+            location in the cluster file).
+        client_options: how to connect to another location (TLS roots).
     """
 
-    def __init__(self, client: flight.FlightClient, max_event_payload: int) -> None:
+    def __init__(self, client: flight.FlightClient, max_event_payload: int, *,
+                 local: str = "", client_options: dict[str, Any] | None = None) -> None:
         self.client = client
         self.max_event_payload = max_event_payload
+        self.local = local
+        self._client_options = client_options or {}
+        self._others: dict[str, flight.FlightClient] = {}
+        self._lock = threading.Lock()
+
+    def _reader(self, endpoint: flight.FlightEndpoint, options: Any) -> Any:
+        """The stream of an endpoint: from this process when the endpoint names no location
+        or names it, else from the first location that answers (a cluster node holding the
+        endpoint's data)."""
+        locations = [location.uri.decode() for location in endpoint.locations]
+        if not locations or self.local in locations:
+            return self.client.do_get(endpoint.ticket, options)
+        failure: Exception | None = None
+        for location in locations:
+            with self._lock:
+                client = self._others.get(location)
+                if client is None:
+                    client = self._others[location] = flight.connect(
+                        location, **self._client_options)
+            try:
+                return client.do_get(endpoint.ticket, options)
+            except flight.FlightUnavailableError as exc:
+                failure = exc
+        assert failure is not None
+        raise failure
 
     def plan(self, request: dict[str, Any],
              headers: Sequence[tuple[bytes, bytes]]) -> tuple[flight.FlightInfo, Any]:
@@ -77,12 +107,16 @@ class SelectBridge:
             # INVALID_ARGUMENT, NOT_FOUND and UNIMPLEMENTED
             raise from_flight(exc) from None
 
-    def events(self, info: flight.FlightInfo, options: Any) -> Iterator[bytes]:
-        """The event-stream messages of a planned request, ending with ``End`` or an error."""
+    def events(self, info: flight.FlightInfo, options: Any, *,
+               progress: bool = False) -> Iterator[bytes]:
+        """The event-stream messages of a planned request, ending with ``End`` or an error
+        (``progress``: the request asked for Progress events)."""
         totals = _Totals()
         try:
             for endpoint in info.endpoints:
                 yield from self._endpoint(endpoint, options, totals)
+                if progress:  # what the endpoint read, now that it is known whole
+                    yield eventstream.progress(*totals.with_current({}))
         except Exception as exc:  # noqa: BLE001 - the answer is already 200: errors are events
             error = _stream_error(exc)
             yield eventstream.error(error.code, error.message)
@@ -92,7 +126,7 @@ class SelectBridge:
 
     def _endpoint(self, endpoint: flight.FlightEndpoint, options: Any,
                   totals: _Totals) -> Iterator[bytes]:
-        reader = self.client.do_get(endpoint.ticket, options)
+        reader = self._reader(endpoint, options)
         finished = False
         try:
             while True:
@@ -105,12 +139,13 @@ class SelectBridge:
                 meta = json.loads(chunk.app_metadata.to_pybytes()) if chunk.app_metadata else None
                 if data:
                     yield from eventstream.records(data, self.max_event_payload)
-                if meta is None:
-                    if not data:
-                        yield eventstream.cont()
-                elif "Stats" in meta:
+                meta = meta or {}
+                if "Stats" in meta:
                     totals.add(meta["Stats"])
-                elif "Progress" in meta:
+                    continue
+                if not data:  # a keep-alive while the scan finds nothing
+                    yield eventstream.cont()
+                if "Progress" in meta:
                     yield eventstream.progress(*totals.with_current(meta["Progress"]))
         finally:
             if not finished:  # the HTTP client left, or an error: stop the server's stream

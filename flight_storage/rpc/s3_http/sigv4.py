@@ -24,8 +24,9 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
+from urllib.parse import unquote
 
-from botocore.auth import EMPTY_SHA256_HASH, S3SigV4Auth
+from botocore.auth import EMPTY_SHA256_HASH, S3SigV4Auth, S3SigV4QueryAuth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
@@ -33,6 +34,9 @@ from flight_storage.rpc.s3_http.s3_errors import S3HttpError
 
 MAX_SKEW_S: Final = 15 * 60
 """S3 refuses a request whose ``x-amz-date`` is further than this from the server's clock."""
+MAX_EXPIRES_S: Final = 7 * 24 * 3600
+"""The longest ``X-Amz-Expires`` of a presigned URL S3 accepts (seven days)."""
+QUERY_SIGNATURE: Final = "X-Amz-Signature"
 
 _NOT_A_HASH: Final = re.compile(r"[^0-9a-f]")
 _AUTH: Final = re.compile(
@@ -102,8 +106,9 @@ class Verified:
     """A request whose head is correctly signed."""
 
     access_key: str
-    chain: ChunkChain
-    """Checks the chunk signatures of a signed aws-chunked body."""
+    chain: ChunkChain | None
+    """Checks the chunk signatures of a signed aws-chunked body (None for a presigned URL,
+    whose body is unsigned)."""
 
 
 def verify(request: SignedRequest, secret_for: Callable[[str], str | None],
@@ -176,6 +181,70 @@ def verify_head(request: SignedRequest, secret_for: Callable[[str], str | None],
     return Verified(access_key, ChunkChain(signer, aws_request, expected))
 
 
+def is_presigned(raw_query: str) -> bool:
+    """Whether a request carries its signature in the query (a presigned URL)."""
+    return any(p.partition("=")[0] == "X-Amz-Algorithm" for p in raw_query.split("&"))
+
+
+def verify_query(request: SignedRequest, secret_for: Callable[[str], str | None],
+                 now: dt.datetime | None = None) -> Verified:
+    """Check a presigned URL (SigV4 in the query string): its signature, recomputed with
+    botocore's ``S3SigV4QueryAuth`` over the request as received less ``X-Amz-Signature``
+    (the payload is ``UNSIGNED-PAYLOAD``), and its validity period.
+
+    Raises:
+        S3HttpError: ``AuthorizationQueryParametersError`` (a parameter missing or malformed,
+            ``X-Amz-Expires`` over seven days), ``InvalidAccessKeyId``, ``AccessDenied``
+            (expired, or dated more than 15 minutes ahead), ``SignatureDoesNotMatch``.
+    """
+    pairs = [p.partition("=") for p in request.raw_query.split("&") if p]
+    params = {k: unquote(v) for k, _, v in pairs}
+    wanted = ("X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Date", "X-Amz-Expires",
+              "X-Amz-SignedHeaders", QUERY_SIGNATURE)
+    missing = [name for name in wanted if not params.get(name)]
+    if missing or params["X-Amz-Algorithm"] != "AWS4-HMAC-SHA256":
+        raise S3HttpError("AuthorizationQueryParametersError", "Query-string authentication "
+                          "version 4 requires the X-Amz-Algorithm (AWS4-HMAC-SHA256), "
+                          "X-Amz-Credential, X-Amz-Signature, X-Amz-Date, X-Amz-SignedHeaders "
+                          "and X-Amz-Expires parameters"
+                          + (f"; missing: {', '.join(missing)}" if missing else ""))
+    parts = params["X-Amz-Credential"].split("/")
+    expires = params["X-Amz-Expires"]
+    if len(parts) != 5 or parts[4] != "aws4_request" or not expires.isdigit() \
+            or not 0 < int(expires) <= MAX_EXPIRES_S:
+        raise S3HttpError("AuthorizationQueryParametersError", "X-Amz-Credential must be "
+                          "<key>/<date>/<region>/<service>/aws4_request and X-Amz-Expires "
+                          f"1 to {MAX_EXPIRES_S} seconds")
+    access_key, day, region, service, _ = parts
+    secret = secret_for(access_key)
+    if secret is None:
+        raise S3HttpError("InvalidAccessKeyId", "the access key id is not known to this server")
+    stamp = params["X-Amz-Date"]
+    now = now or dt.datetime.now(dt.UTC)
+    sent = _check_clock(stamp, day, now, future_only=True)
+    if (now - sent).total_seconds() > int(expires):
+        raise S3HttpError("AccessDenied", "Request has expired")
+    signed = params["X-Amz-SignedHeaders"].split(";")
+    if "host" not in signed:
+        raise S3HttpError("AccessDenied", "the host header must be signed")
+    headers = dict(request.headers, host=request.host)
+    absent = [h for h in signed if h not in headers]
+    if absent:
+        raise S3HttpError("AccessDenied", f"signed header(s) missing: {', '.join(absent)}")
+    query = "&".join(f"{k}{sep}{v}" for k, sep, v in pairs if k != QUERY_SIGNATURE)
+    url = f"http://{request.host}{request.raw_path}" + (f"?{query}" if query else "")
+    aws_request = AWSRequest(method=request.method, url=url,
+                             headers={h: headers[h] for h in signed})
+    aws_request.context["timestamp"] = stamp
+    signer = S3SigV4QueryAuth(Credentials(access_key, secret), service, region)
+    expected = signer.signature(
+        signer.string_to_sign(aws_request, signer.canonical_request(aws_request)), aws_request)
+    if not hmac.compare_digest(expected, params[QUERY_SIGNATURE]):
+        raise S3HttpError("SignatureDoesNotMatch",
+                          "the presigned URL's signature does not match (check the secret key)")
+    return Verified(access_key, None)
+
+
 def is_payload_hash(declared: str) -> bool:
     """Whether an ``x-amz-content-sha256`` value is a SHA-256 of the body (not a keyword)."""
     return len(declared) == 64 and _NOT_A_HASH.search(declared) is None
@@ -194,13 +263,21 @@ class _DeclaredPayload(S3SigV4Auth):
         return self._declared
 
 
-def _check_clock(stamp: str, day: str, now: dt.datetime) -> None:
+def _check_clock(stamp: str, day: str, now: dt.datetime, *,
+                 future_only: bool = False) -> dt.datetime:
+    """The time a request was signed; refused when it is too far from ``now`` (a presigned
+    URL, ``future_only``, may be old: its expiry says how old)."""
     try:
         sent = dt.datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.UTC)
     except ValueError:
         raise S3HttpError("AccessDenied", "x-amz-date is missing or malformed") from None
     if stamp[:8] != day:
         raise S3HttpError("SignatureDoesNotMatch", "the credential date is not x-amz-date's")
-    if abs((now - sent).total_seconds()) > MAX_SKEW_S:
+    ahead = (sent - now).total_seconds()
+    if future_only and ahead > MAX_SKEW_S:
+        raise S3HttpError("AccessDenied", "Request is not valid yet (X-Amz-Date is over 15 "
+                          "minutes ahead of the server's clock)")
+    if not future_only and abs(ahead) > MAX_SKEW_S:
         raise S3HttpError("RequestTimeTooSkewed",
                           "the request time differs from the server's by over 15 minutes")
+    return sent
