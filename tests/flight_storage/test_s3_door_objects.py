@@ -181,8 +181,10 @@ def signed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str
     root = tmp_path_factory.mktemp("presigned")
     users = root / "users.json"
     users.write_text(json.dumps({"users": {
-        "alice": {"password": hash_password("pw"), "buckets": ["sales"],
+        "alice": {"password": hash_password("pw"), "buckets": ["sales"], "write": ["sales"],
                   "access_keys": {"AKIAALICE": "alice-secret"}},
+        "reader": {"password": hash_password("pw"), "buckets": ["sales"],
+                   "access_keys": {"AKIAREADER": "reader-secret"}},
     }}))
     shutil.copytree(SAMPLES / "sales", root / "data" / "sales")
     server: ServerProcess
@@ -268,3 +270,20 @@ def test_an_unsigned_request_to_a_signed_door_is_refused_presigned_or_not(
         "get_object", Params={"Bucket": "sales", "Key": ORDERS_KEY})
     status, body = _fetch(v2)
     assert status == 403 and b"signature_version" in body
+
+
+def test_writing_needs_the_write_right(signed: tuple[Path, str]) -> None:
+    """--s3-writable opens writes to the users the users file lets write the bucket (its
+    ``write`` list, the right Flight SQL bulk ingest needs), not to every reader."""
+    data, url = signed
+    reader = s3_client(url, "AKIAREADER", "reader-secret", signature_version="s3v4")
+    assert reader.get_object(Bucket="sales", Key=ORDERS_KEY)["Body"].read()
+    with pytest.raises(ClientError) as refused:
+        reader.put_object(Bucket="sales", Key="up/by-reader.csv", Body=b"x\n")
+    assert refused.value.response["Error"]["Code"] == "AccessDenied"
+    assert "may not write bucket sales" in refused.value.response["Error"]["Message"]
+    assert not (data / "sales" / "up" / "by-reader.csv").exists()
+    with pytest.raises(ClientError) as delete:
+        reader.delete_object(Bucket="sales", Key=ORDERS_KEY)
+    assert delete.value.response["Error"]["Code"] == "AccessDenied"
+    assert (data / "sales" / ORDERS_KEY).exists()

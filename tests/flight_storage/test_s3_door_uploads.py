@@ -183,7 +183,8 @@ def test_signed_writer_over_https_through_auth(tmp_path: Path,
     (data / "up").mkdir(parents=True)
     users = tmp_path / "users.json"
     users.write_text(json.dumps({"users": {"w": {
-        "password": hash_password("pw"), "buckets": ["up"], "access_keys": {KEY_ID: SECRET}}}}))
+        "password": hash_password("pw"), "buckets": ["up"], "write": ["up"],
+        "access_keys": {KEY_ID: SECRET}}}}))
     server, url = start_door(data, "--s3-writable", "--auth", str(users))
     proxy = TlsProxy(url, certificates)
     try:
@@ -281,7 +282,8 @@ def test_signed_chunks_are_checked_one_by_one(tmp_path: Path) -> None:
     (data / "up").mkdir(parents=True)
     users = tmp_path / "users.json"
     users.write_text(json.dumps({"users": {"w": {
-        "password": hash_password("pw"), "buckets": ["up"], "access_keys": {KEY_ID: SECRET}}}}))
+        "password": hash_password("pw"), "buckets": ["up"], "write": ["up"],
+        "access_keys": {KEY_ID: SECRET}}}}))
     server, url = start_door(data, "--s3-writable", "--auth", str(users))
     rows = b"".join(b"%d,%d\n" % (i, i * 7) for i in range(5000))
     try:

@@ -263,11 +263,18 @@ class S3Door:
             raise S3HttpError("AccessDenied",
                               f"user {call.user.name} may not read bucket {call.bucket}")
 
-    def check_writable(self) -> None:
-        """Refuse writes unless the server was started writable."""
+    def check_writable(self, call: Call, bucket: str | None = None) -> None:
+        """Refuse writes unless the server was started writable and, with users, the caller
+        may write the bucket (``call``'s by default): the users file's ``write`` list, the
+        same right Flight SQL bulk ingest needs."""
         if not self.config.writable:
             raise S3HttpError("AccessDenied", "this server is read-only (start it with "
                               "--s3-writable to allow writes)")
+        bucket = call.bucket if bucket is None else bucket
+        if call.user is not None and not call.user.may_write(bucket):
+            raise S3HttpError("AccessDenied", f"user {call.user.name} may not write bucket "
+                              f"{bucket} (give it in the users file's write list: add-user "
+                              "--write)")
 
     def flight_headers(self, call: Call) -> list[tuple[bytes, bytes]]:
         """Headers of the Flight calls made for ``call``: the user, the flavour."""

@@ -96,7 +96,7 @@ async def get_versioning(door: S3Door, call: Call) -> Response:
 
 
 async def create_bucket(door: S3Door, call: Call) -> Response:
-    door.check_writable()
+    door.check_writable(call)
     if call.user is not None and not call.user.may_read(call.bucket):
         raise S3HttpError("AccessDenied", f"user {call.user.name} may not use {call.bucket}")
     await door.read_body(call)
@@ -105,14 +105,14 @@ async def create_bucket(door: S3Door, call: Call) -> Response:
 
 
 async def delete_bucket(door: S3Door, call: Call) -> Response:
-    door.check_writable()
+    door.check_writable(call)
     door.check_bucket(call)
     await run_in_threadpool(objects.delete_bucket, door.server.catalog, call.bucket)
     return Response(b"", status_code=204)
 
 
 async def delete_objects(door: S3Door, call: Call) -> Response:
-    door.check_writable()
+    door.check_writable(call)
     door.check_bucket(call)
     headers = call.headers
     if "content-md5" not in headers and not any(

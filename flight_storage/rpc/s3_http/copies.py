@@ -61,7 +61,7 @@ async def copy_source(door: S3Door, call: Call) -> ObjectInfo:
 
 
 async def copy_object(door: S3Door, call: Call) -> Response:
-    door.check_writable()
+    door.check_writable(call)
     door.check_bucket(call)
     source = await copy_source(door, call)
     if (source.bucket, source.key) == (call.bucket, call.key) and call.headers.get(

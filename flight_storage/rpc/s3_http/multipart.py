@@ -48,14 +48,14 @@ def _result(name: str, body: str) -> bytes:
 
 
 async def _upload(door: S3Door, call: Call) -> Upload:
-    door.check_writable()
+    door.check_writable(call)
     door.check_bucket(call)
     return await run_in_threadpool(door.staging.get, call.query.get("uploadId", ""),
                                    call.bucket, call.key)
 
 
 async def create(door: S3Door, call: Call) -> Response:
-    door.check_writable()
+    door.check_writable(call)
     door.check_bucket(call)
     store = await run_in_threadpool(door.server.catalog.store, call.bucket)
     await run_in_threadpool(objects.check_key, store, call.key)
@@ -233,7 +233,7 @@ def _element(header: str) -> str:
 
 
 async def list_uploads(door: S3Door, call: Call) -> Response:
-    door.check_writable()
+    door.check_writable(call)
     door.check_bucket(call)
     query = call.query
     prefix, delimiter = query.get("prefix", ""), query.get("delimiter", "")

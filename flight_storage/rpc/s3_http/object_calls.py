@@ -105,7 +105,7 @@ async def get_object(door: S3Door, call: Call) -> Response:
 
 
 async def put_object(door: S3Door, call: Call) -> Response:
-    door.check_writable()
+    door.check_writable(call)
     door.check_bucket(call)
     body = door.body_chunks(call, door.config.max_object_bytes, "EntityTooLarge")
     await objects.write_object(door.server.catalog, call.bucket, call.key, body)
@@ -114,7 +114,7 @@ async def put_object(door: S3Door, call: Call) -> Response:
 
 
 async def delete_object(door: S3Door, call: Call) -> Response:
-    door.check_writable()
+    door.check_writable(call)
     door.check_bucket(call)
     await run_in_threadpool(objects.delete_object, door.server.catalog, call.bucket, call.key)
     return Response(b"", status_code=204)
