@@ -27,7 +27,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from flight_storage.cores import usable_cores
 from flight_storage.errors import StorageError
 from flight_storage.rpc.s3_http.door_config import S3DoorConfig
 from select_dialect.flavors import AWS, FLAVOR_NAMES, FLAVORS
@@ -99,8 +98,14 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
+    from flight_storage.execution.plan_types import EngineConfig
     from flight_storage.formats.csv_sniff import TableReading
     from flight_storage.formats.typed_columns import BAD_VALUES
+    from flight_storage.rpc.config import serve_defaults
+
+    # one owner per default: the config classes'; the options only show and pass them
+    defaults = serve_defaults()
+    engine = EngineConfig()
 
     serve.add_argument(
         "--data", required=True, action="append", metavar="LOCATION",
@@ -159,7 +164,7 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
                          help="serve from N processes on this host, as one fleet over the "
                          "same --data (each endpoint can be served by any of them: their "
                          "Python work spreads over the cores); clients connect to this one")
-    serve.add_argument("--ticket-max-age", type=int, default=24 * 3600,
+    serve.add_argument("--ticket-max-age", type=int, default=defaults["ticket_max_age_s"],
                        help="seconds a ticket (endpoint) stays valid")
     security = serve.add_argument_group("security")
     security.add_argument("--auth", type=Path, metavar="USERS_FILE",
@@ -173,43 +178,47 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     security.add_argument("--default-catalog", metavar="BUCKET",
                           help="the session catalog of callers that set none: one-part table "
                           "names resolve in this bucket")
-    security.add_argument("--token-ttl", type=int, default=3600,
+    security.add_argument("--token-ttl", type=int, default=defaults["token_ttl_s"],
                           help="seconds a bearer token stays valid")
     security.add_argument("--tls-cert", type=Path, help="PEM certificate: serve grpc+tls")
     security.add_argument("--tls-key", type=Path, help="PEM private key of --tls-cert")
     security.add_argument("--tls-client-ca", type=Path,
                           help="PEM CA that client certificates must chain to (mutual TLS)")
     limits = serve.add_argument_group("limits")
-    limits.add_argument("--partition-mb", type=int, default=128,
+    limits.add_argument("--partition-mb", type=int, default=engine.partition_bytes >> 20,
                         help="split CSV/NDJSON objects into byte ranges of at most this size (and "
                         "at least one per core for objects over 1 MiB)")
-    limits.add_argument("--memory-limit-mb", type=int, default=1024,
+    limits.add_argument("--memory-limit-mb", type=int,
+                        default=(engine.memory_limit_bytes or 0) >> 20,
                         help="DataFusion memory pool per query")
-    limits.add_argument("--max-query-chars", type=int, default=256 * 1024,
+    limits.add_argument("--max-query-chars", type=int, default=engine.max_query_chars,
                         help="longest statement accepted")
-    limits.add_argument("--max-record-kb", type=int, default=1024,
+    limits.add_argument("--max-record-kb", type=int, default=engine.max_record_bytes >> 10,
                         help="longest CSV/JSON record accepted")
-    limits.add_argument("--max-columns", type=int, default=4096,
+    limits.add_argument("--max-columns", type=int, default=engine.max_columns,
                         help="widest table a CSV query may make (select * of wide records)")
-    limits.add_argument("--max-concurrent-queries", type=int, default=_default_streams(),
+    limits.add_argument("--max-concurrent-queries", type=int,
+                        default=defaults["max_concurrent_queries"],
                         help="result streams computing at once (a stream holds a slot only "
                         "while it computes a batch); default twice the cores, at least 4")
-    limits.add_argument("--queue-wait", type=float, default=120.0,
+    limits.add_argument("--queue-wait", type=float, default=defaults["queue_wait_s"],
                         help="seconds a stream waits for a compute slot before SlowDown")
-    limits.add_argument("--max-open-streams", type=int, default=256,
+    limits.add_argument("--max-open-streams", type=int, default=defaults["max_open_streams"],
                         help="result streams open at once (one per endpoint being read); more "
                         "are refused with SlowDown")
-    limits.add_argument("--max-parameter-bytes", type=int, default=1 << 20,
+    limits.add_argument("--max-parameter-bytes", type=int,
+                        default=defaults["max_parameter_bytes"],
                         help="largest batch of statement parameters a client may bind")
     limits.add_argument("--max-ingest-mb", type=int,
-                        default=1024,
+                        default=defaults["max_ingest_bytes"] >> 20,
                         help="Arrow data one bulk ingest may send (with --writable)")
-    limits.add_argument("--idle-timeout", type=float, default=300.0,
+    limits.add_argument("--idle-timeout", type=float, default=defaults["idle_timeout_s"],
                         help="seconds a client may leave a stream unread before it is cancelled")
-    limits.add_argument("--query-timeout", type=float, default=600.0, help="seconds")
-    limits.add_argument("--keepalive", type=float, default=5.0,
+    limits.add_argument("--query-timeout", type=float, default=defaults["query_timeout_s"],
+                        help="seconds")
+    limits.add_argument("--keepalive", type=float, default=defaults["keepalive_s"],
                         help="seconds between empty batches while a scan finds nothing")
-    limits.add_argument("--shutdown-grace", type=float, default=30.0,
+    limits.add_argument("--shutdown-grace", type=float, default=defaults["shutdown_grace_s"],
                         help="seconds running streams may finish after SIGTERM")
     s3 = serve.add_argument_group("S3 door (the S3 REST API over HTTP, same process)")
     door = S3DoorConfig()
@@ -246,10 +255,6 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
                     help="flavour of a SelectObjectContent request whose "
                     "x-flight-select-flavor header names none (ceph: answer as Ceph RGW)")
     serve.add_argument("--log-level", default="INFO")
-
-
-def _default_streams() -> int:
-    return max(4, 2 * usable_cores())
 
 
 def _ticket_secret(path: Path | None) -> bytes:

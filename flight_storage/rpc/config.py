@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from flight_storage.execution.plan_types import EngineConfig
 from flight_storage.formats.csv_sniff import TableReading
-from flight_storage.rpc.streams import StreamLimits
+from flight_storage.rpc.streams import StreamLimits, default_running
 from flight_storage.storage.cluster import ClusterDescription
 from flight_storage.storage.data_locations import bucket_sets
 from flight_storage.storage.iceberg_catalog import IcebergCatalogs, IcebergCatalogSpec
 from flight_storage.storage.s3_store import S3Connection, S3Settings
 from flight_storage.storage.stores import BucketSet
+
+_STREAMS = StreamLimits()
+"""The stream bounds' defaults (one owner: ``StreamLimits``)."""
 
 
 class ConfigError(ValueError):
@@ -71,16 +75,16 @@ class ServerConfig:
     users_file: Path | None = None
     allow_anonymous: bool = False
     token_ttl_s: int = 3600
-    max_concurrent_queries: int = 16
-    queue_wait_s: float = 120.0
-    max_open_streams: int = 256
+    max_concurrent_queries: int = field(default_factory=default_running)
+    queue_wait_s: float = _STREAMS.queue_wait_s
+    max_open_streams: int = _STREAMS.max_open
     max_parameter_bytes: int = 1 << 20
     writable: bool = False
     max_ingest_bytes: int = 1 << 30
     default_catalog: str | None = None
-    idle_timeout_s: float = 300.0
-    query_timeout_s: float = 600.0
-    keepalive_s: float = 5.0
+    idle_timeout_s: float = _STREAMS.idle_timeout_s
+    query_timeout_s: float = _STREAMS.query_timeout_s
+    keepalive_s: float = _STREAMS.keepalive_s
     shutdown_grace_s: float = 30.0
     engine: EngineConfig = field(default_factory=EngineConfig)
     reading: TableReading = field(default_factory=TableReading)
@@ -180,3 +184,15 @@ class ServerConfig:
                 "cluster nodes must share the ticket secret: pass --ticket-secret-file FILE "
                 "(the same file on every node); without it no node accepts another's tickets "
                 "or tokens")
+
+
+def serve_defaults() -> dict[str, Any]:
+    """Every :class:`ServerConfig` field's default (``flight-select serve`` shows and uses
+    these: the CLI owns no default of its own)."""
+    out: dict[str, Any] = {}
+    for item in fields(ServerConfig):
+        if item.default is not MISSING:
+            out[item.name] = item.default
+        elif item.default_factory is not MISSING:
+            out[item.name] = item.default_factory()
+    return out

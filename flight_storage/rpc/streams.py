@@ -44,6 +44,7 @@ from typing import Any, BinaryIO, Protocol, TypeAlias, TypeVar
 import pyarrow as pa
 import pyarrow.flight as flight
 
+from flight_storage.cores import usable_cores
 from flight_storage.errors import (
     InvalidRequestError,
     ResourceLimitError,
@@ -65,11 +66,19 @@ Item: TypeAlias = pa.RecordBatch | tuple[pa.RecordBatch, bytes]
 T = TypeVar("T")
 
 
+def default_running() -> int:
+    """Streams computing at once by default: twice the usable cores, at least 4 (a stream
+    holds its slot only while it computes a batch, so more slots than cores keep every core
+    busy while some streams wait on their clients)."""
+    return max(4, 2 * usable_cores())
+
+
 @dataclass(frozen=True)
 class StreamLimits:
-    """Bounds on result streams (see the module's table)."""
+    """Bounds on result streams (see the module's table). Each default here is the
+    server's (``ServerConfig`` and ``flight-select serve`` read them from here)."""
 
-    max_running: int = 4
+    max_running: int = field(default_factory=default_running)
     max_open: int = 256
     queue_bytes: int = 8 << 20
     queue_wait_s: float = 120.0

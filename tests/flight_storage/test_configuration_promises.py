@@ -164,3 +164,32 @@ def test_a_misspelt_configuration_key_is_refused_naming_it(server: ServerProcess
     message = str(info.value)
     assert "typo/.flight-select.json" in message and "unknown key 'colums'" in message
     assert "Traceback" not in message
+
+
+def test_serve_options_default_to_the_config_classes() -> None:
+    """One owner per default (issue #29): every serve option's default is its config field's
+    (ServerConfig, EngineConfig, StreamLimits), so the CLI, the server built in code and the
+    stream pool agree (max concurrent queries was 2x cores in the CLI, 16 in the config, 4 in
+    the streams)."""
+    from flight_storage.cli import _build_parser
+    from flight_storage.execution.plan_types import EngineConfig
+    from flight_storage.rpc.config import ServerConfig
+    from flight_storage.rpc.streams import StreamLimits
+
+    args = _build_parser().parse_args(["serve", "--data", "."])
+    config, engine, streams = ServerConfig((".",)), EngineConfig(), StreamLimits()
+    assert args.max_concurrent_queries == config.max_concurrent_queries == streams.max_running
+    assert (args.queue_wait, args.max_open_streams, args.idle_timeout, args.query_timeout,
+            args.keepalive) == (config.queue_wait_s, config.max_open_streams,
+                                config.idle_timeout_s, config.query_timeout_s,
+                                config.keepalive_s) == (
+        streams.queue_wait_s, streams.max_open, streams.idle_timeout_s,
+        streams.query_timeout_s, streams.keepalive_s)
+    assert (args.ticket_max_age, args.token_ttl, args.max_parameter_bytes,
+            args.max_ingest_mb << 20, args.shutdown_grace) == (
+        config.ticket_max_age_s, config.token_ttl_s, config.max_parameter_bytes,
+        config.max_ingest_bytes, config.shutdown_grace_s)
+    assert (args.partition_mb << 20, args.memory_limit_mb << 20, args.max_query_chars,
+            args.max_record_kb << 10, args.max_columns) == (
+        engine.partition_bytes, engine.memory_limit_bytes, engine.max_query_chars,
+        engine.max_record_bytes, engine.max_columns)
