@@ -40,6 +40,7 @@ from flight_storage.protocol.schemas import (
 )
 from flight_storage.protocol.tickets import (
     HANDLE_VERSION,
+    REQUEST_KINDS,
     TICKET_VERSION,
     Partition,
     PartitionTicket,
@@ -68,6 +69,7 @@ __all__ = [
     "INGEST_JOB_OPTION",
     "INGEST_STAGE_OPTION",
     "PRIMARY_KEYS_SCHEMA",
+    "REQUEST_KINDS",
     "SQL_INFO_SCHEMA",
     "TABLES_SCHEMA",
     "TABLES_SCHEMA_WITH_SCHEMA",

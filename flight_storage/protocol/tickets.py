@@ -48,7 +48,7 @@ from flight_storage.protocol.messages import ProtocolError, TicketError, pack_an
 
 # ----------------------------------------------------------------------------- signed tokens
 
-TICKET_VERSION: Final = 1
+TICKET_VERSION: Final = 2
 HANDLE_VERSION: Final = 1
 
 _TICKET_MAGIC: Final = b"FST"
@@ -231,6 +231,8 @@ class PartitionTicket:
         object_version: a fingerprint of the objects' content versions when the ticket was
             planned; a server refuses the ticket if its objects are another version.
         planned_by: the cluster node that planned it (named when another node's copy differs).
+        request: what kind of request it serves (one of :data:`REQUEST_KINDS`): a DoGet
+            dispatches on it, never on which fields are empty.
     """
 
     query: str
@@ -246,6 +248,16 @@ class PartitionTicket:
     version: int = TICKET_VERSION
     object_version: str | None = None
     planned_by: str | None = None
+    request: str = "statement"
+
+    def __post_init__(self) -> None:
+        if self.request not in REQUEST_KINDS:
+            raise ValueError(f"unknown request kind {self.request!r}")
+
+
+REQUEST_KINDS: Final = ("statement", "constant", "iceberg", "select_object")
+"""A Flight SQL statement over a table (an object or a prefix), one that reads no table
+(``SELECT 1``), one over an Iceberg table, and an S3 SelectObjectContent request."""
 
 
 # Short JSON keys keep tickets small: they are sent once per endpoint.
@@ -262,6 +274,7 @@ _TICKET_KEYS: Final = {
     "issued_at": "t",
     "object_version": "v",
     "planned_by": "n",
+    "request": "r",
 }
 
 
@@ -291,6 +304,7 @@ def encode_ticket(ticket: PartitionTicket, secret: Secret) -> bytes:
         "issued_at": ticket.issued_at,
         "object_version": ticket.object_version,
         "planned_by": ticket.planned_by,
+        "request": ticket.request,
     }
     payload = {_TICKET_KEYS[k]: v for k, v in values.items() if v is not None}
     return _seal(_TICKET_MAGIC, TICKET_VERSION, payload, secret)
@@ -329,6 +343,7 @@ def decode_ticket(
             issued_at=float(payload["t"]),
             object_version=None if "v" not in payload else _str(payload["v"]),
             planned_by=None if "n" not in payload else _str(payload["n"]),
+            request=_str(payload["r"]),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise TicketError("malformed ticket payload") from exc

@@ -120,7 +120,7 @@ def split_table_reference(sql: str) -> tuple[TableReference | None, str]:
 
     Example:
         >>> split_table_reference('SELECT _1 FROM "sales"."orders/2024-01.csv" WHERE _1 > 2')[0]
-        TableReference(bucket='sales', key='orders/2024-01.csv', input_serialization=None, table=None, version=None, as_of=None)
+        TableReference(bucket='sales', key='orders/2024-01.csv', input_serialization=None, table=None, version=None, as_of=None, qualified=True)
     """
     try:
         # the dialect's tokenizer: `...` is a string in s3-select, not an identifier

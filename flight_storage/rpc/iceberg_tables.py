@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 import pyarrow as pa
@@ -35,7 +34,7 @@ from flight_storage.execution.iceberg_scan import (
     whole_partition,
 )
 from flight_storage.execution.plan_types import PlannedPartition, SelectPlan
-from flight_storage.protocol import PartitionTicket
+from flight_storage.protocol import Partition, PartitionTicket
 from flight_storage.request.parameters import bind, has_parameters
 from flight_storage.request.statement import TableReference, split_table_reference
 from flight_storage.rpc.boundary import guarded
@@ -65,6 +64,13 @@ class IcebergHost(Protocol):
     def check_access(self, call: CallContext, bucket: str) -> None: ...
 
     def is_cancelled(self, key: bytes) -> bool: ...
+
+    def issue(self, request: str, call: CallContext, query: str, flavor: str, bucket: str,
+              key: str, partitions: Sequence[Partition], *,
+              parameters: bytes | None = None,
+              object_version: str | None = None) -> list[PartitionTicket]:
+        """The server's tickets, one per partition."""
+        ...
 
     def bounded(self, call: CallContext, what: str,
                 work: Callable[[threading.Event], T]) -> T: ...
@@ -139,17 +145,11 @@ def statement_info(host: IcebergHost, call: CallContext, descriptor: flight.Flig
                                  bytes=sum(p.bytes or 0 for p in plan.partitions),
                                  rows=sum(p.rows or 0 for p in plan.partitions))
         plan = dataclasses.replace(plan, partitions=(whole,))
-    partitions = [p.partition for p in plan.partitions]
-    issued = time.time()
     name = planned.name
-    tickets = [
-        PartitionTicket(query=query, flavor=flavor, bucket=name.catalog,
-                        key=f"{name.namespace}.{name.table}", partition=p,
-                        user=call.user_name, parameters=parameters, issued_at=issued,
-                        object_version=f"snapshot:{planned.snapshot}",
-                        planned_by=host.node_name)
-        for p in partitions
-    ]
+    tickets = host.issue("iceberg", call, query, flavor, name.catalog,
+                         f"{name.namespace}.{name.table}",
+                         [p.partition for p in plan.partitions], parameters=parameters,
+                         object_version=f"snapshot:{planned.snapshot}")
     return host._flight_info(plan.arrow_schema, descriptor, tickets, plan, known_rows(plan),
                              fields, planned.about)
 

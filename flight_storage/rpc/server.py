@@ -341,24 +341,39 @@ class StorageServer(flight.FlightServerBase):
             return iceberg_tables.statement_info(self, call, descriptor, query, flavor,
                                                  parameters, fields)
         table, plan = self.plan_statement(call, query, flavor, parameters, namespace)
-        issued = time.time()
-        # A statement that reads no object (SELECT 1) has a ticket naming no bucket.
-        bucket, key = (table.bucket, table.key) if table is not None else ("", "")
-        tickets = [
-            PartitionTicket(
-                query=query, flavor=flavor, bucket=bucket, key=key, partition=p,
-                input_serialization=plan.input.to_request(), user=call.user_name,
-                parameters=parameters, issued_at=issued,
-                object_version=table.version if table is not None else None,
-                planned_by=self.node_name,
-            )
-            for p in ([Partition("object")] if call.single_endpoint
+        partitions = ([Partition("object")] if call.single_endpoint
                       else endpoint_partitions(plan))
-        ]
+        if table is None:  # SELECT 1: a ticket naming no object
+            tickets = self.issue("constant", call, query, flavor, "", "", partitions,
+                                 parameters=parameters)
+        else:
+            tickets = self.issue("statement", call, query, flavor, table.bucket, table.key,
+                                 partitions, input_serialization=plan.input.to_request(),
+                                 parameters=parameters, object_version=table.version)
         fields["endpoints_for"] = call.endpoints_reason
         total_records = known_rows(plan)
         return self._flight_info(plan.arrow_schema, descriptor, tickets, plan, total_records,
                                  fields)
+
+    def issue(self, request: str, call: CallContext, query: str, flavor: str, bucket: str,
+              key: str, partitions: Sequence[Partition], *,
+              input_serialization: dict[str, Any] | None = None,
+              output_serialization: dict[str, Any] | None = None,
+              parameters: bytes | None = None,
+              object_version: str | None = None) -> list[PartitionTicket]:
+        """The one place tickets are made: one per partition, for ``request`` (a kind of
+        :data:`~flight_storage.protocol.tickets.REQUEST_KINDS`), signed later in the
+        FlightInfo."""
+        issued = time.time()
+        return [
+            PartitionTicket(
+                query=query, flavor=flavor, bucket=bucket, key=key, partition=p,
+                input_serialization=input_serialization or {},
+                output_serialization=output_serialization, user=call.user_name,
+                parameters=parameters, issued_at=issued, object_version=object_version,
+                planned_by=self.node_name, request=request)
+            for p in partitions
+        ]
 
     def _flight_info(
         self,
@@ -453,14 +468,39 @@ class StorageServer(flight.FlightServerBase):
                     code="MissingObject",
                 )
             reference = qualify(self.catalog, session, reference)
-            self.check_access(call, reference.bucket)
-            table = self.resolve(reference.bucket, reference.key,
-                                 reference.input_serialization, flavor)
-            return table, self.engine.plan(_bound(sql, parameters),
-                                           object_sources(table.objects, stop),
-                                           table.input, flavor=flavor)
+            table, plan, _ = self._plan_table(call, reference.bucket, reference.key,
+                                              reference.input_serialization,
+                                              _bound(sql, parameters), flavor, stop)
+            return table, plan
 
         return self.bounded(call, "planning", plan)
+
+    def _plan_table(self, call: CallContext, bucket: str, key: str,
+                    overrides: Mapping[str, Any] | None, sql: str, flavor: str,
+                    stop: threading.Event
+                    ) -> tuple[ResolvedTable, SelectPlan, list[StoppableSource]]:
+        """A statement over a table: access, the table resolved, its plan (GetFlightInfo and
+        DoGet alike; the sources share the call's stop switch)."""
+        self.check_access(call, bucket)
+        table = self.resolve(bucket, key, overrides, flavor)
+        sources = object_sources(table.objects, stop)
+        return table, self.engine.plan(sql, sources, table.input, flavor=flavor), sources
+
+    def _plan_select(self, call: CallContext, bucket: str, key: str,
+                     input_serialization: Mapping[str, Any] | None, expression: str,
+                     flavor: str, scan_range: Callable[[int], tuple[int, int] | None] | None,
+                     stop: threading.Event
+                     ) -> tuple[ObjectInfo, SelectPlan, StoppableSource]:
+        """An S3 SelectObjectContent request over one object (GetFlightInfo and DoGet alike):
+        access, the object, its InputSerialization, the plan (``scan_range`` the request's
+        ScanRange for the object's size; a DoGet's partition already holds it)."""
+        self.check_access(call, bucket)
+        obj = self.catalog.object(bucket, key)
+        spec = self._input_spec(obj, input_serialization)
+        source = object_source(obj, stop)
+        plan = self.engine.plan(expression, source, spec, flavor=flavor,
+                                scan_range=scan_range(obj.size) if scan_range else None)
+        return obj, plan, source
 
     def resolve(self, bucket: str, key: str, overrides: Mapping[str, Any] | None,
                 flavor: str) -> ResolvedTable:
@@ -483,26 +523,17 @@ class StorageServer(flight.FlightServerBase):
     ) -> flight.FlightInfo:
         request = parse_request(command)
         self.check_query_length(request.expression, "expression")
-        self.check_access(call, request.bucket)
-        obj = self.catalog.object(request.bucket, request.key)
-        spec = self._input_spec(obj, request.input_serialization)
         flavor = call.s3_request_flavor
-        plan = self.bounded(call, "planning", lambda stop: self.engine.plan(
-            request.expression, object_source(obj, stop), spec, flavor=flavor,
-            scan_range=request.scan_range(obj.size)))
+        obj, plan, _ = self.bounded(call, "planning", lambda stop: self._plan_select(
+            call, request.bucket, request.key, request.input_serialization,
+            request.expression, flavor, request.scan_range, stop))
         if request.output_serialization is not None:
             plan.record_writer(request.output_serialization)  # refuse bad settings now
-        issued = time.time()
-        tickets = [
-            PartitionTicket(
-                query=request.expression, flavor=flavor, bucket=obj.bucket, key=obj.key,
-                partition=p, input_serialization=plan.input.to_request(),
-                output_serialization=request.ticket_extras(), user=call.user_name,
-                issued_at=issued, object_version=object_version([obj]),
-                planned_by=self.node_name,
-            )
-            for p in endpoint_partitions(plan)
-        ]
+        tickets = self.issue("select_object", call, request.expression, flavor, obj.bucket,
+                             obj.key, endpoint_partitions(plan),
+                             input_serialization=plan.input.to_request(),
+                             output_serialization=request.ticket_extras(),
+                             object_version=object_version([obj]))
         serialized = request.output_serialization is not None
         schema = RECORDS_SCHEMA if serialized else plan.arrow_schema
         total_records = -1 if serialized else known_rows(plan)
@@ -542,10 +573,10 @@ class StorageServer(flight.FlightServerBase):
         ticket = protocol.decode_ticket(handle, self.secret, max_age=self.config.ticket_max_age_s)
         if ticket.user != call.user_name:
             raise AccessDeniedError("ticket was issued to another user")
-        if ticket.partition.kind == "files":  # an Iceberg table's data files
+        if ticket.request == "iceberg":  # an Iceberg table's data files
             return iceberg_tables.serve_partition(self, context, call, ticket, handle,
                                                   self._fields(context))
-        if not ticket.bucket and ticket.output_serialization is None:
+        if ticket.request == "constant":
             return self._serve_constant(ticket)
         if self.cluster is not None:  # before the catalog, which would say NoSuchBucket
             self.cluster.check_holds(ticket.bucket, ticket.key)
@@ -575,23 +606,22 @@ class StorageServer(flight.FlightServerBase):
     def _plan_ticket(
         self, call: CallContext, ticket: PartitionTicket, stop: threading.Event
     ) -> tuple[StoppableSource, SelectPlan, Sequence[ObjectInfo]]:
-        if ticket.output_serialization is None:  # a Flight SQL statement
+        """A DoGet's plan, by its ticket's request kind, the way GetFlightInfo planned it."""
+        if ticket.request == "statement":
             reference, sql = split_table_reference(ticket.query)
             if reference is None or not reference.names(ticket.bucket, ticket.key):
                 raise protocol.TicketError("ticket does not match its statement")
-            if ticket.parameters is not None:
-                sql = bind(sql, protocol.handle_parameters(ticket.parameters))
-            table = self.resolve(ticket.bucket, ticket.key, reference.input_serialization,
-                                 ticket.flavor)
-            objects, spec = table.objects, table.input
-        else:  # an S3 request: the partition already holds any ScanRange
-            sql = ticket.query
-            obj = self.catalog.object(ticket.bucket, ticket.key)
-            objects, spec = (obj,), self._input_spec(obj, ticket.input_serialization)
+            table, plan, sources = self._plan_table(
+                call, ticket.bucket, ticket.key, reference.input_serialization,
+                _bound(sql, ticket.parameters), ticket.flavor, stop)
+            objects: Sequence[ObjectInfo] = table.objects
+        else:  # select_object: the partition already holds any ScanRange
+            obj, plan, source = self._plan_select(
+                call, ticket.bucket, ticket.key, ticket.input_serialization, ticket.query,
+                ticket.flavor, None, stop)
+            objects, sources = (obj,), [source]
         if ticket.object_version is not None and ticket.object_version != object_version(objects):
             raise self._stale(ticket)
-        sources = object_sources(objects, stop)
-        plan = self.engine.plan(sql, sources, spec, flavor=ticket.flavor)
         sources[0].read[0] = 0  # count what the scan reads, not the header planning peeked at
         sources[0].processed[0] = 0
         return sources[0], plan, objects
@@ -632,11 +662,11 @@ class StorageServer(flight.FlightServerBase):
                                partition_bytes(partition, plan))
             return _unchanged(batches, objects, version)
 
-        if ticket.output_serialization is None:
+        if ticket.request == "statement":
             schema = plan.arrow_schema
             produce = arrow
             return _Stream(schema, QueryStream(produce=produce, schema=schema, **common))
-        extras = extras_from_ticket(ticket.output_serialization)
+        extras = extras_from_ticket(ticket.output_serialization or {})
         one = dataclasses.replace(
             plan, partitions=(PlannedPartition(partition, partition_bytes(partition, plan)),)
         )

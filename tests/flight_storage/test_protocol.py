@@ -291,7 +291,18 @@ def test_unsupported_version_is_refused() -> None:
     with pytest.raises(P.TicketError, match="version"):
         P.decode_ticket(resigned, SECRET)
     with pytest.raises(ValueError):
-        P.encode_ticket(_ticket(version=2), SECRET)
+        P.encode_ticket(_ticket(version=P.TICKET_VERSION + 1), SECRET)
+
+
+@pytest.mark.parametrize("request_kind", P.REQUEST_KINDS)
+def test_ticket_request_kind_round_trips(request_kind: str) -> None:
+    ticket = _ticket(request=request_kind)
+    assert P.decode_ticket(P.encode_ticket(ticket, SECRET), SECRET).request == request_kind
+
+
+def test_unknown_request_kind_is_refused() -> None:
+    with pytest.raises(ValueError, match="request kind"):
+        _ticket(request="drop_table")
 
 
 def test_key_rotation() -> None:

@@ -76,7 +76,9 @@ class _Client:
 
 class _Info:
     def __init__(self, count: int) -> None:
-        self.endpoints = [type("Endpoint", (), {"ticket": i})() for i in range(count)]
+        # endpoints naming no location: the bridge reads them from its own server
+        self.endpoints = [type("Endpoint", (), {"ticket": i, "locations": []})()
+                          for i in range(count)]
 
 
 def _counts(kind: str, scanned: int, returned: int) -> dict[str, Any]:
