@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,12 @@ from flight_storage.errors import InvalidRequestError
 from flight_storage.execution.select_local import run_select
 from flight_storage.request.s3_request import RECORDS_SCHEMA, parse_request
 from tests.conftest import SAMPLES, ServerProcess, start_server
-from tests.flight_storage.test_server_support import error_document, json_descriptor
+from tests.flight_storage.test_server_support import (
+    error_document,
+    json_descriptor,
+    statement_descriptor,
+    write_bucket,
+)
 
 ORDERS = SAMPLES / "sales" / "orders" / "2024-01.csv"
 EVENTS = SAMPLES / "sales" / "events" / "2024-01.ndjson"
@@ -183,3 +189,34 @@ def test_keys_never_leave_the_data_root(server: ServerProcess, tmp_path: Path) -
         assert error_document(info.value)["code"] == "AccessDenied"
     with pytest.raises(flight.FlightUnauthorizedError):
         _read(server, {**REQUEST, "Bucket": ".."})
+
+
+def test_an_s3_request_reads_text_where_a_statement_reads_typed_columns(
+        tmp_path: Path) -> None:
+    """A bucket's typed ``columns`` make a Flight SQL table; an S3 request keeps S3 Select's
+    reading (every CSV field is text, as written; a comparison needs a CAST), taking only the
+    bucket's InputSerialization when it sends none (issue #29: decided and pinned here)."""
+    config = {"tables": [{"prefix": "t/", "InputSerialization": {"CSV": {"FileHeaderInfo": "USE"}},
+                          "columns": [{"name": "id", "type": "int64"},
+                                      {"name": "price", "type": "decimal(10,2)"}]}]}
+    write_bucket(tmp_path, {"t/a.csv": "id,price\n2,1.5\n10,09.50\n"}, config)
+    process = start_server(tmp_path)
+    try:
+        client = flight.connect(process.location)
+        info = client.get_flight_info(statement_descriptor(
+            'SELECT id, price FROM "b"."t/a.csv" WHERE price > 2'))
+        typed = client.do_get(info.endpoints[0].ticket).read_all()
+        assert typed.schema.field("price").type == pa.decimal128(10, 2)
+        assert typed.to_pylist() == [{"id": 10, "price": Decimal("9.50")}]
+        request = {"Bucket": "b", "Key": "t/a.csv", "ExpressionType": "SQL",
+                   "Expression": "SELECT s.id, s.price FROM s3object s "
+                                 "WHERE CAST(s.price AS FLOAT) > 2"}
+        _, messages = _read(process, request)
+        assert messages[0][0].schema.field("price").type == pa.string()
+        assert [row for batch, _ in messages for row in batch.to_pylist()] == [
+            {"id": "10", "price": "09.50"}]
+        request["OutputSerialization"] = {"CSV": {}}
+        _, messages = _read(process, request)
+        assert _records(messages) == b"10,09.50\n"
+    finally:
+        process.stop()
