@@ -7,6 +7,8 @@ from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+import pyarrow.flight as flight
+
 from flight_storage.execution.plan_types import EngineConfig
 from flight_storage.formats.csv_sniff import TableReading
 from flight_storage.rpc.streams import StreamLimits, default_running
@@ -130,6 +132,20 @@ class ServerConfig:
     def scheme(self) -> str:
         """``grpc+tls`` when a certificate is configured, else ``grpc+tcp``."""
         return "grpc+tls" if self.tls_cert is not None else "grpc+tcp"
+
+    def tls_arguments(self) -> dict[str, Any]:
+        """The Flight server's TLS keyword arguments (none without a certificate)."""
+        if self.tls_cert is None or self.tls_key is None:
+            return {}
+        arguments: dict[str, Any] = {
+            "tls_certificates": [
+                flight.CertKeyPair(self.tls_cert.read_bytes(), self.tls_key.read_bytes())
+            ]
+        }
+        if self.tls_client_ca is not None:
+            arguments["verify_client"] = True
+            arguments["root_certificates"] = self.tls_client_ca.read_bytes()
+        return arguments
 
     @property
     def loopback(self) -> bool:

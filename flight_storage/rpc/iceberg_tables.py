@@ -35,12 +35,12 @@ from flight_storage.execution.iceberg_scan import (
 )
 from flight_storage.execution.plan_types import PlannedPartition, SelectPlan
 from flight_storage.protocol import Partition, PartitionTicket
-from flight_storage.request.parameters import bind, has_parameters
 from flight_storage.request.statement import TableReference, split_table_reference
 from flight_storage.rpc.boundary import guarded
 from flight_storage.rpc.config import ServerConfig
 from flight_storage.rpc.endpoints import endpoint_partitions, known_rows, query_id, ticket_key
 from flight_storage.rpc.middleware import CallContext
+from flight_storage.rpc.prepared_parameters import bound_sql
 from flight_storage.rpc.streams import QueryStream, ReadCounter, StreamPool
 from flight_storage.storage.iceberg_catalog import IcebergCatalogs
 from select_dialect.translate import refuse_writes
@@ -107,14 +107,6 @@ def _name(reference: TableReference) -> IcebergTableName:
                             reference.version, reference.as_of)
 
 
-def _bound(sql: str, parameters: bytes | None) -> str:
-    if parameters is not None:
-        return bind(sql, protocol.handle_parameters(parameters))
-    if has_parameters(sql):
-        raise InvalidRequestError("statement has ? parameters but none were bound")
-    return sql
-
-
 def plan_statement(host: IcebergHost, call: CallContext, query: str, flavor: str,
                    parameters: bytes | None) -> IcebergPlan:
     """Plan a statement over an Iceberg table (under a compute slot and the query timeout)."""
@@ -128,7 +120,7 @@ def plan_statement(host: IcebergHost, call: CallContext, query: str, flavor: str
         host.iceberg.catalog(reference.bucket)  # NoSuchCatalog before AccessDenied
         host.check_access(call, reference.bucket)
         return plan_iceberg(host.engine, host.iceberg, _name(reference),
-                            _bound(sql, parameters), flavor=flavor)
+                            bound_sql(sql, parameters), flavor=flavor)
 
     return host.bounded(call, "planning", plan)
 
@@ -174,7 +166,7 @@ def serve_partition(host: IcebergHost, context: flight.ServerCallContext, call: 
                   partition={"kind": partition.kind, "files": len(partition.keys),
                              "snapshot": partition.snapshot, "split": list(partition.split)})
     name = _name(reference)
-    bound = _bound(sql, ticket.parameters)
+    bound = bound_sql(sql, ticket.parameters)
     plan, ids = host.bounded(call, "planning", lambda stop: replan(
         host.engine, host.iceberg, name, bound, flavor=ticket.flavor,
         snapshot_id=partition.snapshot or 0))

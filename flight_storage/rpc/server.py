@@ -16,16 +16,13 @@ a watchdog that enforces the query timeout and cancels clients that stopped read
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import logging
 import secrets
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 import pyarrow as pa
@@ -35,21 +32,14 @@ from flight_storage import protocol
 from flight_storage.errors import (
     AccessDeniedError,
     InvalidRequestError,
-    ObjectNotFoundError,
-    ResourceLimitError,
     StaleTicketError,
-    StorageError,
 )
-from flight_storage.execution.engine import InputSpec, PlannedPartition, SelectEngine, SelectPlan
-from flight_storage.execution.select_local import select_stats, serialized_records
+from flight_storage.execution.engine import InputSpec, SelectEngine, SelectPlan
 from flight_storage.protocol import Partition, PartitionTicket, PreparedHandle, pb
-from flight_storage.request.parameters import bind, has_parameters
 from flight_storage.request.s3_request import (
     RECORDS_SCHEMA,
-    extras_from_ticket,
     is_json_request,
     parse_request,
-    stats_metadata,
 )
 from flight_storage.request.sniffing import TableSniffer
 from flight_storage.request.statement import split_table_reference
@@ -58,7 +48,9 @@ from flight_storage.rpc import iceberg_tables
 from flight_storage.rpc.actions import ACTIONS
 from flight_storage.rpc.auth import TokenSigner, Users
 from flight_storage.rpc.boundary import guarded, rpc_boundary
+from flight_storage.rpc.cancellations import Cancellations
 from flight_storage.rpc.cluster import MERGED_METADATA, ClusterRole, FleetRole
+from flight_storage.rpc.cluster_actions import CLUSTER_ACTIONS, planning_target
 from flight_storage.rpc.config import ServerConfig
 from flight_storage.rpc.endpoint_readers import choose_endpoints
 from flight_storage.rpc.endpoints import (
@@ -78,15 +70,14 @@ from flight_storage.rpc.middleware import (
     JsonLogFormatter,
     log_event,
 )
+from flight_storage.rpc.partition_streams import partition_stream
 from flight_storage.rpc.peers import FORWARDED_HEADER, Peers
+from flight_storage.rpc.prepared_parameters import BoundParameters, bound_sql
 from flight_storage.rpc.sessions import Session, SessionCookies, qualify, session_cookie
 from flight_storage.rpc.sessions import current as current_session
 from flight_storage.rpc.streams import (
-    Item,
-    QueryStream,
     StoppableSource,
     StreamPool,
-    empty_batch,
     object_source,
     object_sources,
 )
@@ -102,8 +93,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 FLAVOR_HEADER: Final = protocol.FLAVOR_HEADER
-_BOUND_HANDLES: Final = 1024
-"""Parameters bound by DoPut kept per handle, for clients that keep the first handle."""
 _SHUTDOWN_AFTER_ABORT_S: Final = 5.0
 """After the grace, how long ended streams get to leave gRPC before the server gives up."""
 
@@ -134,9 +123,8 @@ class StorageServer(flight.FlightServerBase):
         self.sniffer = TableSniffer(config.reading)
         self.secret = config.ticket_secret or secrets.token_bytes(32)
         self.users = Users.load(config.users_file) if config.users_file is not None else None
-        self._lock = threading.Lock()
-        self._cancelled: dict[bytes, float] = {}
-        self._bound: OrderedDict[tuple[bytes, str | None], bytes] = OrderedDict()
+        self._cancellations = Cancellations(self.secret, config.ticket_max_age_s)
+        self._bound = BoundParameters()
         self.streams = StreamPool(config.stream_limits, self.is_cancelled)
         self.aborting = self.streams.aborting
         signer = TokenSigner(hashlib.sha256(b"bearer\x00" + self.secret).digest(),
@@ -148,7 +136,7 @@ class StorageServer(flight.FlightServerBase):
             f"{config.scheme}://{config.host}:{config.port}",
             auth_handler=HandshakeHandler(),
             middleware={"call": CallFactory(self.users, signer)},
-            **_tls_arguments(config),
+            **config.tls_arguments(),
         )
         public_scheme = "grpc" if config.scheme == "grpc+tcp" else config.scheme
         self.location = f"{public_scheme}://{config.host}:{self.port}"
@@ -194,9 +182,8 @@ class StorageServer(flight.FlightServerBase):
         return self.streams.open_streams
 
     def is_cancelled(self, key: bytes) -> bool:
-        """True when the endpoint whose ticket hashes to ``key`` was cancelled."""
-        with self._lock:
-            return key in self._cancelled
+        """True when the endpoint whose ticket hashes to ``key`` was cancelled here."""
+        return self._cancellations.is_cancelled(key)
 
     # ------------------------------------------------------------------ call context
     def _call_context(self, context: flight.ServerCallContext) -> CallContext:
@@ -261,7 +248,7 @@ class StorageServer(flight.FlightServerBase):
     ) -> flight.FlightInfo:
         call = self._call_context(context)
         command = _descriptor_command(descriptor)
-        target = self._target(call, command) if self.cluster is not None else None
+        target = planning_target(self, call, command) if self.cluster is not None else None
         if self.cluster is not None and target is not None:
             cluster = self._cluster_call(context)
             if cluster is None:  # a peer forwarded it: plan only what this node holds
@@ -271,20 +258,6 @@ class StorageServer(flight.FlightServerBase):
                     call, self._headers(context), descriptor, *target,
                     local=lambda: self._local_flight_info(context, call, descriptor, command))
         return self._local_flight_info(context, call, descriptor, command)
-
-    def _target(self, call: CallContext, command: bytes) -> tuple[str, str] | None:
-        """The bucket and key (or prefix) a planning command reads, None for other commands."""
-        if is_json_request(command):
-            request = parse_request(command)
-            return request.bucket, request.key
-        name, message = protocol.unpack_any(command)
-        if name == "CommandStatementQuery":
-            query = message.query
-        elif name == "CommandPreparedStatementQuery":
-            query = self.decode_handle(call, bytes(message.prepared_statement_handle)).query
-        else:
-            return None
-        return _statement_target(query)
 
     def _local_flight_info(
         self, context: flight.ServerCallContext, call: CallContext,
@@ -322,8 +295,7 @@ class StorageServer(flight.FlightServerBase):
         handle = self.decode_handle(call, raw)
         parameters = handle.parameters
         if parameters is None:  # a client that binds, then keeps using the first handle
-            with self._lock:
-                parameters = self._bound.get((raw, call.user_name))
+            parameters = self._bound.get(raw, call.user_name)
         return self._statement_info(call, descriptor, handle.query, handle.flavor,
                                     parameters, fields, Session(handle.catalog, handle.schema))
 
@@ -457,7 +429,7 @@ class StorageServer(flight.FlightServerBase):
             reference, sql = split_table_reference(query)
             if reference is None:
                 # bound first: the dialect has no ``?`` (SELECT ? || 'x' reads no table either)
-                bound = _bound(sql, parameters)
+                bound = bound_sql(sql, parameters)
                 # report syntax errors first
                 translation = translate(bound, input_format="csv", flavor=flavor)
                 if not translation.reads_table:
@@ -470,7 +442,7 @@ class StorageServer(flight.FlightServerBase):
             reference = qualify(self.catalog, session, reference)
             table, plan, _ = self._plan_table(call, reference.bucket, reference.key,
                                               reference.input_serialization,
-                                              _bound(sql, parameters), flavor, stop)
+                                              bound_sql(sql, parameters), flavor, stop)
             return table, plan
 
         return self.bounded(call, "planning", plan)
@@ -590,7 +562,8 @@ class StorageServer(flight.FlightServerBase):
                       partition=ticket.partition.to_dict())
         source, plan, objects = self.bounded(call, "planning",
                                               lambda stop: self._plan_ticket(call, ticket, stop))
-        stream = self._partition_stream(context, ticket, plan, source, fields, key, objects)
+        stream = partition_stream(self.engine, self.streams, context, ticket, plan, source,
+                                  fields, key, objects)
         return flight.GeneratorStream(stream.schema, guarded(stream.items))
 
     def _serve_constant(self, ticket: PartitionTicket) -> flight.FlightDataStream:
@@ -599,7 +572,7 @@ class StorageServer(flight.FlightServerBase):
         reference, sql = split_table_reference(ticket.query)
         if reference is not None:
             raise protocol.TicketError("ticket does not match its statement")
-        plan = self.engine.plan_constant(_bound(sql, ticket.parameters), flavor=ticket.flavor)
+        plan = self.engine.plan_constant(bound_sql(sql, ticket.parameters), flavor=ticket.flavor)
         batches = list(self.engine.execute_arrow(plan))
         return flight.GeneratorStream(plan.arrow_schema, guarded(iter(batches)))
 
@@ -613,7 +586,7 @@ class StorageServer(flight.FlightServerBase):
                 raise protocol.TicketError("ticket does not match its statement")
             table, plan, sources = self._plan_table(
                 call, ticket.bucket, ticket.key, reference.input_serialization,
-                _bound(sql, ticket.parameters), ticket.flavor, stop)
+                bound_sql(sql, ticket.parameters), ticket.flavor, stop)
             objects: Sequence[ObjectInfo] = table.objects
         else:  # select_object: the partition already holds any ScanRange
             obj, plan, source = self._plan_select(
@@ -642,75 +615,6 @@ class StorageServer(flight.FlightServerBase):
         return StaleTicketError(f"{where} changed after the query was planned; plan it again "
                                 "(GetFlightInfo)", code="PreconditionFailed")
 
-    def _partition_stream(
-        self,
-        context: flight.ServerCallContext,
-        ticket: PartitionTicket,
-        plan: SelectPlan,
-        source: StoppableSource,
-        fields: dict[str, Any],
-        key: bytes,
-        objects: Sequence[ObjectInfo],
-    ) -> _Stream:
-        partition = ticket.partition
-        version = object_version(objects)
-        common = dict(source=source, context=context, pool=self.streams, fields=fields,
-                      stop_key=key, check_source=lambda: _changed(objects, version))
-
-        def arrow() -> Iterator[pa.RecordBatch]:
-            batches = _counted(self.engine.execute_arrow(plan, [partition]), plan, source,
-                               partition_bytes(partition, plan))
-            return _unchanged(batches, objects, version)
-
-        if ticket.request == "statement":
-            schema = plan.arrow_schema
-            produce = arrow
-            return _Stream(schema, QueryStream(produce=produce, schema=schema, **common))
-        extras = extras_from_ticket(ticket.output_serialization or {})
-        one = dataclasses.replace(
-            plan, partitions=(PlannedPartition(partition, partition_bytes(partition, plan)),)
-        )
-        total = select_stats(one, 0)["BytesScanned"]
-        returned = [0]
-
-        compressed = plan.input.compression != "NONE"
-
-        def counts(kind: str) -> bytes:
-            # Progress: what the readers have read so far (issue 27: DataFusion's reader counted
-            # through its scan metrics, execution/scan_progress.py), never past the total
-            scanned = total if kind == "Stats" else min(source.scanned(), total)
-            # AWS counts the decompressed bytes of compressed input as processed
-            processed = source.processed[0] if compressed else scanned
-            return stats_metadata(kind, scanned, processed, returned[0])
-
-        if extras.output_serialization is None:
-            schema = plan.arrow_schema
-            produce = arrow
-            measure: Callable[[pa.RecordBatch], int] = lambda b: b.nbytes  # noqa: E731
-        else:
-            schema = RECORDS_SCHEMA
-            output = extras.output_serialization
-            produce = lambda: _unchanged(  # noqa: E731
-                _counted(_chunks(serialized_records(self.engine, plan, output, [partition])),
-                         plan, source, total), objects, version)
-            measure = lambda b: len(b.column(0)[0].as_buffer()) if b.num_rows else 0  # noqa: E731
-
-        def on_batch(batch: pa.RecordBatch) -> Item:
-            returned[0] += measure(batch)
-            return (batch, counts("Progress")) if extras.progress else batch
-
-        def on_idle() -> Item:
-            empty = empty_batch(schema)
-            return (empty, counts("Progress")) if extras.progress else empty
-
-        def on_end() -> Item:
-            fields["returned"] = returned[0]
-            return (empty_batch(schema), counts("Stats"))
-
-        query = QueryStream(produce=produce, schema=schema, on_batch=on_batch, on_idle=on_idle,
-                             on_end=on_end, **common)
-        return _Stream(schema, query)
-
     # ------------------------------------------------------------------ unsupported RPCs
     @rpc_boundary
     def do_exchange(self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor,
@@ -736,82 +640,17 @@ class StorageServer(flight.FlightServerBase):
         body = action.body.to_pybytes() if action.body is not None else b""
         cluster = self._cluster_call(context)
         if cluster is not None:
-            clustered = self._CLUSTER_ACTIONS.get(action.type)
+            clustered = CLUSTER_ACTIONS.get(action.type)
             if clustered is not None:
-                return iter(clustered(self, cluster, context, call, action, body))
+                return iter(clustered(self, cluster, self._headers(context), call, action, body))
         return iter(entry.handle(self, call, body))
-
-    def _prepare_in_cluster(self, cluster: ClusterRole, context: flight.ServerCallContext,
-                            call: CallContext, action: flight.Action,
-                            body: bytes) -> list[flight.Result]:
-        """Prepare on a node holding the table: the answer holds its schema."""
-        query = protocol.decode_action("CreatePreparedStatement", body).query
-        target = _statement_target(query)
-        forwarded = None if target is None else cluster.forward_action(
-            call, self._headers(context), action, *target)
-        if forwarded is None:
-            return ACTIONS[action.type].handle(self, call, body)
-        return [flight.Result(b) for b in forwarded]
-
-    def _list_in_cluster(self, cluster: ClusterRole, context: flight.ServerCallContext,
-                         call: CallContext, action: flight.Action,
-                         body: bytes) -> list[flight.Result]:
-        """ListObjects over every node holding keys under the prefix."""
-        local = ACTIONS[action.type].handle
-        try:
-            request = json.loads(body or b"{}")
-            request["bucket"]
-        except (ValueError, KeyError, TypeError):
-            return local(self, call, body)  # its error message
-        bucket = str(request["bucket"])
-        if call.user is not None and not call.user.may_read(bucket):
-            raise AccessDeniedError(f"user {call.user.name} may not read bucket {bucket}")
-        # not check_access: the bucket may be held by other nodes only
-        document = cluster.list_objects(call, self._headers(context), request,
-                                        lambda: local(self, call, body)[0].body.to_pybytes())
-        return [flight.Result(document)]
-
-    def _cancel_in_cluster(self, cluster: ClusterRole, context: flight.ServerCallContext,
-                           call: CallContext, action: flight.Action,
-                           body: bytes) -> list[flight.Result]:
-        """Cancel here, then on every other node the endpoints name."""
-        results = ACTIONS[action.type].handle(self, call, body)
-        info = protocol.decode_action(action.type, body).info
-        cluster.cancel_elsewhere(call, self._headers(context), action, info)
-        return results
 
     def list_actions(self, context: flight.ServerCallContext) -> list[tuple[str, str]]:
         return [(name, action.description) for name, action in ACTIONS.items()]
 
     def cancel_endpoints(self, call: CallContext, info_bytes: bytes) -> pb.CancelStatus:
-        """Mark every endpoint of a FlightInfo cancelled in this process.
-
-        Tickets are stateless, so a cancel reaches only this server: its running streams of
-        those tickets stop and later DoGets of them are refused here until they expire.
-        """
-        try:
-            info = flight.FlightInfo.deserialize(info_bytes)
-        except (pa.ArrowInvalid, TypeError, ValueError) as exc:
-            raise InvalidRequestError(
-                f"CancelFlightInfo carries no valid FlightInfo ({exc})") from None
-        keys: dict[bytes, float] = {}
-        for endpoint in info.endpoints:
-            name, message = protocol.unpack_any(endpoint.ticket.ticket)
-            if name != "TicketStatementQuery":
-                continue
-            handle = message.statement_handle
-            ticket = protocol.decode_ticket(handle, self.secret)
-            if ticket.user != call.user_name:
-                raise AccessDeniedError("cannot cancel another user's query")
-            keys[ticket_key(handle)] = ticket.issued_at + self.config.ticket_max_age_s
-        if not keys:
-            return pb.CANCEL_STATUS_NOT_CANCELLABLE
-        now = time.time()
-        with self._lock:
-            for stale in [k for k, until in self._cancelled.items() if until < now]:
-                del self._cancelled[stale]
-            self._cancelled.update(keys)
-        return pb.CANCEL_STATUS_CANCELLED
+        """Mark every endpoint of a FlightInfo cancelled in this process."""
+        return self._cancellations.cancel(call.user_name, info_bytes)
 
     def decode_handle(self, call: CallContext, data: bytes) -> PreparedHandle:
         handle = protocol.decode_handle(data, self.secret, max_age=self.config.ticket_max_age_s)
@@ -837,27 +676,12 @@ class StorageServer(flight.FlightServerBase):
             raise AccessDeniedError(f"{name}: this server is read-only", code="ReadOnly")
         raw = bytes(message.prepared_statement_handle)
         handle = self.decode_handle(call, raw)
-        table = _read_bounded(reader, self.config.max_parameter_bytes)
-        batch = table.combine_chunks().to_batches()[0] if table.num_rows else None
-        bound = protocol.bind_parameters(handle, batch)
-        with self._lock:
-            if bound.parameters is not None:
-                self._bound[(raw, call.user_name)] = bound.parameters
-                self._bound.move_to_end((raw, call.user_name))
-                while len(self._bound) > _BOUND_HANDLES:
-                    self._bound.popitem(last=False)
+        bound = self._bound.bind(raw, call.user_name, handle, reader,
+                                 self.config.max_parameter_bytes)
         result = pb.DoPutPreparedStatementResult(
             prepared_statement_handle=protocol.encode_handle(bound, self.secret)
         )
         writer.write(pa.py_buffer(result.SerializeToString()))
-
-    _CLUSTER_ACTIONS: Mapping[str, Callable[..., list[flight.Result]]] = {
-        "CreatePreparedStatement": _prepare_in_cluster,
-        "ListObjects": _list_in_cluster,
-        "CancelFlightInfo": _cancel_in_cluster,
-        "CancelQuery": _cancel_in_cluster,
-    }
-    """Actions that involve other nodes of a cluster (the others are answered here)."""
 
     _INFO_HANDLERS: Mapping[str, Callable[..., flight.FlightInfo]] = {
         "CommandStatementQuery": _info_statement,
@@ -865,123 +689,7 @@ class StorageServer(flight.FlightServerBase):
     }
 
 
-@dataclass(frozen=True)
-class _Stream:
-    schema: pa.Schema
-    items: QueryStream
-
-
 # ----------------------------------------------------------------------------- helpers
-
-
-def _tls_arguments(config: ServerConfig) -> dict[str, Any]:
-    if config.tls_cert is None or config.tls_key is None:
-        return {}
-    arguments: dict[str, Any] = {
-        "tls_certificates": [
-            flight.CertKeyPair(config.tls_cert.read_bytes(), config.tls_key.read_bytes())
-        ]
-    }
-    if config.tls_client_ca is not None:
-        arguments["verify_client"] = True
-        arguments["root_certificates"] = config.tls_client_ca.read_bytes()
-    return arguments
-
-
-def _read_bounded(reader: flight.MetadataRecordBatchReader, limit: int) -> pa.Table:
-    """Everything a DoPut sends, refused as soon as it passes ``limit`` bytes."""
-    batches, size = [], 0
-    while True:
-        try:
-            chunk = reader.read_chunk()
-        except StopIteration:
-            break
-        if chunk.data is None:
-            continue
-        size += chunk.data.nbytes
-        if size > limit:
-            raise ResourceLimitError(
-                f"statement parameters are over {limit} bytes (--max-parameter-bytes)",
-                code="EntityTooLarge",
-            )
-        batches.append(chunk.data)
-    if not batches:
-        return reader.schema.empty_table()
-    return pa.Table.from_batches(batches)
-
-
-def _counted(batches: Iterator[pa.RecordBatch], plan: SelectPlan, source: StoppableSource,
-             nbytes: int) -> Iterator[pa.RecordBatch]:
-    """``batches``; then, when DataFusion read the object itself (Python saw none of its
-    bytes), count the partition's bytes as scanned. A LIMIT may stop DataFusion early, so
-    those scans are not counted rather than over-counted."""
-    yield from batches
-    if plan.native is not None and plan.translation.limit is None:
-        source.read[0] = max(source.read[0], nbytes)
-        # a compressed object is one partition: the survey counted its decompressed bytes
-        decoded = getattr(getattr(plan.native, "survey", None), "decoded_bytes", 0)
-        source.processed[0] = max(source.processed[0], decoded)
-
-
-def _unchanged(batches: Iterator[pa.RecordBatch], objects: Sequence[ObjectInfo],
-               version: str) -> Iterator[pa.RecordBatch]:
-    """``batches``, then a check that the objects are still the version planned: an object
-    replaced or truncated while it streamed fails the stream instead of ending it short (and a
-    reader's error caused by such a change is reported as the change)."""
-    try:
-        yield from batches
-    except StorageError:
-        _check_version(objects, version)
-        raise
-    _check_version(objects, version)
-
-
-def _check_version(objects: Sequence[ObjectInfo], version: str) -> None:
-    changed = _changed(objects, version)
-    if changed is not None:
-        raise changed
-
-
-def _changed(objects: Sequence[ObjectInfo], version: str) -> StaleTicketError | None:
-    """The error to fail a stream with when its objects are no longer ``version``."""
-    try:
-        fresh = [dataclasses.replace(o, version=o.store.head(o.key).version) for o in objects]
-    except (ObjectNotFoundError, AccessDeniedError):
-        fresh = []  # deleted (or replaced by something we may not read)
-    except StorageError:
-        return None  # the store did not answer: the reads say so themselves if it stays down
-    if object_version(fresh) == version:
-        return None
-    return StaleTicketError(
-        f"{objects[0].bucket}/{objects[0].key} changed while it was read; the result is "
-        "incomplete: run the query again",
-        code="PreconditionFailed",
-    )
-
-
-def _chunks(chunks: Iterator[bytes]) -> Iterator[pa.RecordBatch]:
-    for chunk in chunks:
-        yield pa.RecordBatch.from_arrays([pa.array([chunk], pa.binary())],
-                                         schema=RECORDS_SCHEMA)
-
-
-def _bound(sql: str, parameters: bytes | None) -> str:
-    """``sql`` with its ``?`` parameters bound (refused when it has some and none are)."""
-    if parameters is not None:
-        return bind(sql, protocol.handle_parameters(parameters))
-    if has_parameters(sql):
-        raise InvalidRequestError("statement has ? parameters but none were bound")
-    return sql
-
-
-def _statement_target(query: str) -> tuple[str, str] | None:
-    """The bucket and key a statement names in FROM (None for one without FROM)."""
-    reference, _ = split_table_reference(query)
-    if reference is not None and not reference.qualified:
-        raise InvalidRequestError(
-            f'{reference.key!r} names no bucket: a cluster routes only "bucket"."key" names',
-            code="MissingObject")
-    return None if reference is None else (reference.bucket, reference.key)
 
 
 def _descriptor_command(descriptor: flight.FlightDescriptor) -> bytes:

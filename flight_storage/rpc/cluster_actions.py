@@ -1,0 +1,99 @@
+"""The DoAction requests that involve a cluster's other nodes: preparing a statement on a node
+holding its table (and where any planning command goes), listing objects over every node holding keys under the prefix, cancelling
+on every node a FlightInfo's endpoints name. The other actions are answered where they arrive
+(``flight_storage.rpc.actions``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Final
+
+import pyarrow.flight as flight
+
+from flight_storage import protocol
+from flight_storage.errors import AccessDeniedError, InvalidRequestError
+from flight_storage.request.s3_request import is_json_request, parse_request
+from flight_storage.request.statement import split_table_reference
+from flight_storage.rpc.actions import ACTIONS, ActionHost
+from flight_storage.rpc.cluster import ClusterRole
+from flight_storage.rpc.middleware import CallContext
+
+Headers = Mapping[str, list[str]]
+ClusterAction = Callable[[ActionHost, ClusterRole, Headers, CallContext, flight.Action, bytes],
+                         list[flight.Result]]
+
+
+def statement_target(query: str) -> tuple[str, str] | None:
+    """The bucket and key a statement names in FROM (None for one without FROM)."""
+    reference, _ = split_table_reference(query)
+    if reference is not None and not reference.qualified:
+        raise InvalidRequestError(
+            f'{reference.key!r} names no bucket: a cluster routes only "bucket"."key" names',
+            code="MissingObject")
+    return None if reference is None else (reference.bucket, reference.key)
+
+
+def planning_target(host: ActionHost, call: CallContext,
+                    command: bytes) -> tuple[str, str] | None:
+    """The bucket and key (or prefix) a planning command reads, None for other commands:
+    the nodes holding them plan it."""
+    if is_json_request(command):
+        request = parse_request(command)
+        return request.bucket, request.key
+    name, message = protocol.unpack_any(command)
+    if name == "CommandStatementQuery":
+        query = message.query
+    elif name == "CommandPreparedStatementQuery":
+        query = host.decode_handle(call, bytes(message.prepared_statement_handle)).query
+    else:
+        return None
+    return statement_target(query)
+
+
+def _prepare(host: ActionHost, cluster: ClusterRole, headers: Headers, call: CallContext,
+             action: flight.Action, body: bytes) -> list[flight.Result]:
+    """Prepare on a node holding the table: the answer holds its schema."""
+    query = protocol.decode_action("CreatePreparedStatement", body).query
+    target = statement_target(query)
+    forwarded = None if target is None else cluster.forward_action(
+        call, headers, action, *target)
+    if forwarded is None:
+        return ACTIONS[action.type].handle(host, call, body)
+    return [flight.Result(b) for b in forwarded]
+
+
+def _list_objects(host: ActionHost, cluster: ClusterRole, headers: Headers, call: CallContext,
+                  action: flight.Action, body: bytes) -> list[flight.Result]:
+    """ListObjects over every node holding keys under the prefix."""
+    local = ACTIONS[action.type].handle
+    try:
+        request = json.loads(body or b"{}")
+        request["bucket"]
+    except (ValueError, KeyError, TypeError):
+        return local(host, call, body)  # its error message
+    bucket = str(request["bucket"])
+    if call.user is not None and not call.user.may_read(bucket):
+        raise AccessDeniedError(f"user {call.user.name} may not read bucket {bucket}")
+    # not check_access: the bucket may be held by other nodes only
+    document = cluster.list_objects(call, headers, request,
+                                    lambda: local(host, call, body)[0].body.to_pybytes())
+    return [flight.Result(document)]
+
+
+def _cancel(host: ActionHost, cluster: ClusterRole, headers: Headers, call: CallContext,
+            action: flight.Action, body: bytes) -> list[flight.Result]:
+    """Cancel here, then on every other node the endpoints name."""
+    results = ACTIONS[action.type].handle(host, call, body)
+    info = protocol.decode_action(action.type, body).info
+    cluster.cancel_elsewhere(call, headers, action, info)
+    return results
+
+
+CLUSTER_ACTIONS: Final[Mapping[str, ClusterAction]] = {
+    "CreatePreparedStatement": _prepare,
+    "ListObjects": _list_objects,
+    "CancelFlightInfo": _cancel,
+    "CancelQuery": _cancel,
+}
+"""Actions that involve other nodes of a cluster (the others are answered here)."""
