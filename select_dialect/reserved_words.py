@@ -64,9 +64,9 @@ def refuse_reserved_names(statement: exp.Expression, sql: str) -> None:
             what to write instead.
 
     Example:
-        >>> from select_dialect.s3select import DIALECTS
+        >>> from select_dialect.s3select import S3Select
         >>> sql = "SELECT s.value FROM S3Object s"
-        >>> refuse_reserved_names(DIALECTS["aws"]().parse(sql)[0], sql)
+        >>> refuse_reserved_names(S3Select().parse(sql)[0], sql)
         Traceback (most recent call last):
         ...
         select_dialect.errors.QuerySyntaxError: ParseUnExpectedKeyword: value is a reserved keyword ...

@@ -182,7 +182,3 @@ class CephS3Select(S3Select):
     """The s3-select dialect as Ceph reads it (the default flavour)."""
 
     Parser = CephParser
-
-
-DIALECTS: dict[str, type[Dialect]] = {"ceph": CephS3Select, "aws": S3Select}
-"""The grammar of each engine's rules (``select_dialect.flavors.Flavor.engine``)."""

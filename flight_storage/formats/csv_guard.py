@@ -45,7 +45,7 @@ import numpy as np
 from flight_storage.cores import usable_cores
 from flight_storage.errors import StoppedError
 from flight_storage.formats.compression import open_decompressed
-from flight_storage.formats.csv_input import RULES_CEPH, CsvInputOptions
+from flight_storage.formats.csv_input import CsvInputOptions
 
 CHUNK_BYTES = 2 << 20
 """Bytes surveyed at a time (cut back to the last line end, so no line spans two chunks).
@@ -109,7 +109,7 @@ def options_reason(options: CsvInputOptions) -> str:
             return f"{name} character {char!r} is not one ASCII byte"
     if options.quote is not None and options.quote == fd:
         return "quote and field delimiter are the same"
-    if options.quoted_record_delimiter and options.rules != RULES_CEPH:
+    if options.quoted_record_delimiter and not options.quotes_anywhere:
         # Go's reader (MinIO) normalises CRLF inside quoted fields first
         return "quoted record delimiters with RFC rules"
     return ""

@@ -1,15 +1,16 @@
 """CSV input for S3 Select: records -> Arrow batches of Utf8 columns ``_1 .. _N``.
 
-Two tokenizing rule sets, chosen by flavour (see :data:`_FLAVOURS`):
+Two tokenizing rule sets, chosen by the flavour's reading rules
+(:class:`select_dialect.flavors.ReadingRules`, ``csv_quotes_anywhere``):
 
-``ceph`` (Ceph's s3select engine)
+Quotes anywhere (Ceph's s3select engine)
     Every record delimiter ends a record (an unclosed quote closes there). Quote characters
     are honoured **anywhere** in a field and removed (``third="c31,c32"`` -> ``third=c31,c32``);
     the escape character (default ``\\``) is removed and makes the next character literal.
     An empty field is NULL; a trailing field delimiter adds a NULL column; empty lines are
     records (one NULL field).
 
-``aws`` (AWS S3 Select; MinIO's Go ``encoding/csv`` with LazyQuotes reads alike)
+RFC 4180 with lazy quotes (AWS S3 Select; MinIO's Go ``encoding/csv`` with LazyQuotes reads alike)
     A field is quoted only when it **starts** with the quote character; inside it a doubled
     quote (or escape + quote) is a literal quote, and a quote not followed by a delimiter is
     kept literally (lazy quotes). Quotes inside unquoted fields are data. An empty field is an
@@ -18,11 +19,11 @@ Two tokenizing rule sets, chosen by flavour (see :data:`_FLAVOURS`):
     closes reads lazily to the end of its line (to the end of the object with
     ``AllowQuotedRecordDelimiter``), as Go's reader does.
 
-``standard`` (the standard surface: AWS's rules, RFC 4180)
-    As ``aws``, but a quoted field that never closes is an error naming its line and column,
-    as DuckDB's reader stops there: before the end of its line ``CSVEscapingRecordDelimiter``
-    (AWS's error for a record delimiter inside quotes without ``AllowQuotedRecordDelimiter``),
-    with it before the end of the object ``CSVParsingError``.
+``csv_unclosed_quote_error`` (the standard flavour)
+    A quoted field that never closes is an error naming its line and column, as DuckDB's
+    reader stops there: before the end of its line ``CSVEscapingRecordDelimiter`` (AWS's error
+    for a record delimiter inside quotes without ``AllowQuotedRecordDelimiter``), with it
+    before the end of the object ``CSVParsingError``.
 
 With the record delimiter ``\\n`` a ``\\r`` before it is dropped (Windows line ends).
 
@@ -46,32 +47,10 @@ import pyarrow.csv as pa_csv
 
 from flight_storage.errors import InputFormatError, InvalidRequestError
 from flight_storage.formats.scan_range import iter_range_bytes
+from select_dialect.flavors import CEPH_READING, ReadingRules
 
 DEFAULT_BLOCK_SIZE = 2 * 1024 * 1024
 DEFAULT_MAX_RECORD_SIZE = 1024 * 1024
-
-RULES_CEPH = "ceph"
-RULES_RFC = "rfc"
-
-
-@dataclass(frozen=True)
-class _FlavourDefaults:
-    """What a flavour assumes where the request says nothing."""
-
-    escape: str | None
-    rules: str
-    empty_is_null: bool
-    skip_empty_lines: bool
-    comment: str | None
-    quoted_record_delimiter: bool
-    unclosed_quote_error: bool
-
-
-_FLAVOURS: dict[str, _FlavourDefaults] = {
-    "ceph": _FlavourDefaults("\\", RULES_CEPH, True, False, None, False, False),
-    "aws": _FlavourDefaults('"', RULES_RFC, False, True, None, False, False),
-    "standard": _FlavourDefaults('"', RULES_RFC, False, True, None, False, True),
-}
 
 _HEADER_INFO = ("NONE", "IGNORE", "USE")
 _BOOL_TEXT = {"TRUE": True, "FALSE": False}
@@ -79,7 +58,8 @@ _BOOL_TEXT = {"TRUE": True, "FALSE": False}
 
 @dataclass(frozen=True)
 class CsvInputOptions:
-    """How to read a CSV object (AWS ``InputSerialization.CSV`` plus flavour rules).
+    """How to read a CSV object (AWS ``InputSerialization.CSV`` plus the flavour's reading
+    rules; the defaults are Ceph's).
 
     Attributes:
         field_delimiter: separates fields (one or more characters).
@@ -89,7 +69,8 @@ class CsvInputOptions:
         comment: a record starting with this character is skipped, or None.
         file_header_info: ``NONE``, ``IGNORE`` or ``USE``.
         quoted_record_delimiter: a record delimiter inside quotes is data.
-        rules: tokenizing rules, ``ceph`` or ``rfc``.
+        quotes_anywhere: Ceph's tokenizing rules (quotes anywhere toggle and vanish); off,
+            RFC 4180 with lazy quotes (:attr:`ReadingRules.csv_quotes_anywhere`).
         empty_is_null: an empty field is NULL (Ceph) rather than ``""`` (AWS).
         skip_empty_lines: empty records are dropped.
         trim_chars: characters trimmed from both ends of every field (Ceph extension).
@@ -106,7 +87,7 @@ class CsvInputOptions:
     comment: str | None = None
     file_header_info: str = "NONE"
     quoted_record_delimiter: bool = False
-    rules: str = RULES_CEPH
+    quotes_anywhere: bool = True
     empty_is_null: bool = True
     skip_empty_lines: bool = False
     trim_chars: str = ""
@@ -117,7 +98,7 @@ class CsvInputOptions:
     def from_request(
         cls,
         csv: Mapping[str, str] | None,
-        flavor: str = "ceph",
+        reading: ReadingRules = CEPH_READING,
         *,
         extensions: Mapping[str, object] | None = None,
         max_record_size: int = DEFAULT_MAX_RECORD_SIZE,
@@ -129,22 +110,20 @@ class CsvInputOptions:
                 ``QuoteEscapeCharacter``, ``Comments``, ``AllowQuotedRecordDelimiter``,
                 ``FileHeaderInfo``; missing keys take the flavour's defaults. An empty
                 ``QuoteCharacter`` / ``QuoteEscapeCharacter`` disables it.
-            flavor: ``ceph``, ``aws`` or ``standard`` (the reading rules of its own).
+            reading: the flavour's reading rules (``Flavor.reading``).
             extensions: Ceph-only options: ``comment_empty_lines`` (bool) and
                 ``trim_chars`` (list of characters).
             max_record_size: longest record accepted, in bytes.
 
         Raises:
-            InvalidRequestError: unknown flavour, empty delimiters, a multi-character quote
-                or escape, or an unknown ``FileHeaderInfo``.
+            InvalidRequestError: empty delimiters, a multi-character quote or escape, or an
+                unknown ``FileHeaderInfo``.
 
         Example:
-            >>> CsvInputOptions.from_request({"FieldDelimiter": "|"}, "aws").escape
+            >>> from select_dialect.flavors import AWS_READING
+            >>> CsvInputOptions.from_request({"FieldDelimiter": "|"}, AWS_READING).escape
             '"'
         """
-        defaults = _FLAVOURS.get(flavor)
-        if defaults is None:
-            raise InvalidRequestError(f"unknown flavour {flavor!r}")
         csv = csv or {}
         ext = extensions or {}
         header = str(csv.get("FileHeaderInfo") or "NONE").upper()
@@ -153,14 +132,14 @@ class CsvInputOptions:
                 f"FileHeaderInfo must be one of {', '.join(_HEADER_INFO)}, not {header!r}"
             )
         quote = _optional_char(csv, "QuoteCharacter", '"')
-        escape = _optional_char(csv, "QuoteEscapeCharacter", defaults.escape)
-        comment = _optional_char(csv, "Comments", defaults.comment)
+        escape = _optional_char(csv, "QuoteEscapeCharacter", reading.csv_escape)
+        comment = _optional_char(csv, "Comments", reading.csv_comment)
         field = str(csv.get("FieldDelimiter") or ",")
         record = str(csv.get("RecordDelimiter") or "\n")
         allow = str(csv.get("AllowQuotedRecordDelimiter") or "FALSE").upper()
         if allow not in _BOOL_TEXT:
             raise InvalidRequestError("AllowQuotedRecordDelimiter must be TRUE or FALSE")
-        skip_empty = defaults.skip_empty_lines or bool(ext.get("comment_empty_lines"))
+        skip_empty = reading.csv_skip_empty_lines or bool(ext.get("comment_empty_lines"))
         # A string or a list of characters; anything else fails in join as it did untyped.
         trim_chars = cast("Iterable[object]", ext.get("trim_chars") or [])
         trim = "".join(str(c) for c in trim_chars)
@@ -171,13 +150,13 @@ class CsvInputOptions:
             escape=escape,
             comment=comment,
             file_header_info=header,
-            quoted_record_delimiter=_BOOL_TEXT[allow] or defaults.quoted_record_delimiter,
-            rules=defaults.rules,
-            empty_is_null=defaults.empty_is_null,
+            quoted_record_delimiter=_BOOL_TEXT[allow] or reading.csv_quoted_record_delimiter,
+            quotes_anywhere=reading.csv_quotes_anywhere,
+            empty_is_null=reading.csv_empty_is_null,
             skip_empty_lines=skip_empty,
             trim_chars=trim,
             max_record_size=max_record_size,
-            unclosed_quote_error=defaults.unclosed_quote_error,
+            unclosed_quote_error=reading.csv_unclosed_quote_error,
         )
 
     @property
@@ -235,7 +214,7 @@ class _Tokenizer:
         self.quote = options.quote
         self.escape = options.escape
         self.specials = _specials(options, split_records)
-        self.rfc = options.rules == RULES_RFC
+        self.rfc = not options.quotes_anywhere
         self.strict = options.unclosed_quote_error
 
     def unclosed_field(self, record: str) -> int | None:
@@ -566,7 +545,7 @@ def _tokenize_records(records: list[str], options: CsvInputOptions) -> list[list
     """Fields of whole records that contain quote or escape characters."""
     tokenizer = _Tokenizer(options, split_records=False)
     fd, quote, escape = options.field_delimiter, options.quote, options.escape
-    if options.rules == RULES_CEPH:
+    if options.quotes_anywhere:
         return [
             _ceph_split_quotes(r, fd, quote)
             if quote is not None and (escape is None or escape not in r)
@@ -674,7 +653,7 @@ def _fast_table(data: bytes, options: CsvInputOptions, keep: Sequence[int] | Non
         if char and data.find(char.encode("utf-8")) != -1:
             return None
     verify_quotes = False
-    if options.rules == RULES_CEPH and options.quote is not None and options.quote.isascii():
+    if options.quotes_anywhere and options.quote is not None and options.quote.isascii():
         # Checked after parsing instead of with a pattern (the pattern costs twice the parse).
         if options.escape and data.find(options.escape.encode("utf-8")) != -1:
             return None
@@ -777,14 +756,14 @@ def _rfc_block_pattern(options: CsvInputOptions) -> re.Pattern[bytes] | None:
     ):
         return None
     q, d = re.escape(quote.encode()), re.escape(fd.encode())
-    if options.rules == RULES_CEPH:
+    if options.quotes_anywhere:
         if options.escape is not None and (len(options.escape) != 1 or not options.escape.isascii()):
             return None
         e = re.escape(options.escape.encode()) if options.escape else b""
         inside = b"[^" + q + e + b"\n]"
         bare = b"[^" + q + d + e + b"\n]"
         field = b"(?:" + q + inside + b"*+" + q + b"|" + bare + b"*+)"
-    elif options.rules == RULES_RFC and options.escape in (quote, None):
+    elif options.escape in (quote, None):
         dq = q + q if options.escape == quote else b"(?!)"
         field = b"(?:" + q + b"(?:[^" + q + b"\n]++|" + dq + b")*+" + q + b"|[^" + q + d + b"\n]*+)"
     else:

@@ -9,19 +9,20 @@ Documents
     LINES: every non-blank line is one JSON value (surrounding whitespace allowed).
     DOCUMENT: the object is a sequence of JSON values, each of any size and layout
     (concatenated, pretty-printed, separated by whitespace or nothing). It is read as a
-    stream: only the document being parsed is held in memory, and in the ceph flavour a
-    top-level array is read element by element where the rows allow it, so a large array
+    stream: only the document being parsed is held in memory, and where arrays are
+    transparent (Ceph's rows) a top-level array is read element by element where the rows allow it, so a large array
     is held one element at a time. Each value held is bounded by the record limit.
 
-Rows (``from_path``: the steps after ``s3object[*]``; empty for ``FROM s3object[*]``)
-    ``ceph``: arrays are transparent, as in Ceph's key-path matcher. A key step applies to
+Rows (``from_path``: the steps after ``s3object[*]``; empty for ``FROM s3object[*]``), by the
+flavour's :attr:`~select_dialect.flavors.ReadingRules.json_partiql_rows`
+    Off (Ceph): arrays are transparent, as in Ceph's key-path matcher. A key step applies to
     an object's members whose key matches (every duplicate counts) and to each element of
     an array; the values reached at the end of the path are rows, arrays among them
     flattened recursively. So a top-level array document gives one row per element,
     ``FROM s3object[*].phoneNumbers`` one row per phone number, and an object reached by
     the path one row. ``*`` matches every member (every duplicate too), ``[*]`` every
     element (other values pass through), ``[n]`` element n of an array.
-    ``aws``: the path is evaluated like a PartiQL path over each document and yields
+    On (AWS): the path is evaluated like a PartiQL path over each document and yields
     exactly what it reaches: a key or index step gives one value or MISSING, ``[*]``
     iterates an array (and passes any other value through, MISSING included), ``*``
     iterates an object's members. A top-level array document is one row; a MISSING row
@@ -51,9 +52,10 @@ Errors
     are not UTF-8. A scan range on DOCUMENT input is an ``InvalidRequestError``.
 
 Byte ranges (LINES only)
-    AWS's rule: a record belongs to the range in which its first byte lies, ``End``
-    inclusive; a record starting in the range is read to its end. Adjacent ranges therefore
-    produce every record exactly once.
+    ``[start, stop)``, end exclusive, as every range inside the server (S3's inclusive ``End``
+    is read once, by :func:`flight_storage.formats.scan_range.scan_bounds`). AWS's rule: a
+    record belongs to the range in which its first byte lies; a record starting in the range
+    is read to its end. Adjacent ranges therefore produce every record exactly once.
 """
 
 from __future__ import annotations
@@ -68,9 +70,9 @@ from typing import Any, BinaryIO, Final
 import pyarrow as pa
 
 from flight_storage.errors import InputFormatError, InvalidRequestError, QueryExecutionError
+from select_dialect.flavors import CEPH_READING, ReadingRules
 
 JSON_TYPES: Final = ("DOCUMENT", "LINES")
-FLAVORS: Final = ("ceph", "aws")
 
 _READ_BLOCK: Final = 1 << 20
 # A decode error this close to the end of the buffer may only mean the value continues in
@@ -128,7 +130,7 @@ def iter_json_batches(
     *,
     from_path: Sequence[tuple[Any, ...]],
     paths: Mapping[str, Sequence[tuple[Any, ...]]],
-    flavor: str = "ceph",
+    reading: ReadingRules = CEPH_READING,
     byte_range: tuple[int, int] | None = None,
     batch_rows: int = 8192,
     max_record_size: int | None = None,
@@ -142,7 +144,8 @@ def iter_json_batches(
         from_path: steps of ``FROM s3object[*]...`` after ``s3object[*]`` (empty for
             ``s3object[*]``); selects the rows (module docstring).
         paths: column name -> steps under the row; ``()`` is the whole row.
-        flavor: ``"ceph"`` or ``"aws"`` (how ``from_path`` selects rows).
+        reading: the flavour's reading rules (``json_partiql_rows``: how ``from_path``
+            selects rows).
         byte_range: ``(start, stop)``, end exclusive: the lines whose first byte lies in
             ``[start, stop)``; LINES only.
         batch_rows: maximum rows per batch.
@@ -157,7 +160,7 @@ def iter_json_batches(
         InputFormatError: ``JSONParsingError``, ``InvalidTextEncoding`` or
             ``OverMaxRecordSize``.
         InvalidRequestError: a byte range with DOCUMENT input.
-        ValueError: an unknown flavor, a malformed step or ``batch_rows < 1``.
+        ValueError: a malformed step or ``batch_rows < 1``.
 
     Example:
         >>> import io
@@ -169,7 +172,7 @@ def iter_json_batches(
     """
     if batch_rows < 1:
         raise ValueError(f"batch_rows must be positive, not {batch_rows}")
-    select_rows = _row_selector(flavor, from_path)
+    select_rows = _row_selector(reading.json_partiql_rows, from_path)
     evaluate = _PathEvaluator(paths)
     schema = pa.schema([pa.field(name, pa.string(), nullable=True) for name in paths])
     if options.type == "LINES":
@@ -181,7 +184,7 @@ def iter_json_batches(
         )
     else:
         documents = _stream_documents(
-            source, max_record_size, split_arrays=_rows_split_over_arrays(flavor, from_path)
+            source, max_record_size, split_arrays=_rows_split_over_arrays(reading.json_partiql_rows, from_path)
         )
     return _batches(documents, select_rows, evaluate, schema, batch_rows)
 
@@ -319,7 +322,7 @@ _FOLDED_KEYS: Final = frozenset({"key", "only_key"})
 _KEY_STEPS: Final = frozenset({"key", "exact_key", "only_key"})
 
 
-def _ceph_step(value: Any, step: tuple[Any, ...], out: list[Any]) -> None:
+def _transparent_step(value: Any, step: tuple[Any, ...], out: list[Any]) -> None:
     kind = step[0]
     if type(value) is list:
         if kind == "index":
@@ -329,7 +332,7 @@ def _ceph_step(value: Any, step: tuple[Any, ...], out: list[Any]) -> None:
             out.extend(value)
         else:
             for element in value:
-                _ceph_step(element, step, out)
+                _transparent_step(element, step, out)
     elif isinstance(value, dict):
         if kind == "key":
             out.extend(member for key, member in _pairs(value) if key.lower() == step[1])
@@ -353,12 +356,12 @@ def _flatten_into(value: Any, out: list[Any]) -> None:
         out.append(value)
 
 
-def _ceph_rows(document: Any, steps: Sequence[tuple[Any, ...]]) -> list[Any]:
+def _transparent_rows(document: Any, steps: Sequence[tuple[Any, ...]]) -> list[Any]:
     current = [document]
     for step in steps:
         reached: list[Any] = []
         for value in current:
-            _ceph_step(value, step, reached)
+            _transparent_step(value, step, reached)
         current = reached
     rows: list[Any] = []
     for value in current:
@@ -414,7 +417,7 @@ def _index_lookup(value: Any, index: int) -> Any:
     return _MISSING
 
 
-def _aws_step(value: Any, step: tuple[Any, ...], out: list[Any]) -> None:
+def _partiql_step(value: Any, step: tuple[Any, ...], out: list[Any]) -> None:
     kind = step[0]
     if kind in _KEY_STEPS:
         out.append(_KEY_LOOKUPS[kind](value, step[1]))
@@ -428,27 +431,28 @@ def _aws_step(value: Any, step: tuple[Any, ...], out: list[Any]) -> None:
         out.append(value)
 
 
-def _aws_rows(document: Any, steps: Sequence[tuple[Any, ...]]) -> list[Any]:
+def _partiql_rows(document: Any, steps: Sequence[tuple[Any, ...]]) -> list[Any]:
     current = [document]
     for step in steps:
         reached: list[Any] = []
         for value in current:
-            _aws_step(value, step, reached)
+            _partiql_step(value, step, reached)
         current = reached
     return current
 
 
-_ROW_SELECTORS: Final[Mapping[str, Callable[[Any, Sequence[tuple[Any, ...]]], list[Any]]]] = {
-    "ceph": _ceph_rows,
-    "aws": _aws_rows,
+_ROW_SELECTORS: Final[Mapping[bool, Callable[[Any, Sequence[tuple[Any, ...]]], list[Any]]]] = {
+    False: _transparent_rows,
+    True: _partiql_rows,
 }
+"""How ``from_path`` selects rows, by ``ReadingRules.json_partiql_rows``."""
 
 
 def _whole_documents(document: Any) -> list[Any]:
     return [document]
 
 
-def _ceph_documents(document: Any) -> list[Any]:
+def _flattened_documents(document: Any) -> list[Any]:
     if type(document) is not list:
         return [document]
     rows: list[Any] = []
@@ -456,25 +460,24 @@ def _ceph_documents(document: Any) -> list[Any]:
     return rows
 
 
-def _row_selector(flavor: str, from_path: Sequence[tuple[Any, ...]]) -> Callable[[Any], list[Any]]:
-    select = _ROW_SELECTORS.get(flavor)
-    if select is None:
-        raise ValueError(f"unknown flavor {flavor!r}; use one of {FLAVORS}")
+def _row_selector(partiql_rows: bool, from_path: Sequence[tuple[Any, ...]]
+                  ) -> Callable[[Any], list[Any]]:
+    select = _ROW_SELECTORS[partiql_rows]
     steps = tuple(_check_step(tuple(step)) for step in from_path)
     if not steps:
-        return _ceph_documents if flavor == "ceph" else _whole_documents
+        return _whole_documents if partiql_rows else _flattened_documents
     return lambda document: select(document, steps)
 
 
-def _rows_split_over_arrays(flavor: str, from_path: Sequence[tuple[Any, ...]]) -> bool:
+def _rows_split_over_arrays(partiql_rows: bool, from_path: Sequence[tuple[Any, ...]]) -> bool:
     """Whether a top-level array's rows are the concatenation of its elements' rows.
 
-    True in the ceph flavour when the path starts with a step that passes through arrays
-    (a key, ``*``) or is empty (arrays flattened): then DOCUMENT input is streamed element
-    by element. ``[n]`` and ``[*]`` see the array as a whole, and in the aws flavour a
-    top-level array is one row.
+    True where arrays are transparent (Ceph's rows) and the path starts with a step that
+    passes through arrays (a key, ``*``) or is empty (arrays flattened): then DOCUMENT input
+    is streamed element by element. ``[n]`` and ``[*]`` see the array as a whole, and with
+    PartiQL rows a top-level array is one row.
     """
-    return flavor == "ceph" and (not from_path or from_path[0][0] in ("key", "any_key"))
+    return not partiql_rows and (not from_path or from_path[0][0] in ("key", "any_key"))
 
 
 # ----------------------------------------------------------------------------- paths

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from flight_storage.errors import InputFormatError, InvalidRequestError
 from flight_storage.formats.json_input import JsonInputOptions, iter_json_batches
+from select_dialect.flavors import FLAVORS
 
 WHOLE = {"row": ()}
 
@@ -94,7 +95,7 @@ def read_rows(
         JsonInputOptions(json_type),
         from_path=from_path,
         paths=paths,
-        flavor=flavor,
+        reading=FLAVORS[flavor].reading,
         byte_range=byte_range,
         batch_rows=batch_rows,
     ):
@@ -713,7 +714,6 @@ def test_byte_range_with_document_input_is_rejected() -> None:
 @pytest.mark.parametrize(
     "kwargs",
     [
-        {"flavor": "oracle"},
         {"paths": {"x": (("attribute", "a"),)}},
         {"paths": {"x": (("index", "1"),)}},
         {"from_path": (("key",),)},
@@ -746,7 +746,7 @@ def _read_limited(data: bytes, flavor: str, limit: int) -> int:
     rows = 0
     for batch in iter_json_batches(
         io.BytesIO(data), JsonInputOptions(), from_path=(), paths={"v": (key("v"),)},
-        flavor=flavor, max_record_size=limit,
+        reading=FLAVORS[flavor].reading, max_record_size=limit,
     ):
         rows += batch.num_rows
     return rows

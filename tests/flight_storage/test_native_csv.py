@@ -27,6 +27,7 @@ from flight_storage.formats.csv_input import CsvInputOptions
 from flight_storage.formats.typed_columns import TypedColumns
 from flight_storage.storage.sources import FileSource
 from select_dialect.errors import SelectDialectError
+from select_dialect.flavors import FLAVORS
 
 QUERIES = (
     "select * from s3object",
@@ -214,7 +215,7 @@ def test_native_endpoints_give_every_record_once_in_order(
         _, reference_rows = _run(path, query, flavor, "NONE", native=False,
                                  partition_bytes=partition_bytes, partitions=partitions)
         assert native_rows == reference_rows
-    survey = survey_csv([path.read_bytes()], CsvInputOptions.from_request({}, flavor))
+    survey = survey_csv([path.read_bytes()], CsvInputOptions.from_request({}, FLAVORS[flavor].reading))
     assert survey.native  # the alphabet holds nothing the survey refuses
 
 
@@ -271,7 +272,7 @@ def test_compressed_objects_read_the_same_whichever_reader(
     results = [_run(path, query, flavor, "NONE", native=native, compression=codec)
                for native in (True, False)]
     assert results[0][1] == results[1][1]
-    survey = survey_csv([data], CsvInputOptions.from_request({}, flavor))
+    survey = survey_csv([data], CsvInputOptions.from_request({}, FLAVORS[flavor].reading))
     # aws: a column some records lack stays on the reference reader (empty vs missing)
     eligible = survey.native and (flavor == "ceph" or survey.min_fields == survey.max_fields)
     if eligible and results[0][0] != "error":

@@ -44,6 +44,7 @@ from flight_storage.storage.sources import (
     version_key,
 )
 from select_dialect import Column, Translation
+from select_dialect.flavors import FLAVORS
 
 if TYPE_CHECKING:
     from flight_storage.execution.engine import SelectEngine
@@ -52,11 +53,11 @@ if TYPE_CHECKING:
 
 def csv_options(engine: SelectEngine, input: InputSpec, flavor: str,
                 translation: Translation | None = None) -> csv_input.CsvInputOptions:
-    """The CSV reading rules of ``flavor`` (``standard`` reads as AWS, and refuses a quote
-    that never closes), an empty field kept as ``''`` where the translation reads it as NULL
+    """The CSV options of ``input`` under the reading rules of ``flavor``
+    (``Flavor.reading``), an empty field kept as ``''`` where the translation reads it as NULL
     itself."""
     options = csv_input.CsvInputOptions.from_request(
-        input.options, flavor, max_record_size=engine.config.max_record_bytes
+        input.options, FLAVORS[flavor].reading, max_record_size=engine.config.max_record_bytes
     )
     if translation is not None and translation.keeps_empty_fields:
         return replace(options, empty_is_null=False)
