@@ -27,7 +27,7 @@ import pyarrow as pa
 from flight_storage.cores import usable_cores
 from flight_storage.errors import InvalidRequestError
 from flight_storage.execution.arrow_result import arrow_result_schema
-from flight_storage.formats import csv_input
+from flight_storage.formats.csv_options import CsvInputOptions
 from flight_storage.formats.output import RecordWriter
 from flight_storage.formats.typed_columns import TypedColumns
 from flight_storage.protocol import Partition
@@ -204,7 +204,7 @@ class SelectPlan:
         default = "\\"
         if self.input.format != "csv" or not self.printing.csv_quote_escape_from_input:
             return default
-        options = csv_input.CsvInputOptions.from_request(self.input.options, self.reading)
+        options = CsvInputOptions.from_request(self.input.options, self.reading)
         return options.escape or default
 
     @property

@@ -37,7 +37,7 @@ from typing import BinaryIO, Final
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 
-from flight_storage.formats.csv_input import CsvInputOptions
+from flight_storage.formats.csv_options import CsvInputOptions
 from flight_storage.formats.typed_columns import BAD_VALUES_ERROR, check_bad_values
 
 DEFAULT_SAMPLE_BYTES: Final = 64 << 10

@@ -27,7 +27,7 @@ from typing import Any
 
 from flight_storage.execution.plan_types import InputSpec
 from flight_storage.formats.compression import open_decompressed
-from flight_storage.formats.csv_input import CsvInputOptions
+from flight_storage.formats.csv_options import CsvInputOptions
 from flight_storage.formats.csv_sniff import SniffedTable, TableReading, read_sample, sniff_csv
 from flight_storage.formats.typed_columns import TypedColumns
 from flight_storage.storage.catalog import TableConfig

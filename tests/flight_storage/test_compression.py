@@ -14,7 +14,8 @@ import zstandard
 
 from flight_storage.errors import InputFormatError
 from flight_storage.formats.compression import OUTPUT_BOUND, open_decompressed
-from flight_storage.formats.csv_input import CsvInputOptions, iter_csv_batches
+from flight_storage.formats.csv_input import iter_csv_batches
+from flight_storage.formats.csv_options import CsvInputOptions
 from select_dialect.flavors import FLAVORS
 
 COMPRESSORS: dict[str, Callable[[bytes], bytes]] = {

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from flight_storage.errors import InputFormatError, InvalidRequestError
 from flight_storage.execution.select_local import run_select
-from flight_storage.formats.csv_input import CsvInputOptions, iter_csv_batches, read_csv_header
+from flight_storage.formats.csv_input import iter_csv_batches, read_csv_header
+from flight_storage.formats.csv_options import CsvInputOptions
 from flight_storage.formats.output import RecordWriter
 from select_dialect.flavors import FLAVORS
 

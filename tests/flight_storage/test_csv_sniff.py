@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from flight_storage.errors import InvalidRequestError
-from flight_storage.formats.csv_input import CsvInputOptions
+from flight_storage.formats.csv_options import CsvInputOptions
 from flight_storage.formats.csv_sniff import TableReading, read_sample, sniff_csv
 from flight_storage.request.sniffing import TableSniffer
 from flight_storage.request.tables import resolve_table

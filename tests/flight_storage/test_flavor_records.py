@@ -22,7 +22,8 @@ import pytest
 from flight_storage.errors import InputFormatError
 from flight_storage.execution.engine import EngineConfig, InputSpec, SelectEngine
 from flight_storage.execution.select_local import run_select
-from flight_storage.formats.csv_input import CsvInputOptions, iter_csv_batches
+from flight_storage.formats.csv_input import iter_csv_batches
+from flight_storage.formats.csv_options import CsvInputOptions
 from flight_storage.formats.json_input import JsonInputOptions, iter_json_batches
 from flight_storage.formats.output import RecordWriter
 from flight_storage.request.sniffing import TableSniffer
