@@ -51,16 +51,24 @@ def first_long_line(data: bytes, limit: int) -> int | None:
     return None
 
 
-def too_long(limit: int, *, record: int | None = None, offset: int | None = None
-             ) -> InputFormatError:
+def too_long(limit: int, *, record: int | None = None, offset: int | None = None,
+             named_offset: bool = False) -> InputFormatError:
     """The error of a record over ``limit`` bytes: record ``record`` (1-based), or the one at
-    byte ``offset`` when its number is unknown.
+    byte ``offset`` when its number is unknown; ``named_offset``: the message names the offset
+    too (a reader that knows where the record starts; the CSV reader knows its block's).
 
     Example:
         >>> too_long(10, record=3, offset=40).message
         'record 3 is longer than the maximum record size (10 bytes)'
+        >>> too_long(10, record=3, offset=40, named_offset=True).message
+        'record 3 at byte offset 40 is longer than the maximum record size (10 bytes)'
     """
-    where = f"record {record}" if record is not None else f"the record at byte offset {offset}"
+    if record is None:
+        where = f"the record at byte offset {offset}"
+    elif named_offset and offset is not None:
+        where = f"record {record} at byte offset {offset}"
+    else:
+        where = f"record {record}"
     return InputFormatError(
         f"{where} is longer than the maximum record size ({limit} bytes)",
         code="OverMaxRecordSize",

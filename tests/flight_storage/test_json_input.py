@@ -59,15 +59,29 @@ NESTED = """
 
 
 class Trickle(io.RawIOBase):
-    """A non-seekable stream that returns at most ``step`` bytes per read."""
+    """A stream that returns at most ``step`` bytes per read; seekable only when ``seekable``
+    (a byte range needs a seekable source, as the CSV reader's does)."""
 
-    def __init__(self, data: bytes, step: int) -> None:
+    def __init__(self, data: bytes, step: int, seekable: bool = False) -> None:
         self.data = data
         self.step = step
         self.position = 0
+        self._seekable = seekable
 
     def readable(self) -> bool:
         return True
+
+    def seekable(self) -> bool:
+        return self._seekable
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if not self._seekable:
+            raise io.UnsupportedOperation("seek")
+        self.position = offset if whence == io.SEEK_SET else self.position + offset
+        return self.position
+
+    def tell(self) -> int:
+        return self.position
 
     def read(self, size: int = -1) -> bytes:
         limit = self.step if size < 0 else min(size, self.step)
@@ -88,7 +102,8 @@ def read_rows(
     batch_rows: int = 8192,
 ) -> list[dict[str, str | None]]:
     raw = data.encode() if isinstance(data, str) else data
-    source: Any = io.BytesIO(raw) if step is None else Trickle(raw, step)
+    source: Any = io.BytesIO(raw) if step is None else Trickle(raw, step,
+                                                                byte_range is not None)
     rows: list[dict[str, str | None]] = []
     for batch in iter_json_batches(
         source,
