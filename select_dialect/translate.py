@@ -25,14 +25,11 @@ from select_dialect.errors import (
     UnsupportedFeatureError,
 )
 from select_dialect.flavors import CEPH, FLAVOR_NAMES, FLAVORS, STANDARD, Flavor
-from select_dialect.lowering import (
-    JSON,
-    Column,
-    Lowering,
-    is_aggregate,
-)
+from select_dialect.kinds import JSON, Column
+from select_dialect.lowering import Lowering
 from select_dialect.reserved_words import refuse_reserved_names
 from select_dialect.s3select import S3Table
+from select_dialect.sql_nodes import is_aggregate
 
 INPUT_FORMATS = ("csv", "json", "parquet")
 MAX_QUERY_CHARS = 256 * 1024

@@ -19,7 +19,7 @@ import pytest
 
 from flight_storage.execution.udfs import register_udfs
 from select_dialect import translate
-from select_dialect.lowering import (
+from select_dialect.kinds import (
     AGGREGATE_KINDS,
     DECIMAL,
     FLOAT,
@@ -28,8 +28,8 @@ from select_dialect.lowering import (
     NUMERIC,
     Column,
     Kind,
-    exact_decimal_literal,
 )
+from select_dialect.sql_nodes import exact_decimal_literal
 
 _PRICES = [Decimal("1.50"), Decimal("2.25"), Decimal("10.05"), Decimal("-3.01"), None]
 _COLUMNS = [Column("p", "decimal(10,2)"), Column("i", "int64"), Column("f", "float64"),
