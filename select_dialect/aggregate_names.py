@@ -61,7 +61,8 @@ def _datafusion_name(call: exp.Expression) -> str:
 
     def unwrap(node: exp.Expression) -> exp.Expression:
         if type(node) is exp.Cast:
-            return node.this
+            operand: exp.Expression = node.this
+            return operand
         if isinstance(node, exp.Star):
             return exp.Literal.number(1)
         return node

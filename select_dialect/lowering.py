@@ -122,8 +122,8 @@ class Lowering(OperatorLowering):
         self._dispatch = {
             exp.Literal: self._literal,
             exp.Boolean: lambda node: (exp.Boolean(this=bool(node.this)), BOOL),
-            exp.Null: lambda node: (exp.Null(), NULL),
-            Missing: lambda node: (exp.Null(), NULL),
+            exp.Null: lambda _node: (exp.Null(), NULL),
+            Missing: lambda _node: (exp.Null(), NULL),
             exp.Column: self._reference,
             exp.Dot: self._reference,
             exp.Bracket: self._reference,
@@ -282,7 +282,7 @@ class Lowering(OperatorLowering):
 
     def _count(self, node: exp.Count) -> Typed:
         arg = node.this
-        if arg is None or isinstance(arg, exp.Star) or (isinstance(arg, exp.Literal)):
+        if arg is None or isinstance(arg, (exp.Star, exp.Literal)):
             return fn("count", exp.Star()), INT
         typed = self.lower(arg)
         if typed[1] == NULL or boolean_constant(typed[0]) is None:  # no row has a value
@@ -462,5 +462,5 @@ def _part_name(node: exp.Expression) -> str:
     if isinstance(node, exp.Column) and not node.table:
         return node.name.lower()
     if isinstance(node, exp.Literal) and node.is_string:
-        return node.this.lower()
+        return str(node.this).lower()
     raise QuerySemanticError(f"expected a date part, got {describe(node)}")

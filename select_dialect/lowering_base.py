@@ -389,9 +389,9 @@ class LoweringBase:
         # Ceph: a bare double-quoted name is a string literal.
         if self.flavor.double_quotes_are_strings and len(steps) == 1 and isinstance(first, _Quoted):
             return lit_str(str(first)), STRING
-        if len(steps) == 1 and isinstance(first, str) and not isinstance(first, _Quoted):
-            if first.lower() == "missing":
-                return exp.Null(), NULL
+        if (len(steps) == 1 and isinstance(first, str) and not isinstance(first, _Quoted)
+                and first.lower() == "missing"):
+            return exp.Null(), NULL
         if len(steps) > 1 and isinstance(first, str) and first.lower() in self.table_names:
             steps = steps[1:]
         elif len(steps) == 1 and isinstance(first, str) and self.input_format == "json" and first.lower() in self.table_names and first.lower() not in self.aliases:

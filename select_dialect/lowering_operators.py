@@ -66,9 +66,8 @@ _ARRAY_NODES = (exp.Tuple, exp.Array)
 def _static_json(node: exp.Expression, kind: str) -> str | None:
     """JSON text of a literal known while translating (else None)."""
     if isinstance(node, exp.Literal):
-        if node.is_string:
-            return json.dumps(node.this) if kind in TEXTUAL else node.this
-        return node.this
+        text = str(node.this)
+        return json.dumps(text) if node.is_string and kind in TEXTUAL else text
     if isinstance(node, exp.Boolean):
         return "true" if node.this else "false"
     if isinstance(node, exp.Null):
@@ -116,50 +115,72 @@ class OperatorLowering(LoweringBase):
         if NULL in (lk, rk):
             return typed_null(BOOL)
         pair = {lk, rk}
-        if DECIMAL in pair and pair <= NUMERIC:
+        operands: tuple[exp.Expression, exp.Expression] | exp.Expression
+        if pair <= NUMERIC:
+            operands = self._number_operands(klass, left, right)
+        elif pair <= TEXTUAL or pair == {BOOL}:
+            operands = left[0], right[0]
+        elif self.flavor.sql_types and NATIVE_TS in pair and pair <= TEXTUAL | {NATIVE_TS}:
+            operands = self.as_native_ts(left), self.as_native_ts(right)  # SQL: text is cast
+        elif TS in pair or NATIVE_TS in pair:
+            operands = utc_instant(self.as_ts(left)), utc_instant(self.as_ts(right))
+        elif JSON in pair:
+            operands = self._json_operands(klass, left, right)
+        elif BOOL in pair:
+            operands = self.as_bool(left), self.as_bool(right)
+        elif pair & NUMERIC and pair & TEXTUAL:
+            operands = self._text_number_operands(klass, left, right)
+        else:
+            raise QuerySemanticError(f"cannot compare a {lk} value with a {rk} value")
+        if isinstance(operands, exp.Expression):
+            return operands  # the whole comparison
+        a, b = operands
+        return klass(this=paren(a), expression=paren(b))
+
+    def _number_operands(self, klass: type[exp.Expression], left: Typed, right: Typed
+                         ) -> tuple[exp.Expression, exp.Expression] | exp.Expression:
+        """The two sides of a comparison of two numbers (or the whole comparison, for a
+        decimal column beside a literal finer than its scale)."""
+        if DECIMAL in {left[1], right[1]}:
             on_grid = self._decimal_column_beside_finer_literal(klass, left, right)
             if on_grid is not None:
                 return on_grid
-            a, b = self._decimal_operands(left, right)
-        elif pair <= NUMERIC:
-            a, b = year_as_range(left[0], right[0]), year_as_range(right[0], left[0])
-        elif pair <= TEXTUAL or pair == {BOOL}:
-            a, b = left[0], right[0]
-        elif self.flavor.sql_types and NATIVE_TS in pair and pair <= TEXTUAL | {NATIVE_TS}:
-            a, b = self.as_native_ts(left), self.as_native_ts(right)  # SQL: text is cast
-        elif TS in pair or NATIVE_TS in pair:
-            a = utc_instant(self.as_ts(left))
-            b = utc_instant(self.as_ts(right))
-        elif pair == {JSON}:
-            if klass in (exp.EQ, exp.NEQ):
-                a, b = fn(U.JSON_TO_STRING, left[0]), fn(U.JSON_TO_STRING, right[0])
-            else:
+            return self._decimal_operands(left, right)
+        return year_as_range(left[0], right[0]), year_as_range(right[0], left[0])
+
+    def _text_number_operands(self, klass: type[exp.Expression], left: Typed, right: Typed
+                              ) -> tuple[exp.Expression, exp.Expression] | exp.Expression:
+        """The two sides of a comparison of text with a number: both read as numbers, except
+        that a string literal beside a number is a mismatch (the whole comparison)."""
+        if STRING in {left[1], right[1]}:
+            string_side = left if left[1] == STRING else right
+            if isinstance(string_side[0], exp.Literal):
+                return self._mismatch(klass, left[0], right[0])
+        return self.as_kind(left, FLOAT), self.as_kind(right, FLOAT)
+
+    def _json_operands(self, klass: type[exp.Expression], left: Typed, right: Typed
+                       ) -> tuple[exp.Expression, exp.Expression] | exp.Expression:
+        """The two sides of a comparison of a JSON value with a value that is no timestamp (or
+        the whole comparison, for an ordering of two JSON values)."""
+        lk, pair = left[1], {left[1], right[1]}
+        equality = klass in (exp.EQ, exp.NEQ)
+        if pair == {JSON}:
+            if not equality:
                 return self._json_ordering(klass, left, right)
-        elif JSON in pair and pair & NUMERIC:
-            a, b = self.as_kind(left, FLOAT), self.as_kind(right, FLOAT)
-        elif JSON in pair and pair & TEXTUAL:
-            a, b = self.as_string(left), self.as_string(right)
-        elif (pair == {JSON, BOOL} and self.flavor.json_bool_typed_equality
-              and klass in (exp.EQ, exp.NEQ)):
+            return fn(U.JSON_TO_STRING, left[0]), fn(U.JSON_TO_STRING, right[0])
+        if pair & NUMERIC:
+            return self.as_kind(left, FLOAT), self.as_kind(right, FLOAT)
+        if pair & TEXTUAL:
+            return self.as_string(left), self.as_string(right)
+        if pair == {JSON, BOOL} and self.flavor.json_bool_typed_equality and equality:
             # AWS/MinIO: values of different types are unequal (42 != true, "true" != true);
             # a JSON boolean's text is exactly true/false.
             json_side, bool_side = (left, right) if lk == JSON else (right, left)
             a, b = json_side[0], exp.If(
                 this=paren(bool_side[0]), true=lit_str("true"), false=lit_str("false")
             )
-            a, b = (a, b) if lk == JSON else (b, a)
-        elif BOOL in pair:
-            a, b = self.as_bool(left), self.as_bool(right)
-        elif FIELD in pair and pair & NUMERIC:
-            a, b = self.as_kind(left, FLOAT), self.as_kind(right, FLOAT)
-        elif STRING in pair and pair & NUMERIC:
-            string_side = left if lk == STRING else right
-            if isinstance(string_side[0], exp.Literal):
-                return self._mismatch(klass, left[0], right[0])
-            a, b = self.as_kind(left, FLOAT), self.as_kind(right, FLOAT)
-        else:
-            raise QuerySemanticError(f"cannot compare a {lk} value with a {rk} value")
-        return klass(this=paren(a), expression=paren(b))
+            return (a, b) if lk == JSON else (b, a)
+        return self.as_bool(left), self.as_bool(right)  # a JSON value beside a boolean
 
     def _decimal_operands(self, left: Typed, right: Typed) -> tuple[exp.Expression, exp.Expression]:
         """The two sides of a comparison of a decimal with a number. A number literal becomes
@@ -446,9 +467,8 @@ class OperatorLowering(LoweringBase):
             return [self._unified_number((n, k), target) for n, k in values], target
         if self.flavor.sql_types and NATIVE_TS in kinds and kinds <= TEXTUAL | {NATIVE_TS}:
             return [self.as_native_ts(v) for v in values], NATIVE_TS
-        if kinds <= {TS, NATIVE_TS} | TEXTUAL:
-            if kinds & {TS, NATIVE_TS}:
-                return [self.as_ts(v) for v in values], TS
+        if kinds <= {TS, NATIVE_TS} | TEXTUAL and kinds & {TS, NATIVE_TS}:
+            return [self.as_ts(v) for v in values], TS
         return [self.as_string(v) for v in values], STRING
 
     def _unified_number(self, typed: Typed, target: Kind) -> exp.Expression:

@@ -94,7 +94,7 @@ class S3SelectParser(parser.Parser):
         self._retreat(index)
         return super()._parse_is(this)
 
-    def _parse_table(self, *args: Any, **kwargs: Any) -> exp.Expression | None:
+    def _parse_table(self, *_args: Any, **_kwargs: Any) -> exp.Expression | None:
         """The s3-select FROM clause: a name or an absolute object path, JSON steps, alias."""
         if not self._curr:
             self.raise_error("Expected a table after FROM")

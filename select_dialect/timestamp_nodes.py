@@ -80,7 +80,8 @@ DURATION_NS: dict[str, int] = {
 def _written_text(ts: exp.Expression) -> exp.Expression | None:
     """The text of ``s3_to_timestamp(text)``, else None."""
     if isinstance(ts, exp.Anonymous) and ts.this == U.TO_TIMESTAMP and len(ts.expressions) == 1:
-        return ts.expressions[0]
+        text: exp.Expression = ts.expressions[0]
+        return text
     return None
 
 
@@ -100,7 +101,8 @@ def _zone_free_instant(ts: exp.Expression) -> exp.Expression | None:
     """The Arrow instant of ``s3_timestamp_from_utc(instant, p)`` / ``s3_timestamp_z(...)``
     (offset 0, so its wall clock is the instant itself), else None."""
     if isinstance(ts, exp.Anonymous) and ts.this in (U.TIMESTAMP_FROM_UTC, U.TIMESTAMP_Z):
-        return ts.expressions[0]
+        instant: exp.Expression = ts.expressions[0]
+        return instant
     return None
 
 

@@ -193,16 +193,19 @@ def test_exact_decimal_literal(text: str, sql: str) -> None:
     from sqlglot import exp
 
     literal = exact_decimal_literal(exp.Literal.number(text))
-    assert literal is not None and literal.sql() == sql
+    assert literal is not None
+    assert literal.sql() == sql
     negated = exact_decimal_literal(exp.Neg(this=exp.Literal.number(text)))
-    assert negated is not None and negated.sql() == sql.replace("'", "'-", 1)
+    assert negated is not None
+    assert negated.sql() == sql.replace("'", "'-", 1)
 
 
 def test_exact_decimal_literal_of_zero_and_none_past_38_digits_or_for_text() -> None:
     from sqlglot import exp
 
     zero = exact_decimal_literal(exp.Neg(this=exp.Literal.number("0")))
-    assert zero is not None and zero.sql() == "CAST('0' AS DECIMAL(1, 0))"
+    assert zero is not None
+    assert zero.sql() == "CAST('0' AS DECIMAL(1, 0))"
     assert exact_decimal_literal(exp.Literal.number("1" * 39)) is None
     assert exact_decimal_literal(exp.Literal.string("1.5")) is None
 

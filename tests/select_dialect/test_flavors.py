@@ -29,7 +29,8 @@ def _standard(sql: str) -> object:
 def test_every_flavour_has_a_grammar_and_reading_and_printing_rules() -> None:
     from sqlglot.dialects.dialect import Dialect
 
-    assert FLAVOR_NAMES == ("standard", "ceph", "aws") and STATEMENT_DEFAULT == "standard"
+    assert FLAVOR_NAMES == ("standard", "ceph", "aws")
+    assert STATEMENT_DEFAULT == "standard"
     for record in FLAVORS.values():
         assert issubclass(record.grammar, Dialect)
         assert isinstance(record.reading, ReadingRules)
@@ -40,7 +41,9 @@ def test_standard_limit_counts_result_rows_and_quotes_name_columns() -> None:
     t = translate('select "id" from s3object where k = \'a\' limit 3', input_format="csv",
                   flavor="standard", header=HEADER)
     assert t.sql == 'SELECT "_1" AS "c0" FROM "s3object" WHERE "_2" = \'a\' LIMIT 3'
-    assert not t.limit_counts_input and not t.whole_input and t.reads_table
+    assert not t.limit_counts_input
+    assert not t.whole_input
+    assert t.reads_table
     ceph = translate("select _1 from s3object where _2 = 'a' limit 3", input_format="csv",
                      flavor="ceph")
     assert ceph.limit_counts_input
@@ -51,15 +54,18 @@ def test_group_having_order_distinct_are_lowered_and_need_the_whole_input() -> N
                   "order by n desc, 1", input_format="csv", flavor="standard", header=HEADER)
     assert t.sql == ('SELECT "_2" AS "c0", count(*) AS "c1" FROM "s3object" GROUP BY "_2" '
                      'HAVING count(*) > 1 ORDER BY count(*) DESC, 1')
-    assert t.whole_input and t.is_aggregate
+    assert t.whole_input
+    assert t.is_aggregate
     distinct = translate("select distinct k from s3object", input_format="csv",
                          flavor="standard", header=HEADER)
-    assert distinct.sql == 'SELECT DISTINCT "_2" AS "c0" FROM "s3object"' and distinct.whole_input
+    assert distinct.sql == 'SELECT DISTINCT "_2" AS "c0" FROM "s3object"'
+    assert distinct.whole_input
 
 
 def test_select_without_from_reads_no_table() -> None:
     t = translate("select 1", input_format="csv", flavor="standard")
-    assert t.sql == 'SELECT 1 AS "c0"' and not t.reads_table
+    assert t.sql == 'SELECT 1 AS "c0"'
+    assert not t.reads_table
     with pytest.raises(QuerySyntaxError, match="missing FROM"):
         translate("select 1", input_format="csv", flavor="aws")
 
@@ -148,7 +154,8 @@ def test_standard_max_and_min_of_a_field_order_text_the_s3_flavours_numbers() ->
 def test_standard_refuses_what_sql_does_not_define(sql: str, code: str, text: str) -> None:
     with pytest.raises(QuerySemanticError) as info:
         _standard(sql)
-    assert info.value.code == code and text in info.value.message
+    assert info.value.code == code
+    assert text in info.value.message
 
 
 def test_standard_cast_to_timestamp_is_datafusions_and_text_beside_it_is_cast() -> None:
