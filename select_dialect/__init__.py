@@ -11,7 +11,8 @@ from select_dialect.errors import (
     SelectDialectError,
     UnsupportedFeatureError,
 )
-from select_dialect.lowering import Column, like_to_regex
+from select_dialect.kinds import Column
+from select_dialect.like_patterns import like_to_regex
 from select_dialect.translate import Translation, parse, translate
 
 __all__ = [

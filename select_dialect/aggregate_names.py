@@ -20,7 +20,7 @@ from typing import Final
 from sqlglot import exp
 
 from select_dialect.datafusion import to_sql
-from select_dialect.lowering import fn, lit_str
+from select_dialect.sql_nodes import fn, lit_str
 
 _AGGREGATES: Final = frozenset({"count", "sum", "avg", "min", "max"})
 _DECIMAL = re.compile(r"DECIMAL\((\d+),\s*(\d+)\)")
@@ -61,7 +61,8 @@ def _datafusion_name(call: exp.Expression) -> str:
 
     def unwrap(node: exp.Expression) -> exp.Expression:
         if type(node) is exp.Cast:
-            return node.this
+            operand: exp.Expression = node.this
+            return operand
         if isinstance(node, exp.Star):
             return exp.Literal.number(1)
         return node

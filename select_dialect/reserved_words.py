@@ -51,7 +51,7 @@ table temporary then time timestamp timezone_hour timezone_minute to trailing tr
 translate translation trim true tuple
 union unique unknown unpivot update upper usage user using
 value values varchar varying view when whenever where with work write year zone
-""".split())
+""".split())  # noqa: SIM905 - AWS's list as its documentation prints it
 
 _DATE_PART_FUNCTIONS: Final = frozenset({"date_add", "date_diff"})
 
@@ -64,9 +64,9 @@ def refuse_reserved_names(statement: exp.Expression, sql: str) -> None:
             what to write instead.
 
     Example:
-        >>> from select_dialect.s3select import DIALECTS
+        >>> from select_dialect.s3select import S3Select
         >>> sql = "SELECT s.value FROM S3Object s"
-        >>> refuse_reserved_names(DIALECTS["aws"]().parse(sql)[0], sql)
+        >>> refuse_reserved_names(S3Select().parse(sql)[0], sql)
         Traceback (most recent call last):
         ...
         select_dialect.errors.QuerySyntaxError: ParseUnExpectedKeyword: value is a reserved keyword ...

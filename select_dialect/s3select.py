@@ -94,7 +94,7 @@ class S3SelectParser(parser.Parser):
         self._retreat(index)
         return super()._parse_is(this)
 
-    def _parse_table(self, *args: Any, **kwargs: Any) -> exp.Expression | None:
+    def _parse_table(self, *_args: Any, **_kwargs: Any) -> exp.Expression | None:
         """The s3-select FROM clause: a name or an absolute object path, JSON steps, alias."""
         if not self._curr:
             self.raise_error("Expected a table after FROM")
@@ -182,7 +182,3 @@ class CephS3Select(S3Select):
     """The s3-select dialect as Ceph reads it (the default flavour)."""
 
     Parser = CephParser
-
-
-DIALECTS: dict[str, type[Dialect]] = {"ceph": CephS3Select, "aws": S3Select}
-"""The grammar of each engine's rules (``select_dialect.flavors.Flavor.engine``)."""

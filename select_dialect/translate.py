@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, TokenError
 
 from select_dialect.aggregate_names import separate_aggregate_names
@@ -23,15 +24,12 @@ from select_dialect.errors import (
     QuerySyntaxError,
     UnsupportedFeatureError,
 )
-from select_dialect.flavors import CEPH, FLAVOR_NAMES, FLAVORS, STANDARD
-from select_dialect.lowering import (
-    JSON,
-    Column,
-    Lowering,
-    is_aggregate,
-)
+from select_dialect.flavors import CEPH, FLAVOR_NAMES, FLAVORS, STANDARD, Flavor
+from select_dialect.kinds import JSON, Column
+from select_dialect.lowering import Lowering
 from select_dialect.reserved_words import refuse_reserved_names
-from select_dialect.s3select import DIALECTS, S3Table
+from select_dialect.s3select import S3Table
+from select_dialect.sql_nodes import is_aggregate
 
 INPUT_FORMATS = ("csv", "json", "parquet")
 MAX_QUERY_CHARS = 256 * 1024
@@ -110,10 +108,6 @@ _WRITE_KEYWORDS = frozenset({
 _MISSING_PART = re.compile(r"Required keyword: '\w+' missing for <class '[\w.]+'>")
 _LARGEST_LIMIT = 2**63 - 1
 
-# The S3 error code of every syntax error in the Ceph flavour (RGW reports no finer code).
-CEPH_SYNTAX_CODE = "UnsupportedSyntax"
-
-
 def check_query_length(sql: str, limit: int = MAX_QUERY_CHARS, *, what: str = "query text",
                        setting: str | None = None) -> None:
     """The one rule for a statement's length: refuse one over ``limit`` characters.
@@ -144,22 +138,28 @@ def parse(sql: str, flavor: str = CEPH, max_query_chars: int = MAX_QUERY_CHARS) 
     (``ParseUnexpectedToken``, ...) in the ``aws`` and ``standard`` flavours and
     ``UnsupportedSyntax``, what RGW reports, in the ``ceph`` flavour.
     """
+    rules = FLAVORS[flavor]
     try:
-        statement = _parse(sql, FLAVORS[flavor].engine, max_query_chars)
-        if FLAVORS[flavor].reserved_words:
+        statement = _parse(sql, rules.grammar, max_query_chars)
+        if rules.reserved_words:
             refuse_reserved_names(statement, sql)
         return statement
     except QuerySyntaxError as error:
-        if FLAVORS[flavor].engine == CEPH:
-            error.code = CEPH_SYNTAX_CODE
+        _recode(error, rules)
         raise
 
 
-def _parse(sql: str, rules: str, max_query_chars: int) -> exp.Select:
+def _recode(error: QuerySyntaxError, rules: Flavor) -> None:
+    """Give a syntax error the flavour's one code, where it has one (Ceph's RGW)."""
+    if rules.syntax_error_code is not None:
+        error.code = rules.syntax_error_code
+
+
+def _parse(sql: str, grammar: type[Dialect], max_query_chars: int) -> exp.Select:
     check_query_length(sql, max_query_chars)
     refuse_writes(sql)
     try:
-        statements = DIALECTS[rules]().parse(sql)
+        statements = grammar().parse(sql)
     except ParseError as error:
         raise _syntax_error(error) from None
     except TokenError as error:
@@ -250,8 +250,7 @@ def translate(
     try:
         return _translate(sql, input_format, flavor, columns, header, table, max_query_chars)
     except QuerySyntaxError as error:
-        if FLAVORS[flavor].engine == CEPH:
-            error.code = CEPH_SYNTAX_CODE
+        _recode(error, FLAVORS[flavor])
         raise
     except RecursionError:
         raise UnsupportedFeatureError(
@@ -290,21 +289,21 @@ def _translate(
     table: str,
     max_query_chars: int,
 ) -> Translation:
-    # Reading, typing and printing follow the flavour's engine (``standard`` reads as AWS);
-    # what the flavour adds on top (its LIMIT, standard SQL clauses) is looked up by name.
-    rules = FLAVORS[flavor].engine
+    # Every rule the flavour changes is a flag of its record (select_dialect/flavors.py).
+    rules = FLAVORS[flavor]
     statement = parse(sql, flavor, max_query_chars)
     _check_shape(statement, flavor)
     from_clause = _read_from(statement, rules)
     projections = list(statement.expressions)
     aliases = _collect_aliases(projections, rules, input_format, header)
-    # Ceph prints SELECT * on CSV record by record, each with its own fields; an empty field
-    # is still NULL to every expression (the WHERE clause).
-    keeps_empty_fields = (rules == CEPH and input_format == "csv" and len(projections) == 1
+    # SELECT * on CSV printed record by record, each with its own fields; an empty field is
+    # still NULL to every expression (the WHERE clause).
+    keeps_empty_fields = (rules.star_keeps_empty_fields and input_format == "csv"
+                          and len(projections) == 1
                           and _is_star(projections[0], from_clause.table_names))
     lowering = Lowering(
         input_format=input_format,
-        flavor=FLAVORS[flavor],
+        flavor=rules,
         columns=columns,
         header=header,
         table_names=from_clause.table_names,
@@ -326,7 +325,7 @@ def _translate(
 
     condition = _lower_where(where, lowering) if where is not None else None
     limit = _limit_value(statement)
-    counts_input = FLAVORS[flavor].limit_counts_input and limit is not None
+    counts_input = rules.limit_counts_input and limit is not None
     # copy=False: the trees were built here for this statement (a copy of a 256 KB WHERE
     # clause costs seconds).
     query = exp.select(*lowered.outputs, copy=False)
@@ -365,7 +364,7 @@ def _translate(
     )
 
 
-def _read_from(statement: exp.Select, rules: str) -> _FromClause:
+def _read_from(statement: exp.Select, rules: Flavor) -> _FromClause:
     """The FROM clause of ``statement`` (nothing bound for ``SELECT 1``)."""
     from_ = statement.args.get("from_")
     source: S3Table | None = from_.this if from_ is not None else None
@@ -375,7 +374,7 @@ def _read_from(statement: exp.Select, rules: str) -> _FromClause:
     if path[:1] == (("any_index",),):
         path = path[1:]  # s3object[*]: each document; the reader's rows start here
     alias = source.args.get("alias")
-    if alias is None and rules == "aws" and path and path[-1][0] == "key":
+    if alias is None and rules.reading.json_partiql_rows and path and path[-1][0] == "key":
         # PartiQL: FROM S3Object[*].Rules[*].id binds the row to the name "id".
         alias = exp.to_identifier(path[-1][1])
     names = {str(source.this.this), "s3object"}
@@ -386,7 +385,7 @@ def _read_from(statement: exp.Select, rules: str) -> _FromClause:
 
 def _lower_projections(projections: list[exp.Expression], lowering: Lowering,
                        from_clause: _FromClause, aliases: dict[str, exp.Expression], *,
-                       rules: str, input_format: str, star_names: list[str],
+                       rules: Flavor, input_format: str, star_names: list[str],
                        check_grouped: bool) -> _Projections:
     """The SELECT list lowered, with each output column's display name and JSON-ness.
 
@@ -434,7 +433,7 @@ def _lower_projections(projections: list[exp.Expression], lowering: Lowering,
             name = str(table_alias.this) if name is None else name
         if name is None:
             unnamed += 1
-            name = f"_{unnamed if rules == CEPH else position}"
+            name = f"_{position if rules.unnamed_by_position else unnamed}"
         out.names.append(name)
         out.is_json.append(kind == JSON)
     return out
@@ -556,7 +555,7 @@ _CLAUSE_NAMES = {"group": "GROUP BY", "order": "ORDER BY", "having": "HAVING",
 
 def _collect_aliases(
     projections: list[exp.Expression],
-    rules: str,
+    rules: Flavor,
     input_format: str,
     header: Sequence[str] | None,
 ) -> dict[str, exp.Expression]:
@@ -567,7 +566,7 @@ def _collect_aliases(
             continue
         name = projection.alias
         key = name.lower()
-        if rules == CEPH and input_format == "csv" and key in header_names:
+        if rules.alias_clashes_with_header and input_format == "csv" and key in header_names:
             raise QuerySemanticError(
                 f"multiple definition of column {{{name}}} as schema-column and alias"
             )
@@ -592,12 +591,12 @@ def _is_star(node: exp.Expression, table_names: set[str]) -> bool:
 def _is_row_alias(
     node: exp.Expression,
     table_alias: exp.Identifier | None,
-    rules: str,
+    rules: Flavor,
     input_format: str,
     aliases: dict[str, exp.Expression],
 ) -> bool:
-    """``SELECT s FROM s3object s`` on JSON (aws rules): the projection is the row."""
-    if rules != "aws" or input_format != "json" or table_alias is None:
+    """``SELECT s FROM s3object s`` on JSON (PartiQL rows): the projection is the row."""
+    if not rules.reading.json_partiql_rows or input_format != "json" or table_alias is None:
         return False
     bare = isinstance(node, exp.Column) and not node.table
     if not (bare and isinstance(node.this, exp.Identifier)):

@@ -145,6 +145,24 @@ def test_datafusion_table_modules_import_only_downward() -> None:
     assert upward == []
 
 
+# The lowering's modules, top to bottom: the functions and dispatch tables build on the
+# operators, which build on the core, which builds nodes of the kinds (issue #29 item 3).
+LOWERING_LAYERS = ("lowering", "lowering_operators", "lowering_base", "timestamp_nodes",
+                   "like_patterns", "sql_nodes", "kinds")
+
+
+def test_lowering_modules_import_only_downward() -> None:
+    package = ROOT / "select_dialect"
+    upward = []
+    for name in LOWERING_LAYERS:
+        for target in _first_party_imports(package / f"{name}.py"):
+            parts = target.split(".")
+            if parts[0] == "select_dialect" and len(parts) > 1 and parts[1] in LOWERING_LAYERS:
+                if LOWERING_LAYERS.index(parts[1]) <= LOWERING_LAYERS.index(name):
+                    upward.append(f"{name} imports {parts[1]}")
+    assert upward == []
+
+
 _PACKAGES = ("flight_storage", "compute_client", "select_dialect", "lazy_dataset")
 
 
@@ -209,3 +227,15 @@ def test_no_import_cycles() -> None:
         if module not in state:
             visit(module)
     assert cycles == []
+
+
+# Packages whose modules stay small (issue #29 item 5); the others join as they are split.
+SMALL_MODULE_PACKAGES = ("flight_storage/formats", "select_dialect")
+MAX_MODULE_LINES = 700
+
+
+def test_no_module_of_the_split_packages_is_over_700_lines() -> None:
+    long = [f"{path.relative_to(ROOT)}: {count} lines"
+            for package in SMALL_MODULE_PACKAGES for path in sorted((ROOT / package).glob("*.py"))
+            if (count := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES]
+    assert long == [], "split by job (STYLE.md, one job per file)"

@@ -151,6 +151,9 @@ class FlightDataset(LazyDataset):
         table: where the table lives.
         schema: the table's schema as DataFusion sees it (declared types applied).
         server_schema: the schema the server sends for ``SELECT *``.
+        limit_counts_input: the server's LIMIT counts scanned records, not result rows (its
+            FlightInfo's ``limit_counts_input``; True when it does not say), so a LIMIT is
+            pushed only where no filter is.
         scans: every scan so far, newest last.
     """
 
@@ -159,6 +162,9 @@ class FlightDataset(LazyDataset):
         with FlightSelectClient(table.connection) as client:
             plan = client.execute(pushdown.build_query(table.bucket, table.key, None, (), 0))
         self.server_schema = plan.schema
+        # Whether the flavour's LIMIT counts scanned records (Ceph's): the server says so in
+        # its FlightInfo; one that does not is assumed to (never cut matching rows).
+        self.limit_counts_input = plan.about.get("limit_counts_input") is not False
         self._schema = _declared_schema(plan.schema, schema)
         super().__init__(self._schema)
         self.scans: list[ScanStats] = []
@@ -216,9 +222,8 @@ class FlightDataset(LazyDataset):
             hint, self._fetch_hint = self._fetch_hint, None
         if hint is None or split.residual is not None:
             return None
-        # Ceph's LIMIT counts scanned rows, so with a WHERE it would cut matching rows
-        # (standard and aws count result rows).
-        if split.filters and self.table.connection.flavor == "ceph":
+        # A LIMIT that counts scanned records would cut matching rows beside a WHERE.
+        if split.filters and self.limit_counts_input:
             return None
         return hint
 

@@ -48,8 +48,13 @@ from datafusion import SessionContext
 from datafusion.options import CsvReadOptions
 
 from flight_storage.errors import InputFormatError
-from flight_storage.formats.csv_guard import CsvSurvey, survey_file, survey_range
-from flight_storage.formats.csv_input import RULES_CEPH, CsvInputOptions
+from flight_storage.formats.csv_guard import (
+    CsvSurvey,
+    doubled_quotes_differ,
+    survey_file,
+    survey_range,
+)
+from flight_storage.formats.csv_options import CsvInputOptions
 from flight_storage.formats.typed_columns import BAD_VALUES_NULL, TypedColumns, arrow_type
 from flight_storage.protocol import Partition
 from flight_storage.storage.sources import (
@@ -470,6 +475,6 @@ def native_csv_table(
                 "(empty and missing fields differ in this flavour)"
             )
         coalesce_empty = min(width, low)
-    strip = survey.doubled_quotes and options.rules == RULES_CEPH and options.escape != options.quote
+    strip = survey.doubled_quotes and doubled_quotes_differ(options)
     return NativeCsvTable(location, options, survey, width, coalesce_empty, strip,
                           compression, columns, source), ""

@@ -27,13 +27,13 @@ import pyarrow as pa
 from flight_storage.cores import usable_cores
 from flight_storage.errors import InvalidRequestError
 from flight_storage.execution.arrow_result import arrow_result_schema
-from flight_storage.formats import csv_input
+from flight_storage.formats.csv_options import CsvInputOptions
 from flight_storage.formats.output import RecordWriter
 from flight_storage.formats.typed_columns import TypedColumns
 from flight_storage.protocol import Partition
 from flight_storage.storage.sources import ObjectSource
 from select_dialect import Translation
-from select_dialect.flavors import CEPH, engine_rules
+from select_dialect.flavors import FLAVORS, PrintingRules, ReadingRules
 
 if TYPE_CHECKING:  # the native tables load DataFusion; a plan only holds them
     from flight_storage.execution.native_csv import DeferredCsvTable, NativeCsvTable
@@ -171,28 +171,41 @@ class SelectPlan:
     as NULL); the result schema's metadata and the FlightInfo carry them."""
 
     @property
-    def rules(self) -> str:
-        """Whose reading and printing rules the flavour follows (``ceph`` or ``aws``)."""
-        return engine_rules(self.flavor)
+    def reading(self) -> ReadingRules:
+        """How the flavour reads input (the readers' flags, :mod:`select_dialect.flavors`)."""
+        return FLAVORS[self.flavor].reading
+
+    @property
+    def printing(self) -> PrintingRules:
+        """How the flavour prints S3 records (the output writer's flags)."""
+        return FLAVORS[self.flavor].printing
+
+    @property
+    def limit_counts_input(self) -> bool:
+        """The flavour's LIMIT counts scanned records (the clients learn it from the
+        FlightInfo: a LIMIT they push beside a filter would then cut matching rows)."""
+        return FLAVORS[self.flavor].limit_counts_input
 
     def record_writer(self, output_serialization: Mapping[str, Any] | None) -> RecordWriter:
         """The writer of this plan's results as S3 records (``OutputSerialization``)."""
         t = self.translation
         return RecordWriter(
-            output_serialization, flavor=self.rules, output_names=t.output_names,
+            output_serialization, printing=self.printing, output_names=t.output_names,
             output_is_json=t.output_is_json, is_aggregate=t.is_aggregate,
             row_as_record=t.row_as_record,
             rows_keep_their_width=(t.select_star and self.input.format == "csv"
                                    and self.input.columns is None),
-            ceph_escape=self._ceph_escape())
+            input_escape=self._input_escape())
 
-    def _ceph_escape(self) -> str:
-        """The escape character of Ceph's CSV reader for this input (its default when the
-        input is not CSV or disables escaping), which Ceph's ALWAYS quoting uses."""
-        default = csv_input.CsvInputOptions.from_request(None, CEPH).escape or "\\"
-        if self.rules != CEPH or self.input.format != "csv":
+    def _input_escape(self) -> str:
+        """The escape character of the CSV reader for this input, which ALWAYS quoting uses
+        where the flavour prints with the input's escape (``std::quoted``'s backslash when
+        the input is not CSV or disables escaping)."""
+        default = "\\"
+        if self.input.format != "csv" or not self.printing.csv_quote_escape_from_input:
             return default
-        return csv_input.CsvInputOptions.from_request(self.input.options, CEPH).escape or default
+        options = CsvInputOptions.from_request(self.input.options, self.reading)
+        return options.escape or default
 
     @property
     def reader(self) -> str:

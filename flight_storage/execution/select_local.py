@@ -15,6 +15,7 @@ from typing import Any
 from flight_storage.execution.engine import EngineConfig, InputSpec, SelectEngine, SelectPlan
 from flight_storage.protocol import Partition
 from flight_storage.storage.sources import FileSource, ObjectSource
+from select_dialect.flavors import S3_REQUEST_DEFAULT
 
 
 @dataclass
@@ -56,7 +57,7 @@ def run_select(
     *,
     input_serialization: Mapping[str, Any] | None,
     output_serialization: Mapping[str, Any] | None,
-    flavor: str = "ceph",
+    flavor: str = S3_REQUEST_DEFAULT,
     scan_range: tuple[int, int] | None = None,
     source: ObjectSource | None = None,
     config: EngineConfig | None = None,

@@ -35,7 +35,7 @@ from flight_storage.formats.timestamp_text import (
 )
 from flight_storage.formats.values import S3_TIMESTAMP, ZONE_NONE, ZONE_OFFSET, ZONE_Z
 from select_dialect import udf_names as U
-from select_dialect.lowering import like_to_regex
+from select_dialect.like_patterns import like_to_regex
 from select_dialect.timestamp_format import tokenize
 
 Kernel = Callable[..., pa.Array]

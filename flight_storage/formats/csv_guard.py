@@ -1,5 +1,11 @@
 """Prove, with one vectorised pass over an object, that DataFusion's CSV reader reads it exactly
-as the s3-select rules of :mod:`flight_storage.formats.csv_input` do.
+as the s3-select rules of :mod:`flight_storage.formats.csv_input` do: the one owner of when an
+Arrow CSV reader (DataFusion's arrow-csv, pyarrow's) agrees with s3-select.
+
+Two readers ask it: the engine, before it hands an object to DataFusion (:func:`survey_file`,
+:func:`survey_range`), and the reference reader, before it parses a block with
+``pyarrow.csv`` rather than its own tokenizer (:func:`arrow_block_reason`: the same checks on
+one block, without counting fields).
 
 DataFusion's reader (arrow-csv) and s3-select's rules agree on plain CSV and differ on a known
 list of inputs (../shared/design/NOTES.md, "How DataFusion's CSV reader differs"). The survey
@@ -45,7 +51,8 @@ import numpy as np
 from flight_storage.cores import usable_cores
 from flight_storage.errors import StoppedError
 from flight_storage.formats.compression import open_decompressed
-from flight_storage.formats.csv_input import RULES_CEPH, CsvInputOptions
+from flight_storage.formats.csv_options import CsvInputOptions
+from flight_storage.formats.record_size import first_long_line, long_lines
 
 CHUNK_BYTES = 2 << 20
 """Bytes surveyed at a time (cut back to the last line end, so no line spans two chunks).
@@ -96,6 +103,17 @@ class CsvSurvey:
 
 def options_reason(options: CsvInputOptions) -> str:
     """Why no object can be read natively under ``options`` (``""`` when some can)."""
+    reason = arrow_options_reason(options)
+    if not reason and options.quoted_record_delimiter and not options.quotes_anywhere:
+        # Go's reader (MinIO) normalises CRLF inside quoted fields first
+        return "quoted record delimiters with RFC rules"
+    return reason
+
+
+def arrow_options_reason(options: CsvInputOptions) -> str:
+    """Why no Arrow CSV reader reads any block as s3-select does under ``options`` (``""``
+    when some block can be): one-byte delimiters, quote, escape and comment, ``\n`` ending
+    records, no trim characters."""
     fd = options.field_delimiter
     if len(fd) != 1 or not fd.isascii() or fd in "\r\n":
         return f"field delimiter {fd!r} is not one ASCII byte"
@@ -109,10 +127,39 @@ def options_reason(options: CsvInputOptions) -> str:
             return f"{name} character {char!r} is not one ASCII byte"
     if options.quote is not None and options.quote == fd:
         return "quote and field delimiter are the same"
-    if options.quoted_record_delimiter and options.rules != RULES_CEPH:
-        # Go's reader (MinIO) normalises CRLF inside quoted fields first
-        return "quoted record delimiters with RFC rules"
     return ""
+
+
+def doubled_quotes_differ(options: CsvInputOptions) -> bool:
+    """A doubled quote inside a quoted field (``"a""b"``) reads as no quote under ``options``
+    (Ceph's toggling quotes, unless the escape character is the quote) but as one quote to an
+    Arrow reader, as RFC 4180 and AWS read it."""
+    return options.quotes_anywhere and options.escape != options.quote
+
+
+def arrow_block_reason(block: bytes, options: CsvInputOptions, *, rows_counted: bool = False
+                       ) -> str:
+    """Why an Arrow CSV reader would read ``block`` (whole records, the last one's line end
+    optional) other than s3-select does under ``options``, ``""`` when it reads it the same:
+    the survey's checks on one block (the rows' widths left to the reader), and a doubled
+    quote where :func:`doubled_quotes_differ`. The reference reader asks before it hands a
+    block to ``pyarrow.csv``; it counts the rows that reader gives against the lines
+    (``rows_counted``: an Arrow reader skips an empty line), so a block without quotes,
+    carriage returns and comment characters is not searched for empty lines here.
+
+    Example:
+        >>> arrow_block_reason(b'1,"a""b"\\n', CsvInputOptions())
+        "a doubled quote, which Ceph's quotes read as none"
+        >>> arrow_block_reason(b'1,"a""b"\\n', replace(CsvInputOptions(), quotes_anywhere=False))
+        ''
+    """
+    reason = arrow_options_reason(options)
+    if reason:
+        return reason
+    checked = _ChunkSurveyor(options).checked(block, first=True, rows_counted=rows_counted)
+    if not checked.reason and checked.doubled_quotes and doubled_quotes_differ(options):
+        return "a doubled quote, which Ceph's quotes read as none"
+    return checked.reason
 
 
 def survey_csv(chunks: Iterable[bytes | memoryview], options: CsvInputOptions,
@@ -298,6 +345,19 @@ class _Totals:
                          quote=quote, doubled_quotes=self.doubled_quotes)
 
 
+@dataclass(frozen=True)
+class _Checked:
+    """A chunk checked line by line: the first reason an Arrow reader reads it otherwise (and
+    the chunk's line it is about), or the quote positions where it holds quotes and whether
+    two of them stand together (a doubled quote, or an empty quoted field)."""
+
+    chunk: bytes
+    reason: str = ""
+    reason_line: int | None = None
+    quotes: np.ndarray | None = None
+    doubled_quotes: bool = False
+
+
 class _ChunkSurveyor:
     """Surveys one chunk of whole lines on its own (no state between chunks)."""
 
@@ -315,20 +375,39 @@ class _ChunkSurveyor:
         self.limit = options.max_record_size
 
     def survey(self, chunk: bytes | memoryview, first: bool) -> _ChunkSurvey:
+        checked = self.checked(chunk, first)
+        if checked.reason:
+            return _ChunkSurvey(0, checked.reason, checked.reason_line)
+        fields = self._fields(checked)
+        counted = fields[1:] if first and self.options.has_header else fields
+        return _ChunkSurvey(
+            len(fields),
+            first_fields=int(fields[0]),
+            doubled_quotes=checked.doubled_quotes,
+            min_fields=int(counted.min()) if len(counted) else 0,
+            max_fields=int(counted.max()) if len(counted) else 0,
+        )
+
+    def checked(self, chunk: bytes | memoryview, first: bool, rows_counted: bool = False
+                ) -> _Checked:
+        """The chunk's lines, or the first reason an Arrow reader would read them otherwise
+        (``rows_counted``: see :func:`arrow_block_reason`)."""
         chunk = bytes(chunk)  # bytes.find and isascii run at memchr speed
-        data = np.frombuffer(chunk, np.uint8)
         if first and chunk.startswith(_BOM):
-            return _ChunkSurvey(0, "a byte-order mark at the start")
+            return _Checked(chunk, "a byte-order mark at the start")
         if not chunk.isascii():
             try:
                 chunk.decode("utf-8")  # whole lines: no character spans two chunks
             except UnicodeDecodeError:
-                return _ChunkSurvey(0, "invalid UTF-8")
+                return _Checked(chunk, "invalid UTF-8")
         if self.escape is not None and chunk.find(bytes([self.escape])) != -1:
-            return _ChunkSurvey(0, "the escape character outside a doubled quote")
-        line_ends = np.flatnonzero(data == _LF)
-        if not len(line_ends) or line_ends[-1] != len(data) - 1:
-            line_ends = np.append(line_ends, len(data))  # the last line has no line feed
+            return _Checked(chunk, "the escape character outside a doubled quote")
+        has_quote = chunk.find(bytes([self.quote])) != -1
+        has_comment = self.comment is not None and chunk.find(bytes([self.comment])) != -1
+        if not (has_quote or has_comment or chunk.find(b"\r") != -1):
+            return self._plain_lines(chunk, rows_counted)
+        data = np.frombuffer(chunk, np.uint8)
+        line_ends = _line_ends(data)
         starts = np.empty_like(line_ends)
         starts[0] = 0
         starts[1:] = line_ends[:-1] + 1
@@ -337,32 +416,43 @@ class _ChunkSurveyor:
         if chunk.find(b"\r") != -1:
             reason = self._carriage_returns(data)
             if reason:
-                return _ChunkSurvey(0, reason)
+                return _Checked(chunk, reason)
             # a CR here always precedes a LF: it belongs to the line end, not the record
             ends_in_cr = (line_ends > starts) & (data[np.maximum(line_ends - 1, 0)] == _CR)
             content = lengths - ends_in_cr
         empty = np.flatnonzero(content == 0)
         if len(empty):
-            return _ChunkSurvey(0, "an empty line", int(empty[0]))
+            return _Checked(chunk, "an empty line", int(empty[0]))
         if len(chunk) > self.limit:
-            too_long = np.flatnonzero(lengths > self.limit)
+            too_long = long_lines(lengths, self.limit)
             if len(too_long):
-                return _ChunkSurvey(0, f"a record over {self.limit} bytes", int(too_long[0]))
-        if self.comment is not None and chunk.find(bytes([self.comment])) != -1:
-            if np.any(data[starts] == self.comment):
-                return _ChunkSurvey(0, "a line starting with the comment character")
-        fields, reason = self._fields(chunk, data, line_ends)
-        if reason:
-            return _ChunkSurvey(0, reason)
-        counted = fields[1:] if first and self.options.has_header else fields
-        quote = bytes([self.quote])
-        return _ChunkSurvey(
-            len(fields),
-            first_fields=int(fields[0]),
-            doubled_quotes=chunk.find(quote + quote) != -1,
-            min_fields=int(counted.min()) if len(counted) else 0,
-            max_fields=int(counted.max()) if len(counted) else 0,
-        )
+                return _Checked(chunk, f"a record over {self.limit} bytes", int(too_long[0]))
+        if has_comment and np.any(data[starts] == self.comment):
+            return _Checked(chunk, "a line starting with the comment character")
+        quotes = None
+        if has_quote:
+            if not self.quoting:
+                return _Checked(chunk, f"the character {self.quote_char!r} with quoting off")
+            quotes = np.flatnonzero(data == self.quote)
+            reason = self._quotes_reason(data, quotes, line_ends)
+            if reason:
+                return _Checked(chunk, reason)
+            doubled = bool(np.any(quotes[1:] == quotes[:-1] + 1))
+            return _Checked(chunk, quotes=quotes, doubled_quotes=doubled)
+        return _Checked(chunk)
+
+    def _plain_lines(self, chunk: bytes, rows_counted: bool) -> _Checked:
+        """The checks of a chunk without quotes, carriage returns or comment characters, at
+        memchr speed: an empty line is two line feeds together (or one first), a line over
+        the limit one without a line feed in ``limit + 1`` bytes."""
+        if not rows_counted:
+            empty = 0 if chunk.startswith(b"\n") else chunk.find(b"\n\n") + 1
+            if empty > 0 or chunk.startswith(b"\n"):
+                return _Checked(chunk, "an empty line", chunk.count(b"\n", 0, empty))
+        long = first_long_line(chunk, self.limit)
+        if long is not None:
+            return _Checked(chunk, f"a record over {self.limit} bytes", chunk.count(b"\n", 0, long))
+        return _Checked(chunk)
 
     def _carriage_returns(self, data: np.ndarray) -> str:
         returns = np.flatnonzero(data == _CR)
@@ -371,30 +461,24 @@ class _ChunkSurveyor:
             return "a carriage return not followed by a line feed"
         return ""
 
-    def _fields(
-        self, chunk: bytes, data: np.ndarray, line_ends: np.ndarray
-    ) -> tuple[np.ndarray, str]:
+    def _fields(self, checked: _Checked) -> np.ndarray:
         """Fields per line, counting only delimiters outside quoted fields.
 
         The delimiters are many and the lines and quotes few, so every lookup searches the
         few in the many (``searchsorted`` of line ends and quotes into delimiter positions).
         """
+        data = np.frombuffer(checked.chunk, np.uint8)
+        line_ends, quotes = _line_ends(data), checked.quotes
         delimiters = np.flatnonzero(data == self.delimiter)
         before_end = np.searchsorted(delimiters, line_ends)
         per_line = np.diff(before_end, prepend=0)
-        if chunk.find(bytes([self.quote])) == -1:
-            return per_line + 1, ""
-        if not self.quoting:
-            return per_line, f"the character {self.quote_char!r} with quoting off"
-        quotes = np.flatnonzero(data == self.quote)
-        reason = self._quotes_reason(data, quotes, line_ends)
-        if reason:
-            return per_line, reason
+        if quotes is None:
+            return per_line + 1
         opening, closing = quotes[0::2], quotes[1::2]
         inside = np.searchsorted(delimiters, closing) - np.searchsorted(delimiters, opening)
         line_of = np.searchsorted(line_ends, opening)
         per_line = per_line - np.bincount(line_of, weights=inside, minlength=len(line_ends))
-        return per_line.astype(np.int64) + 1, ""
+        return per_line.astype(np.int64) + 1
 
     def _quotes_reason(self, data: np.ndarray, quotes: np.ndarray, line_ends: np.ndarray) -> str:
         """Why the quotes are not all field-opening/closing pairs within one line."""
@@ -416,3 +500,12 @@ class _ChunkSurveyor:
         if not (np.all(opens_field) and np.all(closes_field)):
             return "a quote inside a field"
         return ""
+
+
+def _line_ends(data: np.ndarray) -> np.ndarray:
+    """Where each line of a chunk ends: its line feed, or the chunk's end for a last line
+    without one."""
+    line_ends = np.flatnonzero(data == _LF)
+    if not len(line_ends) or line_ends[-1] != len(data) - 1:
+        line_ends = np.append(line_ends, len(data))
+    return line_ends

@@ -1,15 +1,20 @@
-"""CSV input for S3 Select: records -> Arrow batches of Utf8 columns ``_1 .. _N``.
+"""The reference CSV reader of S3 Select: records -> Arrow batches of Utf8 columns ``_1 .. _N``.
 
-Two tokenizing rule sets, chosen by flavour (see :data:`_FLAVOURS`):
+The options are :class:`~flight_storage.formats.csv_options.CsvInputOptions`; the tokenizer and
+the vectorised split of records into fields are :mod:`flight_storage.formats.csv_tokenizer`;
+this module reads blocks, decides per block which of them parses it, and builds the columns.
 
-``ceph`` (Ceph's s3select engine)
+Two tokenizing rule sets, chosen by the flavour's reading rules
+(:class:`select_dialect.flavors.ReadingRules`, ``csv_quotes_anywhere``):
+
+Quotes anywhere (Ceph's s3select engine)
     Every record delimiter ends a record (an unclosed quote closes there). Quote characters
     are honoured **anywhere** in a field and removed (``third="c31,c32"`` -> ``third=c31,c32``);
     the escape character (default ``\\``) is removed and makes the next character literal.
     An empty field is NULL; a trailing field delimiter adds a NULL column; empty lines are
     records (one NULL field).
 
-``aws`` (AWS S3 Select; MinIO's Go ``encoding/csv`` with LazyQuotes reads alike)
+RFC 4180 with lazy quotes (AWS S3 Select; MinIO's Go ``encoding/csv`` with LazyQuotes reads alike)
     A field is quoted only when it **starts** with the quote character; inside it a doubled
     quote (or escape + quote) is a literal quote, and a quote not followed by a delimiter is
     kept literally (lazy quotes). Quotes inside unquoted fields are data. An empty field is an
@@ -18,428 +23,42 @@ Two tokenizing rule sets, chosen by flavour (see :data:`_FLAVOURS`):
     closes reads lazily to the end of its line (to the end of the object with
     ``AllowQuotedRecordDelimiter``), as Go's reader does.
 
-``standard`` (the standard surface: AWS's rules, RFC 4180)
-    As ``aws``, but a quoted field that never closes is an error naming its line and column,
-    as DuckDB's reader stops there: before the end of its line ``CSVEscapingRecordDelimiter``
-    (AWS's error for a record delimiter inside quotes without ``AllowQuotedRecordDelimiter``),
-    with it before the end of the object ``CSVParsingError``.
+``csv_unclosed_quote_error`` (the standard flavour's reading)
+    A quoted field that never closes is an error naming its line and column, as DuckDB's
+    reader stops there: before the end of its line ``CSVEscapingRecordDelimiter`` (AWS's error
+    for a record delimiter inside quotes without ``AllowQuotedRecordDelimiter``), with it
+    before the end of the object ``CSVParsingError``.
 
 With the record delimiter ``\\n`` a ``\\r`` before it is dropped (Windows line ends).
 
-The object is read in blocks (4 MiB); the partial last record is carried to the next block.
-Records without quote or escape characters are split vectorised with ``pyarrow.compute``;
-only records that contain them go through the Python tokenizer.
+The object is read in blocks (2 MiB); the partial last record is carried to the next block.
+A block an Arrow CSV reader reads as s3-select does (the survey says so:
+:func:`~flight_storage.formats.csv_guard.arrow_block_reason`) is parsed by ``pyarrow.csv``;
+otherwise records without quote or escape characters are split vectorised with
+``pyarrow.compute`` and only records that contain them go through the Python tokenizer. A
+record longer than the limit is ``OverMaxRecordSize``, measured as
+:mod:`flight_storage.formats.record_size` says on every path.
 """
 
 from __future__ import annotations
 
-import csv
-import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import BinaryIO, cast
+from typing import BinaryIO
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
-from flight_storage.errors import InputFormatError, InvalidRequestError
+from flight_storage.errors import InputFormatError
+from flight_storage.formats.csv_guard import arrow_block_reason
+from flight_storage.formats.csv_options import CsvInputOptions
+from flight_storage.formats.csv_tokenizer import Tokenizer, UnclosedQuote, lines_to_lists
+from flight_storage.formats.record_size import text_over, too_long
 from flight_storage.formats.scan_range import iter_range_bytes
 
 DEFAULT_BLOCK_SIZE = 2 * 1024 * 1024
-DEFAULT_MAX_RECORD_SIZE = 1024 * 1024
-
-RULES_CEPH = "ceph"
-RULES_RFC = "rfc"
-
-
-@dataclass(frozen=True)
-class _FlavourDefaults:
-    """What a flavour assumes where the request says nothing."""
-
-    escape: str | None
-    rules: str
-    empty_is_null: bool
-    skip_empty_lines: bool
-    comment: str | None
-    quoted_record_delimiter: bool
-    unclosed_quote_error: bool
-
-
-_FLAVOURS: dict[str, _FlavourDefaults] = {
-    "ceph": _FlavourDefaults("\\", RULES_CEPH, True, False, None, False, False),
-    "aws": _FlavourDefaults('"', RULES_RFC, False, True, None, False, False),
-    "standard": _FlavourDefaults('"', RULES_RFC, False, True, None, False, True),
-}
-
-_HEADER_INFO = ("NONE", "IGNORE", "USE")
-_BOOL_TEXT = {"TRUE": True, "FALSE": False}
-
-
-@dataclass(frozen=True)
-class CsvInputOptions:
-    """How to read a CSV object (AWS ``InputSerialization.CSV`` plus flavour rules).
-
-    Attributes:
-        field_delimiter: separates fields (one or more characters).
-        record_delimiter: ends records (one or more characters).
-        quote: quote character, or None when quoting is disabled.
-        escape: escape character, or None when disabled.
-        comment: a record starting with this character is skipped, or None.
-        file_header_info: ``NONE``, ``IGNORE`` or ``USE``.
-        quoted_record_delimiter: a record delimiter inside quotes is data.
-        rules: tokenizing rules, ``ceph`` or ``rfc``.
-        empty_is_null: an empty field is NULL (Ceph) rather than ``""`` (AWS).
-        skip_empty_lines: empty records are dropped.
-        trim_chars: characters trimmed from both ends of every field (Ceph extension).
-        max_record_size: longest record accepted, in bytes.
-        unclosed_quote_error: a quoted field that does not close (before its line ends, or
-            with ``quoted_record_delimiter`` before the object ends) is an error rather than
-            closed there (Ceph's rule).
-    """
-
-    field_delimiter: str = ","
-    record_delimiter: str = "\n"
-    quote: str | None = '"'
-    escape: str | None = "\\"
-    comment: str | None = None
-    file_header_info: str = "NONE"
-    quoted_record_delimiter: bool = False
-    rules: str = RULES_CEPH
-    empty_is_null: bool = True
-    skip_empty_lines: bool = False
-    trim_chars: str = ""
-    max_record_size: int = DEFAULT_MAX_RECORD_SIZE
-    unclosed_quote_error: bool = False
-
-    @classmethod
-    def from_request(
-        cls,
-        csv: Mapping[str, str] | None,
-        flavor: str = "ceph",
-        *,
-        extensions: Mapping[str, object] | None = None,
-        max_record_size: int = DEFAULT_MAX_RECORD_SIZE,
-    ) -> CsvInputOptions:
-        """Build options from the request's ``InputSerialization["CSV"]`` mapping.
-
-        Args:
-            csv: ``FieldDelimiter``, ``RecordDelimiter``, ``QuoteCharacter``,
-                ``QuoteEscapeCharacter``, ``Comments``, ``AllowQuotedRecordDelimiter``,
-                ``FileHeaderInfo``; missing keys take the flavour's defaults. An empty
-                ``QuoteCharacter`` / ``QuoteEscapeCharacter`` disables it.
-            flavor: ``ceph``, ``aws`` or ``standard`` (the reading rules of its own).
-            extensions: Ceph-only options: ``comment_empty_lines`` (bool) and
-                ``trim_chars`` (list of characters).
-            max_record_size: longest record accepted, in bytes.
-
-        Raises:
-            InvalidRequestError: unknown flavour, empty delimiters, a multi-character quote
-                or escape, or an unknown ``FileHeaderInfo``.
-
-        Example:
-            >>> CsvInputOptions.from_request({"FieldDelimiter": "|"}, "aws").escape
-            '"'
-        """
-        defaults = _FLAVOURS.get(flavor)
-        if defaults is None:
-            raise InvalidRequestError(f"unknown flavour {flavor!r}")
-        csv = csv or {}
-        ext = extensions or {}
-        header = str(csv.get("FileHeaderInfo") or "NONE").upper()
-        if header not in _HEADER_INFO:
-            raise InvalidRequestError(
-                f"FileHeaderInfo must be one of {', '.join(_HEADER_INFO)}, not {header!r}"
-            )
-        quote = _optional_char(csv, "QuoteCharacter", '"')
-        escape = _optional_char(csv, "QuoteEscapeCharacter", defaults.escape)
-        comment = _optional_char(csv, "Comments", defaults.comment)
-        field = str(csv.get("FieldDelimiter") or ",")
-        record = str(csv.get("RecordDelimiter") or "\n")
-        allow = str(csv.get("AllowQuotedRecordDelimiter") or "FALSE").upper()
-        if allow not in _BOOL_TEXT:
-            raise InvalidRequestError("AllowQuotedRecordDelimiter must be TRUE or FALSE")
-        skip_empty = defaults.skip_empty_lines or bool(ext.get("comment_empty_lines"))
-        # A string or a list of characters; anything else fails in join as it did untyped.
-        trim_chars = cast("Iterable[object]", ext.get("trim_chars") or [])
-        trim = "".join(str(c) for c in trim_chars)
-        return cls(
-            field_delimiter=field,
-            record_delimiter=record,
-            quote=quote,
-            escape=escape,
-            comment=comment,
-            file_header_info=header,
-            quoted_record_delimiter=_BOOL_TEXT[allow] or defaults.quoted_record_delimiter,
-            rules=defaults.rules,
-            empty_is_null=defaults.empty_is_null,
-            skip_empty_lines=skip_empty,
-            trim_chars=trim,
-            max_record_size=max_record_size,
-            unclosed_quote_error=defaults.unclosed_quote_error,
-        )
-
-    @property
-    def has_header(self) -> bool:
-        """True when the first record is a header (``IGNORE`` or ``USE``)."""
-        return self.file_header_info in ("IGNORE", "USE")
-
-
-def _optional_char(csv: Mapping[str, str], key: str, default: str | None) -> str | None:
-    if key not in csv or csv[key] is None:
-        return default
-    value = str(csv[key])
-    if value == "":
-        return None
-    if len(value) != 1:
-        raise InvalidRequestError(f"{key} must be a single character, not {value!r}")
-    return value
-
-
-# --------------------------------------------------------------------------- tokenizers
-
-
-class UnclosedQuote(Exception):
-    """A quoted field that never closes (the tokenizer's signal; readers make it an error)."""
-
-    def __init__(self, position: int, field: int) -> None:
-        super().__init__(position, field)
-        self.position = position
-        self.field = field
-
-
-def _specials(options: CsvInputOptions, with_record: bool) -> re.Pattern[str]:
-    chars = {options.field_delimiter[0]}
-    if options.quote:
-        chars.add(options.quote)
-    if options.escape:
-        chars.add(options.escape)
-    if with_record:
-        chars.add(options.record_delimiter[0])
-    return re.compile("[" + "".join(re.escape(c) for c in sorted(chars)) + "]")
-
-
-class _Tokenizer:
-    """Splits text into records of fields following one rule set.
-
-    ``tokenize(text, final)`` returns the complete records and how many characters they
-    used; with ``final`` the text's tail is a record even without a record delimiter.
-    When ``split_records`` is False the caller has already split records and ``text`` is a
-    single record.
-    """
-
-    def __init__(self, options: CsvInputOptions, split_records: bool) -> None:
-        self.fd = options.field_delimiter
-        self.rd = options.record_delimiter if split_records else None
-        self.quote = options.quote
-        self.escape = options.escape
-        self.specials = _specials(options, split_records)
-        self.rfc = options.rules == RULES_RFC
-        self.strict = options.unclosed_quote_error
-
-    def unclosed_field(self, record: str) -> int | None:
-        """The field (1-based) of ``record`` (one whole record, RFC rules) whose opening quote
-        never closes, or None."""
-        fd, quote = self.fd, self.quote
-        assert quote is not None
-        i, n, field = 0, len(record), 1
-        while i < n:
-            if record.startswith(quote, i):
-                i = self._closing(record, i + len(quote))
-                if i < 0:
-                    return field
-            else:
-                i = self._bare_end(record, i)
-            if i >= n:
-                return None
-            i += len(fd)
-            field += 1
-        return None
-
-    def _closing(self, text: str, i: int) -> int:
-        """Where a quoted field whose body starts at ``i`` ends (after its closing quote), or
-        -1 when it does not close in ``text``; the rules of :meth:`_rfc_quoted`."""
-        quote, escape, fd = self.quote, self.escape, self.fd
-        assert quote is not None
-        while True:
-            j = text.find(quote, i)
-            if escape is not None and escape != quote:
-                k = text.find(escape, i)
-                if k != -1 and (j == -1 or k < j):
-                    i = k + (1 + len(quote) if text.startswith(quote, k + 1) else 1)
-                    continue
-            if j == -1:
-                return -1
-            after = j + len(quote)
-            if text.startswith(quote, after):
-                i = after + len(quote)
-                continue
-            if after == len(text) or text.startswith(fd, after):
-                return after
-            i = after  # lazy quote: a stray quote is data
-
-    def tokenize(self, text: str, final: bool) -> tuple[list[list[str]], int]:
-        if self.rfc:
-            return self._rfc(text, final)
-        return self._ceph(text, final)
-
-    def _ceph(self, text: str, final: bool) -> tuple[list[list[str]], int]:
-        fd, rd, quote, escape = self.fd, self.rd, self.quote, self.escape
-        search = self.specials.search
-        rows: list[list[str]] = []
-        fields: list[str] = []
-        cur: list[str] = []
-        in_quote = False
-        record_start = 0
-        i, n = 0, len(text)
-        while i < n:
-            m = search(text, i)
-            if m is None:
-                cur.append(text[i:])
-                i = n
-                break
-            j = m.start()
-            if j > i:
-                cur.append(text[i:j])
-            c = text[j]
-            if escape is not None and c == escape and (escape != quote or in_quote):
-                if escape == quote:  # inside quotes "" is a literal quote, else it closes
-                    if text.startswith(quote, j + 1):
-                        cur.append(quote)
-                        i = j + 2
-                    else:
-                        in_quote = False
-                        i = j + 1
-                    continue
-                nxt = j + 1
-                if nxt < n and not (rd is not None and text.startswith(rd, nxt)):
-                    cur.append(text[nxt])
-                    i = nxt + 1
-                else:
-                    i = nxt
-                continue
-            if quote is not None and c == quote:
-                in_quote = not in_quote
-                i = j + 1
-                continue
-            if rd is not None and text.startswith(rd, j) and not in_quote:
-                fields.append("".join(cur))
-                rows.append(fields)
-                fields, cur = [], []
-                i = record_start = j + len(rd)
-                continue
-            if not in_quote and text.startswith(fd, j):
-                fields.append("".join(cur))
-                cur = []
-                i = j + len(fd)
-                continue
-            cur.append(c)
-            i = j + 1
-        return self._finish(rows, fields, cur, record_start, n, final)
-
-    def _rfc(self, text: str, final: bool) -> tuple[list[list[str]], int]:
-        fd, rd, quote = self.fd, self.rd, self.quote
-        rows: list[list[str]] = []
-        fields: list[str] = []
-        record_start = 0
-        after_delimiter = False  # a field delimiter was just consumed: a field must follow
-        i, n = 0, len(text)
-        while i < n:
-            if quote is not None and text.startswith(quote, i):
-                opened = i
-                i, value, complete = self._rfc_quoted(text, i + len(quote))
-                if not complete and not final:
-                    return rows, record_start
-                if not complete and self.strict:
-                    raise UnclosedQuote(opened, len(fields) + 1)
-            else:
-                j = self._bare_end(text, i)
-                if j == n and rd is not None and not final:
-                    return rows, record_start
-                value, i = text[i:j], j
-            fields.append(value)
-            after_delimiter = False
-            if i >= n:
-                break
-            if rd is not None and text.startswith(rd, i):
-                rows.append(fields)
-                fields = []
-                i = record_start = i + len(rd)
-                continue
-            i += len(fd)
-            after_delimiter = True
-        if after_delimiter:
-            fields.append("")
-        if not final:
-            return rows, record_start
-        if fields or rd is None:
-            rows.append(fields or [""])
-        return rows, n
-
-    def _bare_end(self, text: str, i: int) -> int:
-        j = text.find(self.fd, i)
-        if self.rd is not None:
-            k = text.find(self.rd, i)
-            if k != -1 and (j == -1 or k < j):
-                return k
-        return len(text) if j == -1 else j
-
-    def _rfc_quoted(self, text: str, i: int) -> tuple[int, str, bool]:
-        """Parse a quoted field body from ``i``; returns (end, value, closed_or_ended)."""
-        quote, escape, fd, rd = self.quote, self.escape, self.fd, self.rd
-        assert quote is not None
-        out: list[str] = []
-        n = len(text)
-        while True:
-            j = text.find(quote, i)
-            if escape is not None and escape != quote:
-                k = text.find(escape, i)
-                if k != -1 and (j == -1 or k < j):
-                    out.append(text[i:k])
-                    if text.startswith(quote, k + 1):
-                        out.append(quote)
-                        i = k + 2
-                    else:
-                        out.append(escape)
-                        i = k + 1
-                    continue
-            if j == -1:
-                if rd is None:
-                    out.append(text[i:])
-                    return n, "".join(out), True
-                return n, "".join(out) + text[i:], False
-            out.append(text[i:j])
-            after = j + len(quote)
-            if text.startswith(quote, after):
-                out.append(quote)
-                i = after + len(quote)
-                continue
-            if after == n:
-                return n, "".join(out), rd is None
-            if text.startswith(fd, after) or (rd is not None and text.startswith(rd, after)):
-                return after, "".join(out), True
-            out.append(quote)  # lazy quote: a stray quote is data
-            i = after
-
-    def _finish(
-        self,
-        rows: list[list[str]],
-        fields: list[str],
-        cur: list[str],
-        record_start: int,
-        n: int,
-        final: bool,
-    ) -> tuple[list[list[str]], int]:
-        if not final:
-            return rows, record_start
-        if record_start < n or self.rd is None:
-            fields.append("".join(cur))
-            rows.append(fields)
-        return rows, n
-
-
-# --------------------------------------------------------------------------- blocks -> rows
 
 
 @dataclass
@@ -488,7 +107,7 @@ def _check_quotes_closed(lines: pa.Array, options: CsvInputOptions, pos: _Positi
     mask = pc.match_substring(lines, options.quote)
     if not pc.any(mask).as_py():
         return
-    tokenizer = _Tokenizer(options, split_records=False)
+    tokenizer = Tokenizer(options, split_records=False)
     for index in np.flatnonzero(mask.to_numpy(zero_copy_only=False)):
         line = lines[int(index)].as_py()
         if options.comment and line.startswith(options.comment):
@@ -498,93 +117,6 @@ def _check_quotes_closed(lines: pa.Array, options: CsvInputOptions, pos: _Positi
         field = tokenizer.unclosed_field(line)
         if field is not None:
             raise _unclosed(options, pos.records + int(index) + 1, field)
-
-
-def _too_long(options: CsvInputOptions, offset: int, record: int | None) -> InputFormatError:
-    where = f"record {record}" if record is not None else f"the record at byte offset {offset}"
-    return InputFormatError(
-        f"{where} is longer than the maximum record size ({options.max_record_size} bytes)",
-        code="OverMaxRecordSize",
-        offset=offset,
-        row=record,
-    )
-
-
-def _needs_care_mask(lines: pa.Array, options: CsvInputOptions) -> pa.Array | None:
-    mask = None
-    for char in (options.quote, options.escape):
-        if char:
-            hit = pc.match_substring(lines, char)
-            mask = hit if mask is None else pc.or_(mask, hit)
-    return mask
-
-
-def _lines_to_lists(lines: pa.Array, options: CsvInputOptions) -> pa.ListArray:
-    """Split each (complete, delimiter-free) record into its list of fields."""
-    fast = pc.split_pattern(lines, options.field_delimiter)
-    mask = _needs_care_mask(lines, options)
-    if mask is None or not pc.any(mask).as_py():
-        return fast
-    careful_lines = pc.filter(lines, mask).to_pylist()
-    careful = pa.array(_tokenize_records(careful_lines, options), type=fast.type)
-    positions = pa.array(range(len(lines)), pa.int64())
-    replacement = pa.array(range(len(lines), len(lines) + len(careful)), pa.int64())
-    indices = pc.replace_with_mask(positions, mask, replacement)
-    return pc.take(pa.concat_arrays([fast, careful]), indices)
-
-
-def _ceph_split_quotes(record: str, fd: str, quote: str) -> list[str]:
-    """Ceph rules for a record without escape characters: quotes toggle, then vanish."""
-    fields: list[str] = []
-    cur = ""
-    for k, part in enumerate(record.split(quote)):
-        if k % 2:
-            cur += part
-            continue
-        pieces = part.split(fd)
-        cur += pieces[0]
-        if len(pieces) > 1:
-            fields.append(cur)
-            fields.extend(pieces[1:-1])
-            cur = pieces[-1]
-    fields.append(cur)
-    return fields
-
-
-def _rfc_well_formed(options: CsvInputOptions) -> re.Pattern[str] | None:
-    """A record pattern for which Python's ``csv`` module equals the lazy-quote rules."""
-    fd, quote = options.field_delimiter, options.quote
-    if len(fd) != 1 or quote is None or options.escape not in (quote, None) or fd == quote:
-        return None
-    q, d = re.escape(quote), re.escape(fd)
-    dq = f"{q}{q}" if options.escape == quote else "(?!)"
-    field = f"(?:{q}(?:[^{q}\\r\\n]|{dq})*{q}|[^{q}{d}\\r\\n]*)"
-    return re.compile(f"{field}(?:{d}{field})*")
-
-
-def _tokenize_records(records: list[str], options: CsvInputOptions) -> list[list[str]]:
-    """Fields of whole records that contain quote or escape characters."""
-    tokenizer = _Tokenizer(options, split_records=False)
-    fd, quote, escape = options.field_delimiter, options.quote, options.escape
-    if options.rules == RULES_CEPH:
-        return [
-            _ceph_split_quotes(r, fd, quote)
-            if quote is not None and (escape is None or escape not in r)
-            else tokenizer.tokenize(r, True)[0][0]
-            for r in records
-        ]
-    pattern = _rfc_well_formed(options)
-    if pattern is None:
-        return [tokenizer.tokenize(r, True)[0][0] for r in records]
-    good = [r for r in records if pattern.fullmatch(r)]
-    parsed = iter(
-        csv.reader(good, delimiter=fd, quotechar=options.quote, doublequote=True, strict=True)
-    )
-    # csv.reader gives [] for an empty record; our rules give one empty field
-    return [
-        (next(parsed) or [""]) if pattern.fullmatch(r) else tokenizer.tokenize(r, True)[0][0]
-        for r in records
-    ]
 
 
 def _filter_lines(lines: pa.Array, options: CsvInputOptions) -> pa.Array:
@@ -645,64 +177,35 @@ def _columns(
 def _check_lengths(lines: pa.Array, options: CsvInputOptions, pos: _Position) -> None:
     if not len(lines):
         return
-    lengths = pc.binary_length(lines)
-    if pc.max(lengths).as_py() > options.max_record_size:
-        first = pc.index(pc.greater(lengths, options.max_record_size), True).as_py()
-        raise _too_long(options, pos.offset, pos.records + first + 1)
+    lengths = pc.binary_length(lines)  # a record's bytes, its delimiter left out
+    limit = options.max_record_size
+    if pc.max(lengths).as_py() > limit:
+        first = pc.index(pc.greater(lengths, limit), True).as_py()
+        raise too_long(limit, record=pos.records + first + 1, offset=pos.offset)
 
 
 def _fast_table(data: bytes, options: CsvInputOptions, keep: Sequence[int] | None = None,
                 width: int | None = None) -> pa.Table | None:
-    """Parse ``data`` with ``pyarrow.csv`` when that provably gives the same fields.
+    """Parse ``data`` (whole records) with ``pyarrow.csv`` when that gives the same fields as
+    the s3-select rules, else None (the caller tokenizes it).
 
-    That holds when the block has no quote, escape, comment or carriage-return characters,
-    no empty records, single-character delimiters with ``\\n`` ending records, and every
-    record has the same number of fields (``pyarrow.csv`` rejects ragged rows; we then fall
-    back). Invalid UTF-8 also makes it fall back, so the slow path reports the offset.
+    Whether it does is the survey's decision
+    (:func:`flight_storage.formats.csv_guard.arrow_block_reason`, the one owner of when an Arrow
+    CSV reader agrees with s3-select); ``pyarrow.csv`` then also refuses rows of different
+    widths, and every line must become a row.
     """
+    if not data or arrow_block_reason(data, options, rows_counted=True):
+        return None
     fd = options.field_delimiter
-    if (
-        options.record_delimiter != "\n"
-        or len(fd) != 1
-        or not fd.isascii()
-        or options.trim_chars
-        or not data
-    ):
-        return None
-    quote_char: str | bool = False
-    for char in (options.comment, "\r"):
-        if char and data.find(char.encode("utf-8")) != -1:
-            return None
-    verify_quotes = False
-    if options.rules == RULES_CEPH and options.quote is not None and options.quote.isascii():
-        # Checked after parsing instead of with a pattern (the pattern costs twice the parse).
-        if options.escape and data.find(options.escape.encode("utf-8")) != -1:
-            return None
-        if data.find(options.quote.encode("ascii")) != -1:
-            quote_char, verify_quotes = options.quote, True
-    else:
-        for char in dict.fromkeys((options.quote, options.escape)):
-            if char and data.find(char.encode("utf-8")) != -1:
-                pattern = _rfc_block_pattern(options)
-                if pattern is None or pattern.fullmatch(data) is None:
-                    return None
-                quote_char = options.quote or False
-                break
-    # pyarrow.csv skips a leading byte-order mark and empty lines; our rules keep both (empty
-    # lines are caught after parsing: every line must have become a row)
-    if data.startswith(b"\xef\xbb\xbf"):
-        return None
+    quote = options.quote
+    quote_char: str | bool = (
+        quote if quote is not None and data.find(quote.encode()) != -1 else False)
     first = data[: data.find(b"\n")] if b"\n" in data else data
     # an upper bound of the width (delimiters inside quotes count too); pyarrow ignores
-    # column_types entries for columns that do not exist
+    # column_types entries for columns that do not exist, and refuses include_columns ones
     bound = first.count(fd.encode("ascii")) + 1
     if keep is None and width is not None and bound > width:
         keep = range(1, width + 1)  # records wider than the table: build its columns only
-    if keep is not None and not data.isascii():
-        try:  # the columns not built are not decoded: check the text here (as the slow path)
-            data.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
     wanted = [p for p in keep if p <= bound] if keep is not None else list(range(1, bound + 1))
     try:
         table = pa_csv.read_csv(
@@ -725,88 +228,14 @@ def _fast_table(data: bytes, options: CsvInputOptions, keep: Sequence[int] | Non
                 include_columns=[f"f{p - 1}" for p in wanted] if keep is not None else None,
             ),
         )
-    except pa.ArrowInvalid:
+    except (pa.ArrowInvalid, pa.ArrowKeyError):  # ragged rows, a column the bound overcounted
         return None
     lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
     if table.num_rows != lines:
         return None
-    # verify_quotes is set only together with quote_char = options.quote (a str).
     if keep is not None:
-        if verify_quotes:  # the quote check needs every field's bytes
-            return None
         return table.rename_columns([f"_{p}" for p in wanted])
-    if (verify_quotes and isinstance(quote_char, str)
-            and not _every_quote_consumed(table, data, quote_char, lines)):
-        return None
     return table.rename_columns([f"_{i + 1}" for i in range(table.num_columns)])
-
-
-def _every_quote_consumed(table: pa.Table, data: bytes, quote: str, lines: int) -> bool:
-    """True when ``pyarrow.csv`` read every quote of ``data`` as quoting, none as text.
-
-    A block's bytes are its fields' bytes, the delimiters between fields, the line ends and the
-    quotes read as quoting. So the block's length equals that sum with *all* its quotes counted
-    exactly when no quote was kept as text. With none kept, each field has at most one quoted
-    section and it opens the field, which Ceph's rules (quotes anywhere toggle and vanish) read
-    identically; a quote kept as text (``ab"c``, ``"a""b"``) is where the two differ.
-    """
-    content = 0
-    for column in table.columns:
-        if not pa.types.is_null(column.type):  # an all-NULL column holds no bytes
-            content += pc.sum(pc.binary_length(column)).as_py() or 0
-    delimiters = table.num_rows * max(table.num_columns - 1, 0)
-    line_ends = lines - (0 if data.endswith(b"\n") else 1)
-    return len(data) == content + delimiters + line_ends + data.count(quote.encode())
-
-
-def _rfc_block_pattern(options: CsvInputOptions) -> re.Pattern[bytes] | None:
-    """Whole-block pattern of records that ``pyarrow.csv`` reads exactly like our rules.
-
-    Quoted fields start and end at delimiters and contain no line ends. Under RFC rules they
-    escape quotes only by doubling. Under Ceph's rules (quotes anywhere toggle and vanish, the
-    escape character disables the next one) the two agree only when a quoted field holds no
-    quote at all and the block holds no escape character, so the pattern admits exactly that.
-    It uses possessive quantifiers so it never backtracks.
-    """
-    fd, quote = options.field_delimiter, options.quote
-    if (
-        options.quoted_record_delimiter
-        or quote is None
-        or len(fd) != 1
-        or not quote.isascii()
-    ):
-        return None
-    q, d = re.escape(quote.encode()), re.escape(fd.encode())
-    if options.rules == RULES_CEPH:
-        if options.escape is not None and (len(options.escape) != 1 or not options.escape.isascii()):
-            return None
-        e = re.escape(options.escape.encode()) if options.escape else b""
-        inside = b"[^" + q + e + b"\n]"
-        bare = b"[^" + q + d + e + b"\n]"
-        field = b"(?:" + q + inside + b"*+" + q + b"|" + bare + b"*+)"
-    elif options.rules == RULES_RFC and options.escape in (quote, None):
-        dq = q + q if options.escape == quote else b"(?!)"
-        field = b"(?:" + q + b"(?:[^" + q + b"\n]++|" + dq + b")*+" + q + b"|[^" + q + d + b"\n]*+)"
-    else:
-        return None
-    record = field + b"(?:" + d + field + b")*+"
-    return re.compile(b"(?:" + record + b"\n)*+(?:" + record + b")?+")
-
-
-def _check_record_sizes(data: bytes, options: CsvInputOptions, pos: _Position) -> None:
-    """Raise OverMaxRecordSize when a ``\\n``-terminated record in ``data`` is too long."""
-    if len(data) <= options.max_record_size:
-        return
-    limit = options.max_record_size
-    start = 0
-    while len(data) - start > limit:
-        # the last line end within the next limit + 1 bytes: none means a long record
-        end = data.rfind(b"\n", start, start + limit + 1)
-        if end == -1:
-            raise _too_long(
-                options, pos.offset + start, pos.records + data.count(b"\n", 0, start) + 1
-            )
-        start = end + 1
 
 
 class _Reader:
@@ -820,7 +249,7 @@ class _Reader:
         self.width = width
         self.rd_bytes = options.record_delimiter.encode("utf-8")
         self.pos = _Position()
-        self.stream_tokenizer = _Tokenizer(options, split_records=True)
+        self.stream_tokenizer = Tokenizer(options, split_records=True)
         # Quoted fields may hold line ends: normalise CRLF first, as Go's encoding/csv does
         # (byte offsets in errors then count the normalised bytes).
         self.crlf_to_lf = options.quoted_record_delimiter and options.record_delimiter == "\n"
@@ -834,13 +263,11 @@ class _Reader:
             cut = self._cut(buf)
             if cut is None:
                 carry = buf
-                if len(carry) > self.options.max_record_size + len(self.rd_bytes):
-                    raise _too_long(self.options, self.pos.offset, self.pos.records + 1)
+                self._bound_carry(carry)
                 continue
             result, used = self._parse(buf[:cut], final=False)
             carry = buf[used:]
-            if len(carry) > self.options.max_record_size + len(self.rd_bytes):
-                raise _too_long(self.options, self.pos.offset, self.pos.records + 1)
+            self._bound_carry(carry)
             if result is not None and len(result):
                 yield result
         if carry:
@@ -850,6 +277,13 @@ class _Reader:
             if result is not None and len(result):
                 yield result
 
+    def _bound_carry(self, carry: bytes) -> None:
+        """Stop buffering an unfinished record once it is over the limit whatever its end
+        (a partial record delimiter may close it)."""
+        limit = self.options.max_record_size
+        if len(carry) > limit + len(self.rd_bytes):
+            raise too_long(limit, record=self.pos.records + 1, offset=self.pos.offset)
+
     def _cut(self, buf: bytes) -> int | None:
         index = buf.rfind(self.rd_bytes)
         return None if index == -1 else index + len(self.rd_bytes)
@@ -858,8 +292,7 @@ class _Reader:
         """Parse whole records from ``data``; returns the rows and bytes consumed."""
         opts = self.options
         table = _fast_table(data, opts, self.keep, self.width) if self.fast else None
-        if table is not None:
-            _check_record_sizes(data, opts, self.pos)
+        if table is not None:  # the survey refused a block holding a record over the limit
             self.pos.records += table.num_rows
             self.pos.lines += table.num_rows
             self.pos.offset += len(data)
@@ -874,10 +307,7 @@ class _Reader:
                 field = text.count(opts.field_delimiter, line_start, unclosed.position) + 1
                 raise _unclosed(opts, line, field) from None
             used = len(text[:used_chars].encode("utf-8")) if used_chars < len(text) else len(data)
-            for number, row in enumerate(rows):
-                size = sum(len(f) for f in row)
-                if size > opts.max_record_size:
-                    raise _too_long(opts, self.pos.offset, self.pos.records + number + 1)
+            self._check_record_sizes(text, self.stream_tokenizer.record_ends)
             self.pos.records += len(rows)
             self.pos.lines += data.count(b"\n", 0, used)
             self.pos.offset += used
@@ -892,7 +322,17 @@ class _Reader:
         self.pos.lines += len(lines)
         self.pos.offset += len(data)
         lines = _filter_lines(lines, opts)
-        return _lines_to_lists(lines, opts), len(data)
+        return lines_to_lists(lines, opts), len(data)
+
+    def _check_record_sizes(self, text: str, ends: list[int]) -> None:
+        """Refuse a tokenized record (``text[start:end]``, records delimited) over the limit."""
+        limit, step = self.options.max_record_size, len(self.options.record_delimiter)
+        start = 0
+        for number, end in enumerate(ends):
+            if text_over(text[start:end], limit):
+                raise too_long(limit, record=self.pos.records + number + 1,
+                               offset=self.pos.offset)
+            start = end + step
 
 
 def _raw_blocks(

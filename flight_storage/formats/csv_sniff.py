@@ -37,7 +37,7 @@ from typing import BinaryIO, Final
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 
-from flight_storage.formats.csv_input import RULES_RFC, CsvInputOptions
+from flight_storage.formats.csv_options import CsvInputOptions
 from flight_storage.formats.typed_columns import BAD_VALUES_ERROR, check_bad_values
 
 DEFAULT_SAMPLE_BYTES: Final = 64 << 10
@@ -148,10 +148,10 @@ def sniff_csv(sample: bytes, options: CsvInputOptions, *, header: bool | None = 
         The sniffed table, or one whose ``reason`` says why there is none.
 
     Example:
-        >>> t = sniff_csv(b"id,ts\\n1,2024-08-16 20:29:54\\n", CsvInputOptions(rules="rfc"))
+        >>> t = sniff_csv(b"id,ts\\n1,2024-08-16 20:29:54\\n", CsvInputOptions(quotes_anywhere=False))
         >>> t.has_header, t.names, t.types
         (True, ('id', 'ts'), ('int64', 'timestamp'))
-        >>> sniff_csv(b"a,b\\nc,d\\n", CsvInputOptions(rules="rfc")).has_header  # all text
+        >>> sniff_csv(b"a,b\\nc,d\\n", CsvInputOptions(quotes_anywhere=False)).has_header  # all text
         False
     """
     reason = _options_reason(options)
@@ -192,7 +192,7 @@ def _sniff(sample: bytes, options: CsvInputOptions, header: bool | None) -> Snif
 
 def _options_reason(options: CsvInputOptions) -> str:
     """Why pyarrow's parser cannot read under ``options`` (``""`` when it can)."""
-    if options.rules != RULES_RFC:
+    if options.quotes_anywhere:
         return "Ceph's CSV rules (quotes anywhere) are not pyarrow's"
     if len(options.field_delimiter) != 1 or options.record_delimiter not in ("\n", "\r\n"):
         return "multi-character or custom delimiters"

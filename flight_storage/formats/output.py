@@ -5,29 +5,32 @@ Each column is turned into text with ``pyarrow.compute`` (casts, ``strftime``, `
 single values only for rare shapes (JSON strings with escapes, nested Parquet values,
 strings with control characters in JSON output).
 
-Printing rules by flavour (see the conformance README, "Output formatting"):
+The printing rules are the flavour's :class:`~select_dialect.flavors.PrintingRules`
+(``Flavor.printing``), one flag per rule; Ceph's and AWS's records differ in every one (see
+the conformance README, "Output formatting"):
 
-========================  ==============================  ==================================
-                          ``ceph``                        ``aws``
-========================  ==============================  ==================================
-NULL in CSV               ``null``                        empty field
-NULL in JSON              ``null``                        ``null``; MISSING (NULL of a JSON
-                                                          path column) drops the key
-strings in JSON           unquoted (``{"a":male}``)        JSON strings
-CSV quoting (ASNEEDED)    never                           fields holding a delimiter, quote
-                                                          or line end
-CSV quoting (ALWAYS)      every field, C++ ``std::quoted``  every field; a quote inside is
-                          with the input's escape          preceded by the output's
-                          character (a backslash): a       QuoteEscapeCharacter (``"``
-                          quote or that character inside   by default)
-                          is preceded by it
-aggregate row in CSV      no record delimiter after it    record delimiter after it
-timestamps                ``YYYY-MM-DDTHH:MM:SS[.ffffff]``  the precision as written, raised
-                          + zone as written (``Z``,        by functions: ``2010T``, ``2010-02T``,
-                          ``±HH:MM``, none -> ``+00:00``)  ``…T04:11Z``, ``…:05.230-07:00``,
-                                                          no zone -> ``-00:00``; Parquet
-                                                          timestamps: the shortest form
-========================  ==============================  ==================================
+================================  ==============================  ============================
+flag                              Ceph                            AWS
+================================  ==============================  ============================
+``csv_null``                      ``null``                        empty field
+``plain_json_values``             strings unquoted                JSON strings; MISSING (NULL
+                                  (``{"a":male}``), containers    of a JSON path column) drops
+                                  and MISSING ``null``            the key
+``csv_quote_as_needed``           ASNEEDED never quotes           fields holding a delimiter,
+                                                                  quote or line end
+``csv_quote_escape_from_input``   ALWAYS: C++ ``std::quoted``     ALWAYS: a quote inside is
+                                  with the input's escape         preceded by the output's
+                                  character (a backslash): a      QuoteEscapeCharacter (``"``
+                                  quote or that character inside  by default)
+                                  is preceded by it
+``aggregate_row_delimited``       no record delimiter after it    record delimiter after it
+``timestamps_as_written``         ``YYYY-MM-DDTHH:MM:SS[.ffffff]``  the precision as written,
+                                  + zone as written (``Z``,        raised by functions:
+                                  ``±HH:MM``, none -> ``+00:00``)  ``2010T``, ``…T04:11Z``, no
+                                                                  zone -> ``-00:00``; Parquet
+                                                                  timestamps: the shortest form
+``json_rows_as_leaf_lines``       ``path. : value`` lines         the row is the record
+================================  ==============================  ============================
 
 Floats print as the shortest round-trip decimal with integral values lacking ``.0`` in both
 flavours, as Python's ``repr`` writes it; Arrow's float -> string cast does that except for
@@ -60,21 +63,10 @@ from flight_storage.formats.values import (
     ZONE_Z,
     is_s3_timestamp,
 )
+from select_dialect.flavors import PrintingRules
 
-_FLAVOURS = ("ceph", "aws")
 _QUOTE_FIELDS = ("ASNEEDED", "ALWAYS")
 _NULL_STR = pa.scalar(None, pa.string())
-
-
-@dataclass(frozen=True)
-class _Style:
-    """What a flavour prints for the values that differ between engines."""
-
-    ceph: bool
-
-    @property
-    def csv_null(self) -> str:
-        return "null" if self.ceph else ""
 
 
 @dataclass(frozen=True)
@@ -161,7 +153,7 @@ def _trimmed_fraction(nanos: pa.Array) -> pa.Array:
     return _join([".", digits], len(nanos))
 
 
-def _ceph_timestamp(parts: _Parts, has_fraction: pa.Array, zone: pa.Array) -> pa.Array:
+def _fixed_timestamp(parts: _Parts, has_fraction: pa.Array, zone: pa.Array) -> pa.Array:
     n = len(parts.nanos)
     base = _join(
         [parts.year, "-", parts.month, "-", parts.day, "T",
@@ -196,16 +188,16 @@ def _shortest_timestamp(parts: _Parts, zone: pa.Array, has_zone: pa.Array) -> pa
     )
 
 
-def _s3_timestamp_text(array: pa.Array, style: _Style) -> _Text:
+def _s3_timestamp_text(array: pa.Array, printing: PrintingRules) -> _Text:
     struct = array
     utc = struct.field("utc")
     offset = struct.field("offset_minutes").fill_null(0)
     zone_code = struct.field("zone").fill_null(ZONE_NONE)
     parts = _parts(utc, offset)
-    if style.ceph:
+    if not printing.timestamps_as_written:
         zone = _zone_text(offset, zone_code, "+00:00")
         has_fraction = pc.greater(struct.field("fraction_digits").fill_null(0), 0)
-        text = _ceph_timestamp(parts, has_fraction, zone)
+        text = _fixed_timestamp(parts, has_fraction, zone)
     else:
         zone = _zone_text(offset, zone_code, "-00:00")
         precision = struct.field("precision").fill_null(PRECISION_SECOND)
@@ -244,24 +236,24 @@ def _written_timestamp(
     )
 
 
-def _arrow_timestamp_text(array: pa.Array, style: _Style) -> _Text:
+def _arrow_timestamp_text(array: pa.Array, printing: PrintingRules) -> _Text:
     """Timestamps from Parquet: UTC (``Z``) when zoned, no zone written otherwise."""
     n = len(array)
     zoned = array.type.tz is not None
     utc = array if zoned else array.cast(pa.timestamp(array.type.unit))
     parts = _parts(utc.cast(pa.timestamp("ns", tz="UTC")) if not zoned else utc, None)
-    if style.ceph:
+    if not printing.timestamps_as_written:
         zone = _lit("Z" if zoned else "+00:00", n)
-        text = _ceph_timestamp(parts, pc.not_equal(parts.nanos, 0), zone)
+        text = _fixed_timestamp(parts, pc.not_equal(parts.nanos, 0), zone)
     else:
         zone = _lit("Z", n)
         text = _shortest_timestamp(parts, zone, pa.array([False] * n, pa.bool_()))
     return _Text(_keep_nulls(array, text), True)
 
 
-def _date_text(array: pa.Array, style: _Style) -> _Text:
+def _date_text(array: pa.Array, printing: PrintingRules) -> _Text:
     n = len(array)
-    if style.ceph:
+    if not printing.timestamps_as_written:
         return _Text(array.cast(pa.date32()).cast(pa.string()), True)
     ts = array.cast(pa.date32()).cast(pa.timestamp("s")).cast(pa.timestamp("ns", tz="UTC"))
     parts = _parts(ts, None)
@@ -278,14 +270,14 @@ def _keep_nulls(source: pa.Array, text: pa.Array) -> pa.Array:
 # --------------------------------------------------------------------------- other types
 
 
-def _cast_text(json_string: bool) -> Callable[[pa.Array, _Style], _Text]:
-    def convert(array: pa.Array, style: _Style) -> _Text:
+def _cast_text(json_string: bool) -> Callable[[pa.Array, PrintingRules], _Text]:
+    def convert(array: pa.Array, printing: PrintingRules) -> _Text:
         return _Text(array.cast(pa.string()), json_string)
 
     return convert
 
 
-def _float_text(array: pa.Array, style: _Style) -> _Text:
+def _float_text(array: pa.Array, printing: PrintingRules) -> _Text:
     """The shortest round-trip decimal as Python's ``repr`` writes it, without ``.0``.
 
     Arrow's cast agrees except far from 1: it writes ``1e+10`` and ``0.00001`` where repr
@@ -304,7 +296,7 @@ def _float_text(array: pa.Array, style: _Style) -> _Text:
     return _Text(text, False)
 
 
-def _decimal_text(array: pa.Array, style: _Style) -> _Text:
+def _decimal_text(array: pa.Array, printing: PrintingRules) -> _Text:
     """A decimal's exact digits at its scale (``1.50``, ``-0.000000001``), in both flavours.
 
     Arrow's decimal -> string cast writes scientific notation when the value is below
@@ -319,11 +311,11 @@ def _decimal_text(array: pa.Array, style: _Style) -> _Text:
     return _Text(text, False)
 
 
-def _string_text(array: pa.Array, style: _Style) -> _Text:
+def _string_text(array: pa.Array, printing: PrintingRules) -> _Text:
     return _Text(array.cast(pa.string()), True)
 
 
-def _binary_text(array: pa.Array, style: _Style) -> _Text:
+def _binary_text(array: pa.Array, printing: PrintingRules) -> _Text:
     try:
         return _Text(array.cast(pa.string()), True)
     except pa.ArrowInvalid:
@@ -331,11 +323,11 @@ def _binary_text(array: pa.Array, style: _Style) -> _Text:
         return _Text(pa.array(values, pa.string()), True)
 
 
-def _null_text(array: pa.Array, style: _Style) -> _Text:
+def _null_text(array: pa.Array, printing: PrintingRules) -> _Text:
     return _Text(pa.nulls(len(array), pa.string()), False)
 
 
-def _nested_text(array: pa.Array, style: _Style) -> _Text:
+def _nested_text(array: pa.Array, printing: PrintingRules) -> _Text:
     """Lists / structs / maps (Parquet): compact JSON text, built in Python (rare)."""
     values = [None if v is None else dumps(v) for v in array.to_pylist()]
     return _Text(pa.array(values, pa.string()), False)
@@ -360,7 +352,7 @@ def _is_binary(t: pa.DataType) -> bool:
 
 
 # Order matters: the S3 timestamp struct must win over the generic struct rule.
-_FORMATTERS: list[tuple[Callable[[pa.DataType], bool], Callable[[pa.Array, _Style], _Text]]] = [
+_FORMATTERS: list[tuple[Callable[[pa.DataType], bool], Callable[[pa.Array, PrintingRules], _Text]]] = [
     (is_s3_timestamp, _s3_timestamp_text),
     (pa.types.is_timestamp, _arrow_timestamp_text),
     (pa.types.is_date, _date_text),
@@ -375,24 +367,24 @@ _FORMATTERS: list[tuple[Callable[[pa.DataType], bool], Callable[[pa.Array, _Styl
 ]
 
 
-def _column_text(array: pa.Array, style: _Style) -> _Text:
+def _column_text(array: pa.Array, printing: PrintingRules) -> _Text:
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks()
     if pa.types.is_dictionary(array.type):
         array = array.dictionary_decode()
     for matches, convert in _FORMATTERS:
         if matches(array.type):
-            return convert(array, style)
+            return convert(array, printing)
     return _Text(array.cast(pa.string()), True)
 
 
 # --------------------------------------------------------------------------- JSON text columns
 
 
-def _json_scalar_values(array: pa.Array, style: _Style) -> pa.Array:
+def _json_scalar_values(array: pa.Array, printing: PrintingRules) -> pa.Array:
     """JSON text -> printable scalar text: strings decoded, JSON null -> NULL.
 
-    Non-scalars stay JSON text for AWS; Ceph prints them as ``null``.
+    Non-scalars stay JSON text, or are NULL (printed ``null``) with ``plain_json_values``.
     """
     text = array.cast(pa.string())
     is_string = pc.starts_with(text, '"')
@@ -406,7 +398,7 @@ def _json_scalar_values(array: pa.Array, style: _Style) -> pa.Array:
         decoded = pc.replace_with_mask(decoded, has_escape.fill_null(False), replacement)
     is_null = pc.equal(text, "null")
     decoded = pc.if_else(is_null, _NULL_STR, decoded)
-    if style.ceph:
+    if printing.plain_json_values:
         nested = pc.or_(pc.starts_with(text, "["), pc.starts_with(text, "{"))
         decoded = pc.if_else(nested, _NULL_STR, decoded)
     return decoded
@@ -426,18 +418,20 @@ class RecordWriter:
     Args:
         output_serialization: the request's ``OutputSerialization`` (``{"CSV": {...}}`` or
             ``{"JSON": {...}}``); None means CSV with defaults.
-        flavor: ``ceph`` or ``aws`` (printing rules, see the module docstring).
+        printing: the flavour's printing rules (``Flavor.printing``, see the module
+            docstring).
         output_names: display name per output column (JSON keys).
         output_is_json: per column, True when its Utf8 values are JSON text.
         is_aggregate: the query is an aggregate (one result row).
         row_as_record: the single column is a whole JSON row (``SELECT *`` on JSON input, or
-            the bare FROM alias): AWS prints an object row as the record itself (``{}`` when
-            MISSING) and, in CSV, its member values as the fields; Ceph prints one
-            ``path. : value`` line per leaf and a ``#=== n ===#`` separator per row.
-        ceph_escape: Ceph's QuoteFields ALWAYS escapes a quote, and this character itself, with
-            this character: its CSV reader's escape character (the input's
-            ``QuoteEscapeCharacter``, a backslash by default), not the output's (rgw_s3select.cc
-            passes the input's to s3select's ``std::quoted``).
+            the bare FROM alias): an object row prints as the record itself (``{}`` when
+            MISSING) and, in CSV, its member values as the fields; with
+            ``json_rows_as_leaf_lines`` one ``path. : value`` line per leaf and a
+            ``#=== n ===#`` separator per row.
+        input_escape: with ``csv_quote_escape_from_input``, QuoteFields ALWAYS escapes a quote,
+            and this character itself, with this character: the CSV reader's escape character
+            (the input's ``QuoteEscapeCharacter``, a backslash by default), not the output's
+            (Ceph: rgw_s3select.cc passes the input's to s3select's ``std::quoted``).
         rows_keep_their_width: CSV output leaves out each row's trailing NULL fields. For
             ``SELECT *`` over CSV text read with empty fields kept as '' (AWS's rules; Ceph's
             for this statement, ``Translation.keeps_empty_fields``), where only a field the
@@ -445,13 +439,14 @@ class RecordWriter:
             return it ("as-is") rather than padded to the widest record.
 
     Raises:
-        InvalidRequestError: unknown flavour, both/neither of CSV and JSON, empty
-            delimiters, or an unknown ``QuoteFields``.
+        InvalidRequestError: both/neither of CSV and JSON, empty delimiters, or an unknown
+            ``QuoteFields``.
 
     Example:
         >>> import pyarrow as pa
-        >>> w = RecordWriter(None, flavor="ceph", output_names=["_1"], output_is_json=[False],
-        ...                  is_aggregate=False)
+        >>> from select_dialect.flavors import CEPH_PRINTING
+        >>> w = RecordWriter(None, printing=CEPH_PRINTING, output_names=["_1"],
+        ...                  output_is_json=[False], is_aggregate=False)
         >>> w.write(pa.record_batch({"c0": pa.array([1, None])}))
         b'1\\nnull\\n'
     """
@@ -460,28 +455,26 @@ class RecordWriter:
         self,
         output_serialization: Mapping[str, Any] | None,
         *,
-        flavor: str,
+        printing: PrintingRules,
         output_names: Sequence[str],
         output_is_json: Sequence[bool],
         is_aggregate: bool,
         row_as_record: bool = False,
         rows_keep_their_width: bool = False,
-        ceph_escape: str = "\\",
+        input_escape: str = "\\",
     ) -> None:
-        if flavor not in _FLAVOURS:
-            raise InvalidRequestError(f"unknown flavour {flavor!r}")
         serialization = dict(output_serialization or {"CSV": {}})
         kinds = [k for k in ("CSV", "JSON") if k in serialization]
         if len(kinds) != 1:
             raise InvalidRequestError("OutputSerialization must have exactly one of CSV, JSON")
-        self._style = _Style(ceph=flavor == "ceph")
+        self._printing = printing
         self._json = kinds[0] == "JSON"
         settings: Mapping[str, str] = serialization[kinds[0]] or {}
         self._record_delimiter = _option(settings, "RecordDelimiter", "\n")
         self._field_delimiter = _option(settings, "FieldDelimiter", ",")
         self._quote = _option(settings, "QuoteCharacter", '"')
         self._escape = _option(settings, "QuoteEscapeCharacter", '"')
-        self._ceph_escape = ceph_escape
+        self._input_escape = input_escape
         quote_fields = _option(settings, "QuoteFields", "ASNEEDED").upper()
         if quote_fields not in _QUOTE_FIELDS:
             raise InvalidRequestError(
@@ -490,8 +483,9 @@ class RecordWriter:
         self._always_quote = quote_fields == "ALWAYS"
         self._names = list(output_names)
         self._is_json = list(output_is_json)
-        # Ceph's one aggregate row in CSV has no record delimiter after it.
-        self._separate_only = is_aggregate and self._style.ceph and not self._json
+        # the one aggregate row in CSV without a record delimiter after it
+        self._separate_only = (is_aggregate and not printing.aggregate_row_delimited
+                               and not self._json)
         self._rows_written = 0
         self._row_as_record = row_as_record
         self._rows_keep_their_width = rows_keep_their_width and not self._json
@@ -521,9 +515,9 @@ class RecordWriter:
 
     def _record_rows(self, column: pa.Array) -> pa.Array:
         text = column.cast(pa.string())
-        if self._style.ceph:
+        if self._printing.json_rows_as_leaf_lines:
             first = self._rows_written
-            return pa.array([_ceph_leaf_lines(v, first + i) for i, v in enumerate(text.to_pylist())],
+            return pa.array([_leaf_lines(v, first + i) for i, v in enumerate(text.to_pylist())],
                             pa.string())
         if self._json:
             n = len(text)
@@ -537,7 +531,7 @@ class RecordWriter:
         n = len(text)
         if not columns:
             return pa.repeat(pa.scalar("", pa.string()), n)
-        quoted = [self._csv_field(c.fill_null(self._style.csv_null), n) for c in columns]
+        quoted = [self._csv_field(c.fill_null(self._printing.csv_null), n) for c in columns]
         joined = pc.binary_join_element_wise(*quoted, _lit(self._field_delimiter, n))
         # a row with fewer fields than the widest one keeps only its own fields
         return pa.array([self._field_delimiter.join(q[: len(f)]) if len(f) < width else j
@@ -552,10 +546,10 @@ class RecordWriter:
         fields = []
         for i, column in enumerate(batch.columns):
             if self._column_is_json(i):
-                values = _json_scalar_values(column, self._style)
+                values = _json_scalar_values(column, self._printing)
             else:
-                values = _column_text(column, self._style).values
-            fields.append(self._csv_field(values.fill_null(self._style.csv_null), n))
+                values = _column_text(column, self._printing).values
+            fields.append(self._csv_field(values.fill_null(self._printing.csv_null), n))
         if not fields:
             return pa.repeat(pa.scalar("", pa.string()), n)
         if self._rows_keep_their_width:
@@ -579,7 +573,7 @@ class RecordWriter:
     def _csv_field(self, values: pa.Array, n: int) -> pa.Array:
         if self._always_quote:
             return self._quoted(values, n)
-        if self._style.ceph:
+        if not self._printing.csv_quote_as_needed:
             return values
         needs = None
         for token in {self._field_delimiter, self._quote, self._record_delimiter, "\n", "\r"}:
@@ -590,8 +584,9 @@ class RecordWriter:
         return pc.if_else(needs, self._quoted(values, n), values)
 
     def _quoted(self, values: pa.Array, n: int) -> pa.Array:
-        if self._style.ceph:  # std::quoted: the escape character escapes itself and the quote
-            escape = self._ceph_escape
+        if self._printing.csv_quote_escape_from_input:
+            # std::quoted: the escape character escapes itself and the quote
+            escape = self._input_escape
             if escape != self._quote:
                 values = pc.replace_substring(values, escape, escape + escape)
         else:
@@ -620,11 +615,11 @@ class RecordWriter:
     def _json_value(self, i: int, column: pa.Array) -> pa.Array:
         """JSON text of one column; NULL means "leave the key out" (AWS MISSING)."""
         if self._column_is_json(i):
-            if self._style.ceph:
-                return _json_scalar_values(column, self._style).fill_null("null")
+            if self._printing.plain_json_values:
+                return _json_scalar_values(column, self._printing).fill_null("null")
             return column.cast(pa.string())  # raw JSON; SQL NULL = MISSING -> key dropped
-        text = _column_text(column, self._style)
-        if self._style.ceph or not text.json_string:
+        text = _column_text(column, self._printing)
+        if self._printing.plain_json_values or not text.json_string:
             return text.values.fill_null("null")
         return quote_strings(text.values).fill_null("null")
 
@@ -658,8 +653,8 @@ def _record_fields(text: str | None) -> list[str]:
     return [_scalar_text(value)]
 
 
-def _ceph_leaf_lines(text: str | None, row: int) -> str:
-    """Ceph's ``select *`` on JSON: ``path. : value`` per leaf (first occurrence of each path,
+def _leaf_lines(text: str | None, row: int) -> str:
+    """``select *`` on JSON as Ceph prints it: ``path. : value`` per leaf (first occurrence of each path,
     arrays see-through), then ``#=== row ===#``."""
     leaves: dict[str, str] = {}
     if text is not None:

@@ -201,22 +201,45 @@ def iter_range_bytes(
         >>> b"".join(iter_range_bytes(io.BytesIO(b"ab\\ncd\\nef\\n"), b"\\n", 1, 4))
         b'cd\\n'
     """
+    span = record_span(source, record_delimiter, start, stop, quote=quote,
+                       block_size=block_size)
+    if span is not None:
+        yield from iter_span_bytes(source, *span, block_size=block_size)
+
+
+def record_span(
+    source: BinaryIO,
+    record_delimiter: bytes,
+    start: int,
+    stop: int,
+    *,
+    quote: bytes | None = None,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+) -> tuple[int, int | None] | None:
+    """``(first, after)``: the bytes of the records whose first byte lies in ``[start,
+    stop)`` are ``[first, after)`` (``after`` None: to the end of the object); None when no
+    record starts in the range. Arguments as :func:`iter_range_bytes`.
+
+    Example:
+        >>> import io
+        >>> record_span(io.BytesIO(b"ab\\ncd\\nef\\n"), b"\\n", 1, 4)
+        (3, 6)
+    """
     if not record_delimiter:
         raise ValueError("record delimiter must not be empty")
     if stop <= start:
-        return
+        return None
     end = stop - 1  # the last byte of the range
     if quote:
-        first, next_start = _quoted_span(source, record_delimiter, quote, start, end, block_size)
+        first, after = _quoted_span(source, record_delimiter, quote, start, end, block_size)
     else:
-        found = _find_plain_start(source, record_delimiter, start, block_size)
-        if found is None or found > end:
-            return
-        first = found
-        next_start = _find_plain_stop(source, record_delimiter, end, block_size)
+        first = _find_plain_start(source, record_delimiter, start, block_size)
+        if first is None or first > end:
+            return None
+        after = _find_plain_stop(source, record_delimiter, end, block_size)
     if first is None or first > end:
-        return
-    yield from _read_span(source, first, next_start, block_size)
+        return None
+    return first, after
 
 
 def _find_plain_stop(source: BinaryIO, delimiter: bytes, end: int, block: int) -> int | None:
@@ -236,7 +259,11 @@ def _quoted_span(
     return first, None
 
 
-def _read_span(source: BinaryIO, first: int, stop: int | None, block: int) -> Iterator[bytes]:
+def iter_span_bytes(source: BinaryIO, first: int, stop: int | None, *,
+                    block_size: int = DEFAULT_BLOCK_SIZE) -> Iterator[bytes]:
+    """The bytes ``[first, stop)`` of ``source`` (``stop`` None: to its end) in blocks of at
+    most ``block_size`` bytes."""
+    block = block_size
     source.seek(first)
     remaining = None if stop is None else stop - first
     while remaining is None or remaining > 0:

@@ -27,17 +27,20 @@ from typing import Any
 
 from flight_storage.execution.plan_types import InputSpec
 from flight_storage.formats.compression import open_decompressed
-from flight_storage.formats.csv_input import CsvInputOptions
+from flight_storage.formats.csv_options import CsvInputOptions
 from flight_storage.formats.csv_sniff import SniffedTable, TableReading, read_sample, sniff_csv
 from flight_storage.formats.typed_columns import TypedColumns
 from flight_storage.storage.catalog import TableConfig
 from flight_storage.storage.sources import ObjectSource, version_key
 from flight_storage.storage.version_cache import VersionCache
-from select_dialect.flavors import STANDARD
+from select_dialect.flavors import FLAVORS, STANDARD
 
 log = logging.getLogger(__name__)
 
 _HEADER_INFO = {"USE": True, "IGNORE": True, "NONE": False}
+_SAMPLE_READING = FLAVORS[STANDARD].reading
+"""The reading rules a sample is sniffed under: the standard surface's, whose statements read
+sniffed tables (``Flavor.sniffs_csv_tables``)."""
 
 
 class TableSniffer:
@@ -58,8 +61,8 @@ class TableSniffer:
         return self._cache.computed
 
     def applies(self, flavor: str) -> bool:
-        """Whether statements in ``flavor`` read sniffed tables."""
-        return self.reading.sniff and flavor == STANDARD
+        """Whether statements in ``flavor`` read sniffed tables (``Flavor.sniffs_csv_tables``)."""
+        return self.reading.sniff and FLAVORS[flavor].sniffs_csv_tables
 
     def typed_spec(self, source: ObjectSource, spec: InputSpec, entry: TableConfig | None,
                    overrides: Mapping[str, Any] | None) -> InputSpec:
@@ -96,7 +99,7 @@ class TableSniffer:
     def sniffed(self, source: ObjectSource, spec: InputSpec, header: bool | None
                 ) -> SniffedTable:
         """What ``source``'s sample says under ``spec``'s options (cached per version)."""
-        options = CsvInputOptions.from_request(spec.options, STANDARD)
+        options = CsvInputOptions.from_request(spec.options, _SAMPLE_READING)
 
         def compute() -> SniffedTable:
             with source.open() as raw, open_decompressed(raw, spec.compression) as stream:

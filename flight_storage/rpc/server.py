@@ -374,7 +374,8 @@ class StorageServer(flight.FlightServerBase):
         # what served the plan, for operators and benchmarks (clients may ignore it), and
         # the cores it computes on (the Spark source packs endpoints into a task per core)
         about: dict[str, Any] = {"reader": plan.reader, "endpoints": len(endpoints),
-                                 "cores": self.engine.config.parallelism}
+                                 "cores": self.engine.config.parallelism,
+                                 "limit_counts_input": plan.limit_counts_input}
         if self.cluster is not None:
             # the rows are the union of the endpoints' rows: a cluster may join such plans
             t = plan.translation

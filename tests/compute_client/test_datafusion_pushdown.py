@@ -8,6 +8,7 @@ answers over the same files.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
@@ -19,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.flight as flight
 import pytest
 from datafusion import SessionContext
 
@@ -29,6 +31,7 @@ from compute_client.datafusion_source import (
     register_flight_table,
     scan_fetches,
 )
+from tests.compute_client.replica_proxy import ReplicaProxy
 from tests.conftest import ServerProcess
 
 # ------------------------------------------------------------------ DataFusion internals
@@ -275,3 +278,51 @@ def test_a_local_residual_prints_nothing_on_stderr(typed_server: ServerProcess) 
     assert done.returncode == 0, done.stderr
     assert int(done.stdout) > 0
     assert "aligned" not in done.stderr, done.stderr
+
+
+class _LimitFactProxy(ReplicaProxy):
+    """The server's plans with its ``limit_counts_input`` fact replaced (None: left out, as a
+    server from before the fact was sent)."""
+
+    def __init__(self, upstream: str, says: bool | None) -> None:
+        super().__init__(upstream, [[upstream]])
+        self._says = says
+
+    def get_flight_info(self, context: flight.ServerCallContext,
+                        descriptor: flight.FlightDescriptor) -> flight.FlightInfo:
+        info = super().get_flight_info(context, descriptor)
+        about = json.loads(info.app_metadata or b"{}")
+        about.pop("limit_counts_input", None)
+        if self._says is not None:
+            about["limit_counts_input"] = self._says
+        return flight.FlightInfo(info.schema, info.descriptor, list(info.endpoints),
+                                 info.total_records, info.total_bytes,
+                                 app_metadata=json.dumps(about).encode())
+
+
+@pytest.mark.parametrize(("says", "pushed"), [(None, None), (True, None), (False, 2)])
+def test_the_limit_rule_is_the_servers_fact_not_the_flavours_name(
+        typed_server: ServerProcess, says: bool | None, pushed: int | None) -> None:
+    # The standard flavour's LIMIT counts result rows, and the server says so: the client
+    # pushes a LIMIT beside a WHERE. What decides is the fact in the FlightInfo: a server that
+    # says LIMIT counts scanned records, or says nothing (an older server), gets no LIMIT
+    # beside a WHERE, and the answer is right either way.
+    proxy = _LimitFactProxy(typed_server.location, says)
+    try:
+        ctx = SessionContext()
+        table = register_flight_table(ctx, "s", f"grpc://127.0.0.1:{proxy.port}",
+                                      "t/typed.parquet")
+        assert table.limit_counts_input is (says is not False)
+        got = collect(ctx, "SELECT id FROM s WHERE i > 9 LIMIT 2", {"s": table})
+        assert got.num_rows == 2 and table.last_scan is not None
+        assert table.last_scan.limit == pushed
+    finally:
+        proxy.shutdown()
+
+
+def test_the_server_says_whether_limit_counts_input(typed_server: ServerProcess) -> None:
+    ctx = SessionContext()
+    ceph = register_flight_table(ctx, "t", typed_server.location, "t/typed.parquet",
+                                 flavor="ceph")
+    standard = register_flight_table(ctx, "s", typed_server.location, "t/typed.parquet")
+    assert ceph.limit_counts_input and not standard.limit_counts_input

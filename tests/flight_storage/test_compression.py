@@ -14,7 +14,9 @@ import zstandard
 
 from flight_storage.errors import InputFormatError
 from flight_storage.formats.compression import OUTPUT_BOUND, open_decompressed
-from flight_storage.formats.csv_input import CsvInputOptions, iter_csv_batches
+from flight_storage.formats.csv_input import iter_csv_batches
+from flight_storage.formats.csv_options import CsvInputOptions
+from select_dialect.flavors import FLAVORS
 
 COMPRESSORS: dict[str, Callable[[bytes], bytes]] = {
     "GZIP": gzip.compress,
@@ -83,7 +85,7 @@ def test_bzip2_csv_counts_four_records() -> None:
     # moto test_bzipped_csv_to_csv: 'a,b,c\ne,r,f\ny,u,i\nq,w,y' compressed with BZIP2
     raw = bz2.compress(b"a,b,c\ne,r,f\ny,u,i\nq,w,y")
     stream = open_decompressed(io.BytesIO(raw), "BZIP2")
-    options = CsvInputOptions.from_request({}, "aws")
+    options = CsvInputOptions.from_request({}, FLAVORS["aws"].reading)
     rows = sum(b.num_rows for b in iter_csv_batches(stream, options, num_columns=None))
     assert rows == 4
 

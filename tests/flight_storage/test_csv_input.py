@@ -13,8 +13,10 @@ from hypothesis import strategies as st
 
 from flight_storage.errors import InputFormatError, InvalidRequestError
 from flight_storage.execution.select_local import run_select
-from flight_storage.formats.csv_input import CsvInputOptions, iter_csv_batches, read_csv_header
+from flight_storage.formats.csv_input import iter_csv_batches, read_csv_header
+from flight_storage.formats.csv_options import CsvInputOptions
 from flight_storage.formats.output import RecordWriter
+from select_dialect.flavors import FLAVORS
 
 Row = list[str | None]
 
@@ -29,7 +31,7 @@ def _rows(
     byte_range: tuple[int, int] | None = None,
     block_size: int = 4 << 20,
 ) -> list[Row]:
-    options = CsvInputOptions.from_request(csv or {}, flavor, **(opts or {}))
+    options = CsvInputOptions.from_request(csv or {}, FLAVORS[flavor].reading, **(opts or {}))
     out: list[Row] = []
     batches = iter_csv_batches(
         io.BytesIO(data),
@@ -166,7 +168,7 @@ def test_aws_empty_field_is_empty_string_and_header_use() -> None:
         ["1", "2010-01-01T", "7867786", "4565.908123", "a text, with comma"],
         ["2", "2017-01-02T03:04Z", "-5", " 0.765111", ""],
     ]
-    header = read_csv_header(io.BytesIO(MINIO_CSV), CsvInputOptions.from_request({}, "aws"))
+    header = read_csv_header(io.BytesIO(MINIO_CSV), CsvInputOptions.from_request({}, FLAVORS["aws"].reading))
     assert header == ["id", "time", "num", "num2", "text"]
 
 
@@ -200,7 +202,7 @@ MINIO_FILES = [
 @pytest.mark.parametrize(("name", "body", "expected"), MINIO_FILES, ids=[f[0] for f in MINIO_FILES])
 def test_minio_lazy_quote_files_round_trip(name: str, body: bytes, expected: bytes) -> None:
     data = b"header1,header2,header3\r\n" + body
-    options = CsvInputOptions.from_request(MINIO_LAZY, "aws")
+    options = CsvInputOptions.from_request(MINIO_LAZY, FLAVORS["aws"].reading)
     assert read_csv_header(io.BytesIO(data), options) == ["header1", "header2", "header3"]
     out = b""
     for batch in iter_csv_batches(io.BytesIO(data), options, num_columns=None):
@@ -209,7 +211,7 @@ def test_minio_lazy_quote_files_round_trip(name: str, body: bytes, expected: byt
             fields = [v for v in row.values() if v is not None]
             single = pa.record_batch({f"c{i}": pa.array([v]) for i, v in enumerate(fields)})
             writer = RecordWriter(
-                {"CSV": {}}, flavor="aws", output_names=list(single.schema.names),
+                {"CSV": {}}, printing=FLAVORS["aws"].printing, output_names=list(single.schema.names),
                 output_is_json=[False] * len(fields), is_aggregate=False,
             )  # fmt: skip
             out += writer.write(single)
@@ -303,7 +305,7 @@ def test_invalid_utf8_reports_offset() -> None:
     "data", [b"a,b\n" + b"x" * 300 + b"\nc\n", b'a,"b"\n' + b"x" * 300 + b"\nc\n"]
 )
 def test_record_over_max_size(data: bytes) -> None:
-    options = CsvInputOptions.from_request({}, "ceph", max_record_size=100)
+    options = CsvInputOptions.from_request({}, FLAVORS["ceph"].reading, max_record_size=100)
     with pytest.raises(InputFormatError) as info:
         list(iter_csv_batches(io.BytesIO(data), options, num_columns=None, block_size=64))
     assert info.value.code == "OverMaxRecordSize"
@@ -311,7 +313,7 @@ def test_record_over_max_size(data: bytes) -> None:
 
 
 def test_record_over_max_size_in_one_block() -> None:
-    options = CsvInputOptions.from_request({}, "aws", max_record_size=100)
+    options = CsvInputOptions.from_request({}, FLAVORS["aws"].reading, max_record_size=100)
     data = b"a,b\n" * 50 + b"y" * 200 + b"\n" + b"c,d\n" * 50
     with pytest.raises(InputFormatError) as info:
         list(iter_csv_batches(io.BytesIO(data), options, num_columns=None))
@@ -325,12 +327,12 @@ def test_record_over_max_size_in_one_block() -> None:
 )
 def test_bad_options(csv: dict[str, str]) -> None:
     with pytest.raises(InvalidRequestError):
-        CsvInputOptions.from_request(csv, "ceph")
+        CsvInputOptions.from_request(csv, FLAVORS["ceph"].reading)
 
 
 def test_flavour_defaults() -> None:
-    ceph = CsvInputOptions.from_request(None, "ceph")
-    aws = CsvInputOptions.from_request(None, "aws")
+    ceph = CsvInputOptions.from_request(None, FLAVORS["ceph"].reading)
+    aws = CsvInputOptions.from_request(None, FLAVORS["aws"].reading)
     assert (ceph.escape, ceph.quote, ceph.field_delimiter, ceph.record_delimiter) == (
         "\\",
         '"',
@@ -338,8 +340,6 @@ def test_flavour_defaults() -> None:
         "\n",
     )
     assert (aws.escape, aws.quote) == ('"', '"')
-    with pytest.raises(InvalidRequestError):
-        CsvInputOptions.from_request(None, "oracle")
 
 
 # ----------------------------------------------------------------- differential property tests

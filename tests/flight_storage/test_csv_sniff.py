@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 
 from flight_storage.errors import InvalidRequestError
-from flight_storage.formats.csv_input import CsvInputOptions
+from flight_storage.formats.csv_options import CsvInputOptions
 from flight_storage.formats.csv_sniff import TableReading, read_sample, sniff_csv
 from flight_storage.request.sniffing import TableSniffer
 from flight_storage.request.tables import resolve_table
+from select_dialect.flavors import FLAVORS
 from tests.flight_storage.test_server_support import write_bucket
 
-STANDARD = CsvInputOptions.from_request({}, "standard")
+STANDARD = CsvInputOptions.from_request({}, FLAVORS["standard"].reading)
 
 
 @pytest.mark.parametrize(("sample", "header", "names", "types"), [
@@ -80,7 +81,7 @@ def test_what_cannot_be_sniffed_says_why(sample: bytes, reason: str) -> None:
 
 
 def test_cephs_rules_are_not_sniffed() -> None:
-    assert "Ceph" in sniff_csv(b"id\n1\n", CsvInputOptions.from_request({}, "ceph")).reason
+    assert "Ceph" in sniff_csv(b"id\n1\n", CsvInputOptions.from_request({}, FLAVORS["ceph"].reading)).reason
 
 
 def test_a_configured_header_wins() -> None:

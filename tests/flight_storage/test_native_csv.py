@@ -16,17 +16,19 @@ from typing import Any
 
 import pytest
 import zstandard
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from flight_storage.errors import StorageError
 from flight_storage.execution.engine import EngineConfig, InputSpec, SelectEngine
 from flight_storage.execution.native_csv import native_ranges
 from flight_storage.formats.csv_guard import survey_csv
-from flight_storage.formats.csv_input import CsvInputOptions
+from flight_storage.formats.csv_options import CsvInputOptions
 from flight_storage.formats.typed_columns import TypedColumns
 from flight_storage.storage.sources import FileSource
 from select_dialect.errors import SelectDialectError
+from select_dialect.flavors import FLAVORS
+from tests.flight_storage.csv_corpus import ANY_BYTES, LINE
 
 QUERIES = (
     "select * from s3object",
@@ -192,17 +194,17 @@ def test_ranges_past_the_cores_fill_whole_waves(
     assert values == [f"{i:06d}" for i in range(ranges_by_size * 100)]
 
 
-_FIELD = st.text(alphabet="ab é,", max_size=4).map(lambda s: s.replace(",", ""))
-_QUOTED = st.tuples(_FIELD, st.sampled_from([",", '""', ',""'])).map(
-    lambda t: f'"{t[0]}{t[1]}{t[0]}"')
-_LINE = st.lists(st.one_of(_FIELD, _QUOTED), min_size=1, max_size=4).map(",".join)
 
 
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(lines=st.lists(_LINE.filter(bool), min_size=1, max_size=60),
+@given(lines=st.lists(LINE.filter(bool), min_size=1, max_size=60),
        crlf=st.booleans(), partition_bytes=st.integers(16, 200),
        flavor=st.sampled_from(["ceph", "aws"]), query=st.sampled_from(QUERIES[:2] + QUERIES[3:4]))
+# a range whose first line has a delimiter inside quotes: the reference reader's Arrow path
+# was asked for a column the line does not have (ArrowKeyError, ProcessingTimeError)
+@example(lines=['aaaa,","', '",",","'], crlf=False, partition_bytes=16, flavor="ceph",
+         query="select _1, _3 from s3object")
 def test_native_endpoints_give_every_record_once_in_order(
     tmp_path: Path, lines: list[str], crlf: bool, partition_bytes: int, flavor: str, query: str
 ) -> None:
@@ -214,17 +216,15 @@ def test_native_endpoints_give_every_record_once_in_order(
         _, reference_rows = _run(path, query, flavor, "NONE", native=False,
                                  partition_bytes=partition_bytes, partitions=partitions)
         assert native_rows == reference_rows
-    survey = survey_csv([path.read_bytes()], CsvInputOptions.from_request({}, flavor))
+    survey = survey_csv([path.read_bytes()], CsvInputOptions.from_request({}, FLAVORS[flavor].reading))
     assert survey.native  # the alphabet holds nothing the survey refuses
 
 
-_ANY_BYTES = st.lists(st.sampled_from([b"a", b",", b'"', b"\n", b"\r", b"\\", b"#", b"\xc3\xa9",
-                                       b"\xff", b" "]), max_size=80).map(b"".join)
 
 
 @settings(max_examples=150, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=_ANY_BYTES, flavor=st.sampled_from(["ceph", "aws"]),
+@given(data=ANY_BYTES, flavor=st.sampled_from(["ceph", "aws"]),
        header=st.sampled_from(["NONE", "IGNORE"]), query=st.sampled_from(QUERIES))
 def test_any_bytes_read_the_same_whichever_reader(tmp_path: Path, data: bytes, flavor: str,
                                                   header: str, query: str) -> None:
@@ -259,7 +259,7 @@ _CODECS: dict[str, Callable[[bytes], bytes]] = {
 
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=_ANY_BYTES, cut=st.integers(0, 80), codec=st.sampled_from(sorted(_CODECS)),
+@given(data=ANY_BYTES, cut=st.integers(0, 80), codec=st.sampled_from(sorted(_CODECS)),
        flavor=st.sampled_from(["ceph", "aws"]), query=st.sampled_from(QUERIES))
 def test_compressed_objects_read_the_same_whichever_reader(
     tmp_path: Path, data: bytes, cut: int, codec: str, flavor: str, query: str
@@ -271,7 +271,7 @@ def test_compressed_objects_read_the_same_whichever_reader(
     results = [_run(path, query, flavor, "NONE", native=native, compression=codec)
                for native in (True, False)]
     assert results[0][1] == results[1][1]
-    survey = survey_csv([data], CsvInputOptions.from_request({}, flavor))
+    survey = survey_csv([data], CsvInputOptions.from_request({}, FLAVORS[flavor].reading))
     # aws: a column some records lack stays on the reference reader (empty vs missing)
     eligible = survey.native and (flavor == "ceph" or survey.min_fields == survey.max_fields)
     if eligible and results[0][0] != "error":

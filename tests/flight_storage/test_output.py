@@ -23,6 +23,7 @@ from flight_storage.formats.values import (
     ZONE_OFFSET,
     ZONE_Z,
 )
+from select_dialect.flavors import FLAVORS
 
 
 def _write(
@@ -38,7 +39,7 @@ def _write(
     batch = pa.record_batch({f"c{i}": c for i, c in enumerate(columns)})
     writer = RecordWriter(
         serialization,
-        flavor=flavor,
+        printing=FLAVORS[flavor].printing,
         output_names=list(names or [f"_{i + 1}" for i in range(len(columns))]),
         output_is_json=list(is_json or [False] * len(columns)),
         is_aggregate=aggregate,
@@ -315,7 +316,7 @@ def test_ceph_aggregate_over_several_batches_separates_rows() -> None:
 
 def test_default_output_is_csv_and_empty_batch() -> None:
     writer = RecordWriter(
-        None, flavor="aws", output_names=["a"], output_is_json=[False], is_aggregate=False
+        None, printing=FLAVORS["aws"].printing, output_names=["a"], output_is_json=[False], is_aggregate=False
     )
     assert writer.write(pa.record_batch({"c0": pa.array([], pa.int64())})) == b""
     assert writer.write(pa.record_batch({"c0": pa.array([7])})) == b"7\n"
@@ -336,12 +337,12 @@ def test_large_batch_matches_row_by_row() -> None:
 def test_bad_output_serialization(serialization: dict[str, Any]) -> None:
     with pytest.raises(InvalidRequestError):
         RecordWriter(
-            serialization, flavor="aws", output_names=[], output_is_json=[], is_aggregate=False
+            serialization, printing=FLAVORS["aws"].printing, output_names=[], output_is_json=[], is_aggregate=False
         )
 
 
 def _record_writer(output: dict | None, flavor: str) -> RecordWriter:
-    return RecordWriter(output, flavor=flavor, output_names=["_1"], output_is_json=[True],
+    return RecordWriter(output, printing=FLAVORS[flavor].printing, output_names=["_1"], output_is_json=[True],
                         is_aggregate=False, row_as_record=True)
 
 

@@ -92,7 +92,7 @@ def test_extracted_year_compares_with_any_number(flavor: str) -> None:
     "JSON numbers reach arithmetic as doubles (s3_json_to_double), so a JSON integer divides "
     "as a float; per row typing of JSON values is not implemented, and it needs the reader to "
     "keep a number's written type first: it stores 3.0 and 1E2 as the integers 3 and 100 "
-    "(json_input._parse_float), so a row-typed division would turn 3.0 / 2 into 1 (issue #13)"))
+    "(json_values.parse_float), so a row-typed division would turn 3.0 / 2 into 1 (issue #13)"))
 def test_json_integers_divide_as_integers(flavor: str) -> None:
     """AWS reference, "Arithmetic operators" / README: ``1 / 2`` is 0 for integers; the JSON
     number 7 is an integer."""

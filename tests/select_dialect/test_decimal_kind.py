@@ -19,7 +19,7 @@ import pytest
 
 from flight_storage.execution.udfs import register_udfs
 from select_dialect import translate
-from select_dialect.lowering import (
+from select_dialect.kinds import (
     AGGREGATE_KINDS,
     DECIMAL,
     FLOAT,
@@ -28,8 +28,8 @@ from select_dialect.lowering import (
     NUMERIC,
     Column,
     Kind,
-    exact_decimal_literal,
 )
+from select_dialect.sql_nodes import exact_decimal_literal
 
 _PRICES = [Decimal("1.50"), Decimal("2.25"), Decimal("10.05"), Decimal("-3.01"), None]
 _COLUMNS = [Column("p", "decimal(10,2)"), Column("i", "int64"), Column("f", "float64"),
@@ -193,16 +193,19 @@ def test_exact_decimal_literal(text: str, sql: str) -> None:
     from sqlglot import exp
 
     literal = exact_decimal_literal(exp.Literal.number(text))
-    assert literal is not None and literal.sql() == sql
+    assert literal is not None
+    assert literal.sql() == sql
     negated = exact_decimal_literal(exp.Neg(this=exp.Literal.number(text)))
-    assert negated is not None and negated.sql() == sql.replace("'", "'-", 1)
+    assert negated is not None
+    assert negated.sql() == sql.replace("'", "'-", 1)
 
 
 def test_exact_decimal_literal_of_zero_and_none_past_38_digits_or_for_text() -> None:
     from sqlglot import exp
 
     zero = exact_decimal_literal(exp.Neg(this=exp.Literal.number("0")))
-    assert zero is not None and zero.sql() == "CAST('0' AS DECIMAL(1, 0))"
+    assert zero is not None
+    assert zero.sql() == "CAST('0' AS DECIMAL(1, 0))"
     assert exact_decimal_literal(exp.Literal.number("1" * 39)) is None
     assert exact_decimal_literal(exp.Literal.string("1.5")) is None
 

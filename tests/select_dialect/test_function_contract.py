@@ -46,8 +46,8 @@ def test_every_listed_function_reaches_its_lowering(name: str) -> None:
     # Wrong arity or argument types may be refused, but never as an unknown function.
     try:
         translate(f"select {name.lower()}(_1) from s3object", input_format="csv")
-    except UnsupportedFeatureError as error:
-        assert "unsupported function" not in error.message
+    except UnsupportedFeatureError as error:  # either outcome may be right: not this one
+        assert "unsupported function" not in error.message  # noqa: PT017
     except SelectDialectError:
         pass
 

@@ -36,13 +36,15 @@ def test_caret_is_power_and_double_equal_is_equality() -> None:
 
 def test_is_missing_and_escape_with_any_expression() -> None:
     where = parse("select * from stdin where a is not missing and b like 'x' escape lower('#')").args["where"].this
-    assert isinstance(where.this, exp.Not) and isinstance(where.this.this.expression, Missing)
+    assert isinstance(where.this, exp.Not)
+    assert isinstance(where.this.this.expression, Missing)
     assert isinstance(where.expression, exp.Escape)
 
 
 def test_ceph_not_negates_a_conjunction() -> None:
     where = parse("select 1 from stdin where not (1>2) and (3<1)", "ceph").args["where"].this
-    assert isinstance(where, exp.Not) and isinstance(where.this, exp.And)
+    assert isinstance(where, exp.Not)
+    assert isinstance(where.this, exp.And)
     aws = parse("select 1 from stdin where not (1>2) and (3<1)", "aws").args["where"].this
     assert isinstance(aws, exp.And)
 
@@ -57,7 +59,8 @@ def test_ceph_leading_not_negates_the_whole_or_chain(sql: str) -> None:
     statement = parse(sql, "ceph")
     node = statement.args["where"].this if statement.args.get("where") else (
         statement.expressions[0])
-    assert isinstance(node, exp.Not) and isinstance(node.this, exp.Or)
+    assert isinstance(node, exp.Not)
+    assert isinstance(node.this, exp.Or)
     aws = parse(sql, "aws")
     aws_node = aws.args["where"].this if aws.args.get("where") else aws.expressions[0]
     assert isinstance(aws_node, exp.Or)  # standard SQL: NOT binds tighter than AND and OR
@@ -71,7 +74,8 @@ def test_syntax_error_carries_position_and_text(flavor: str, code: str) -> None:
     assert (error.line, error.column) == (1, 54)
     assert error.offending == "like"
     assert error.code == code  # RGW reports every syntax error as UnsupportedSyntax
-    assert "line 1, column 54" in error.message and "'like'" in error.message
+    assert "line 1, column 54" in error.message
+    assert "'like'" in error.message
     assert error.to_dict()["offending"] == "like"
 
 
@@ -79,7 +83,8 @@ def test_multi_line_syntax_error_line() -> None:
     with pytest.raises(QuerySyntaxError) as info:
         parse("select _1\nfrom s3object\nwhere _1 = = 2")
     assert info.value.line == 3
-    assert info.value.column is not None and info.value.offending
+    assert info.value.column is not None
+    assert info.value.offending
 
 
 def test_add_and_version_are_ceph_functions() -> None:

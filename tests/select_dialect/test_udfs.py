@@ -50,7 +50,7 @@ def one(sql: str, **options: Any) -> Any:
 
 
 def error_of(sql: str, **options: Any) -> tuple[str, str]:
-    with pytest.raises(Exception) as info:
+    with pytest.raises(Exception) as info:  # noqa: PT011 - DataFusion raises a bare Exception
         run(sql, **options)
     parsed = parse_processing_error(str(info.value))
     assert parsed is not None, str(info.value)
@@ -308,7 +308,8 @@ def test_json_equal_is_structural() -> None:
 def test_json_quote_escapes() -> None:
     values = pa.array(['a"b\\c', "x\ny\t", "é", None])
     out = kernels.json_quote(values).to_pylist()
-    assert out[:3] == ['"a\\"b\\\\c"', '"x\\ny\\t"', '"é"'] and out[3] is None
+    assert out[:3] == ['"a\\"b\\\\c"', '"x\\ny\\t"', '"é"']
+    assert out[3] is None
     assert [json.loads(v) for v in out[:3]] == values.to_pylist()[:3]
 
 
@@ -336,7 +337,8 @@ def test_compact_timestamp_extract_year() -> None:
 def test_utcnow_is_written_in_utc_per_flavor() -> None:
     ceph = run("select utcnow() from s3object")[0][0]
     aws = run("select utcnow() from s3object", flavor="aws")[0][0]
-    assert ceph.endswith("+00:00") and aws.endswith("Z")
+    assert ceph.endswith("+00:00")
+    assert aws.endswith("Z")
 
 
 def test_add_and_version_run() -> None:

@@ -34,6 +34,7 @@ from flight_storage.execution.session import new_session
 from flight_storage.execution.streaming_dataset import ScanFunction, generic_scan
 from flight_storage.formats import csv_input
 from flight_storage.formats.csv_guard import CsvSurvey, options_reason
+from flight_storage.formats.csv_options import CsvInputOptions
 from flight_storage.formats.scan_range import scan_bounds
 from flight_storage.formats.typed_columns import BAD_VALUES_NULL, TypedColumns, cast_or_null
 from flight_storage.protocol import Partition
@@ -44,6 +45,7 @@ from flight_storage.storage.sources import (
     version_key,
 )
 from select_dialect import Column, Translation
+from select_dialect.flavors import FLAVORS
 
 if TYPE_CHECKING:
     from flight_storage.execution.engine import SelectEngine
@@ -51,12 +53,12 @@ if TYPE_CHECKING:
 
 
 def csv_options(engine: SelectEngine, input: InputSpec, flavor: str,
-                translation: Translation | None = None) -> csv_input.CsvInputOptions:
-    """The CSV reading rules of ``flavor`` (``standard`` reads as AWS, and refuses a quote
-    that never closes), an empty field kept as ``''`` where the translation reads it as NULL
+                translation: Translation | None = None) -> CsvInputOptions:
+    """The CSV options of ``input`` under the reading rules of ``flavor``
+    (``Flavor.reading``), an empty field kept as ``''`` where the translation reads it as NULL
     itself."""
-    options = csv_input.CsvInputOptions.from_request(
-        input.options, flavor, max_record_size=engine.config.max_record_bytes
+    options = CsvInputOptions.from_request(
+        input.options, FLAVORS[flavor].reading, max_record_size=engine.config.max_record_bytes
     )
     if translation is not None and translation.keeps_empty_fields:
         return replace(options, empty_is_null=False)
@@ -188,7 +190,7 @@ def byte_partitions(engine: SelectEngine, source: ObjectSource, input: InputSpec
 
 
 def _checked(engine: SelectEngine, location: DataFusionLocation,
-             options: csv_input.CsvInputOptions, survey: CsvSurvey, plan: SelectPlan
+             options: CsvInputOptions, survey: CsvSurvey, plan: SelectPlan
              ) -> tuple[NativeCsvTable | None, str]:
     widest = max(survey.max_fields, survey.header_fields)
     if widest > engine.config.max_columns:
