@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import decimal
 import json
+import math
+import re
 from collections.abc import Sequence
 
 from sqlglot import exp
@@ -26,6 +28,7 @@ from select_dialect.kinds import (
     NULL,
     NUMBER_COERCION,
     NUMERIC,
+    SQL_TYPE_NAMES,
     STRING,
     TEXTUAL,
     TS,
@@ -40,6 +43,7 @@ from select_dialect.lowering_base import LoweringBase
 from select_dialect.s3select import Missing
 from select_dialect.sql_nodes import (
     FLIPPED_COMPARISONS,
+    INT64_MAX,
     WIDE_CONTEXT,
     balanced,
     boolean_constant,
@@ -61,6 +65,9 @@ from select_dialect.timestamp_nodes import (
 )
 
 _ARRAY_NODES = (exp.Tuple, exp.Array)
+SIGNED_INT_RE = re.compile(r"[+-]?\d+")
+NUMBER_TEXT_RE = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+"""What SQL casts to a number: an integer for BIGINT; any decimal notation for the others."""
 
 
 def _static_json(node: exp.Expression, kind: str) -> str | None:
@@ -151,12 +158,33 @@ class OperatorLowering(LoweringBase):
     def _text_number_operands(self, klass: type[exp.Expression], left: Typed, right: Typed
                               ) -> tuple[exp.Expression, exp.Expression] | exp.Expression:
         """The two sides of a comparison of text with a number: both read as numbers, except
-        that a string literal beside a number is a mismatch (the whole comparison)."""
+        that a string literal beside a number is a mismatch (the whole comparison) in the
+        s3-select flavours, and in standard SQL the number its text spells, in the other
+        side's type (DataFusion, DuckDB and PostgreSQL: ``id = '2'`` is ``id = 2``)."""
         if STRING in {left[1], right[1]}:
-            string_side = left if left[1] == STRING else right
+            string_left = left[1] == STRING
+            string_side, number_side = (left, right) if string_left else (right, left)
             if isinstance(string_side[0], exp.Literal):
-                return self._mismatch(klass, left[0], right[0])
+                if not self.flavor.sql_types or number_side[1] not in NUMERIC:
+                    return self._mismatch(klass, left[0], right[0])
+                number = self._literal_as(string_side[0].this, number_side[1])
+                pair = (number, number_side) if string_left else (number_side, number)
+                return self._number_operands(klass, *pair)
         return self.as_kind(left, FLOAT), self.as_kind(right, FLOAT)
+
+    def _literal_as(self, text: str, kind: Kind) -> Typed:
+        """A string literal compared with a number of ``kind``, cast to it as SQL casts an
+        untyped literal: its text must spell such a number (else CastFailed, naming it)."""
+        spelled = text.strip()
+        if kind == INT:
+            if SIGNED_INT_RE.fullmatch(spelled) and -INT64_MAX - 1 <= int(spelled) <= INT64_MAX:
+                return exp.Literal.number(int(spelled)), INT
+        elif NUMBER_TEXT_RE.fullmatch(spelled) and math.isfinite(float(spelled)):
+            return exp.Literal.number(spelled), FLOAT
+        raise QuerySemanticError(
+            f"cannot cast the string {text!r} to {SQL_TYPE_NAMES[kind]} to compare it with a "
+            f"{SQL_TYPE_NAMES[kind]} value: write a number, or CAST the other side to VARCHAR",
+            code="CastFailed")
 
     def _json_operands(self, klass: type[exp.Expression], left: Typed, right: Typed
                        ) -> tuple[exp.Expression, exp.Expression] | exp.Expression:

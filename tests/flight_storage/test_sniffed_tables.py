@@ -231,6 +231,19 @@ def test_file_header_info_in_the_statement_is_s3_selects_reading(server: ServerP
     assert table.to_pylist() == [{"_1": "id"}]
 
 
+def test_a_string_literal_beside_a_typed_number_is_that_number(server: ServerProcess) -> None:
+    """SQL casts an untyped literal to the other side's type (DataFusion, DuckDB, PostgreSQL):
+    ``id = '2'`` over the sniffed BIGINT id is ``id = 2``, not an empty answer; a literal that
+    spells no such number is an error naming it, never zero rows."""
+    table = _query(server, f"SELECT id FROM {EVENTS} WHERE id = '2' OR amount > '1499.5' "
+                           "OR id IN ('5', '6')")
+    assert table.column("id").to_pylist() == [2, 5, 6, 3000]
+    message = _error(server, f"SELECT id FROM {EVENTS} WHERE id = '2.5'")
+    assert "CastFailed" in message and "'2.5' to BIGINT" in message
+    message = _error(server, f"SELECT id FROM {EVENTS} WHERE amount < 'cheap'")
+    assert "'cheap' to DOUBLE" in message
+
+
 def test_an_s3_request_is_not_sniffed(server: ServerProcess) -> None:
     request = {"Bucket": "shop", "Key": "events.csv",
                "Expression": "SELECT count(*) FROM s3object", "ExpressionType": "SQL",

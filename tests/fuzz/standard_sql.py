@@ -15,9 +15,10 @@ Left out, because the two differ by definition, not by a bug (each is documented
 * Integer ``/``: ours is DataFusion's and PostgreSQL's (``7 / 2`` is 3, truncated toward zero);
   DuckDB's ``/`` is a double, so DuckDB's side is written ``//`` (which truncates too).
 * A number literal is a DOUBLE in ours and a DECIMAL in DuckDB: DuckDB's side casts it.
-* Text compared with a number: ours reads the text as a number (DataFusion's rule, NULL where
-  it is none); DuckDB refuses ``<`` and casts for ``=``, raising on text that is no number.
-  Comparisons are generated between values of one type.
+* Text compared with a number: a text column is read as a number (DataFusion's rule, NULL
+  where it is none); DuckDB refuses ``<`` and casts for ``=``, raising on text that is no
+  number. (A string literal beside a number is cast to it in both, or refused.) Comparisons
+  are generated between values of one type.
 * ``SUBSTRING`` from a start below 1: AWS's function (which standard keeps) counts from 1,
   SQL's uses up the length. Starts are >= 1.
 * Timestamps with a zone (``+02:00``): DataFusion converts to UTC, DuckDB's ``TIMESTAMP``

@@ -19,6 +19,7 @@ import pytest
 
 from flight_storage.execution.udfs import register_udfs
 from select_dialect import translate
+from select_dialect.errors import QuerySemanticError
 from select_dialect.kinds import (
     AGGREGATE_KINDS,
     DECIMAL,
@@ -144,7 +145,7 @@ def _mirrored(symbol: str) -> str:
     ("p > f * 1.5", [Decimal("1.50"), Decimal("10.05")]),  # as doubles
     ("p > i + 0.5", [Decimal("10.05")]),
     ("p = s", [Decimal("1.50"), Decimal("10.05")]),  # text read as a number
-    ("p = 'x'", []),  # a string literal is never equal to a number
+    ("p = '2.25'", [Decimal("2.25")]),  # standard SQL: the literal is cast to the number
     ("nullif(p, 2.25) is null", [Decimal("2.25")]),
 ])  # fmt: skip
 def test_other_comparisons_with_a_decimal(
@@ -152,6 +153,15 @@ def test_other_comparisons_with_a_decimal(
 ) -> None:
     rows = _run(ctx, f"select p from s3object where {condition}").column(0).to_pylist()
     assert [r for r in rows if r is not None] == expected
+
+
+def test_a_string_literal_beside_a_decimal_by_flavour(ctx: datafusion.SessionContext) -> None:
+    """S3 Select: a string literal is never equal to a number; standard SQL casts it, and
+    one that spells no number is an error naming it."""
+    rows = _run(ctx, "select p from s3object where p = 'x' or p = '2.25'", "aws")
+    assert [r for r in rows.column(0).to_pylist() if r is not None] == []
+    with pytest.raises(QuerySemanticError, match="cannot cast the string 'x' to DECIMAL"):
+        _run(ctx, "select p from s3object where p = 'x'")
 
 
 def test_casts_of_a_decimal(ctx: datafusion.SessionContext) -> None:

@@ -169,6 +169,33 @@ def test_standard_cast_to_timestamp_is_datafusions_and_text_beside_it_is_cast() 
     assert "s3_to_timestamp" in aws
 
 
+@pytest.mark.parametrize(("literal", "sql_literal"), [("'2'", "2"), ("' -7 '", "-7"),
+                                                   ("'2.5e1'", "2.5e1")])
+def test_standard_string_literal_beside_a_number_is_cast_to_it(literal: str,
+                                                                sql_literal: str) -> None:
+    """SQL's rule for an untyped literal: ``CAST(k AS DOUBLE) = '2'`` compares with 2; the
+    s3-select flavours keep S3 Select's (a string is never equal to a number)."""
+    number = "cast(k as double)" if "." in literal or "e" in literal else "cast(k as bigint)"
+    got = _standard(f"select id from s3object where {number} = {literal}").sql
+    assert re.search(rf"= \(?{re.escape(sql_literal)}\)?$", got), got
+    aws = translate(f"select id from s3object where cast(k as int) = {literal}",
+                    input_format="csv", flavor="aws", header=HEADER).sql
+    assert "CASE WHEN" in aws
+    assert "ELSE FALSE" in aws
+
+
+@pytest.mark.parametrize(("sql", "text"), [
+    ("cast(k as bigint) = '2.5'", "cannot cast the string '2.5' to BIGINT"),
+    ("cast(k as double) < 'cheap'", "cannot cast the string 'cheap' to DOUBLE"),
+    ("cast(k as bigint) in ('1', 'x')", "cannot cast the string 'x' to BIGINT"),
+])
+def test_standard_string_literal_that_is_no_number_fails_naming_it(sql: str, text: str) -> None:
+    with pytest.raises(QuerySemanticError) as info:
+        _standard(f"select id from s3object where {sql}")
+    assert info.value.code == "CastFailed"
+    assert text in info.value.message
+
+
 def test_order_by_prints_only_the_null_order_datafusion_does_not_default_to() -> None:
     got = _standard("select k from s3object order by 1 nulls first, 1 desc nulls last, 1, "
                     "1 desc, 1 nulls last, 1 desc nulls first").sql
