@@ -11,15 +11,11 @@ runs the steps that a DoGet runs, one at a time, each timed on this process's CP
 | step | what the server does per DoGet |
 |---|---|
 | ticket | unpack the Flight SQL ticket, decode and verify ours (HMAC, JSON) |
-| access | ``check_access``: the bucket's store (the data root's path resolved) |
-| plan ticket | ``_plan_ticket``: table resolved in the catalog, object version, the plan from the engine's cache |
+| access | ``check_access``: the bucket's store |
+| plan ticket | ``_plan_ticket``: table resolved in the catalog, object version, the bucket configuration, the plan from the engine's cache |
 | planning thread | ``run_planning``: a compute slot and a thread to run the planning in, polled |
-| session | ``_session``: a DataFusion ``SessionContext`` with its runtime and every UDF registered |
-| register | the CSV table and the view of the query's columns on that session |
-| SQL | ``sql_with_options``: SQL to a logical plan, optimised |
-| physical | ``execution_plan``: the physical plan of every partition |
-| execute | ``ctx.execute(plan, i)``: partition ``i``'s stream opened |
-| drain | the partition read: 1 MiB of CSV parsed and filtered (the engine's work) |
+| schema | ``arrow_schema``: the schema the stream announces |
+| engine | ``execute_arrow`` of the partition: the cached physical plan looked up (one per object version and partition count), ``ctx.execute(plan, i)``, 1 MiB of CSV parsed and filtered (the engine's work), batches converted |
 | version check | ``_check_version``: the object's version read again at the end |
 | stream thread | a producer thread started and joined (``QueryStream``) |
 
@@ -69,10 +65,8 @@ class _Steps:
 def _one_endpoint(server: Any, call: Any, handle: bytes, steps: _Steps) -> int:
     """The DoGet steps of one ticket; the rows it read."""
     from flight_storage import protocol
-    from flight_storage.execution.native_csv import native_ranges
-    from flight_storage.execution.plan_types import TABLE
-    from flight_storage.execution.session import READ_ONLY, new_session
-    from flight_storage.rpc import server as server_module
+    from flight_storage.request.tables import object_version
+    from flight_storage.rpc import partition_streams
 
     ticket = steps.run("ticket", lambda: protocol.decode_ticket(
         protocol.unpack_any(handle)[1].statement_handle, server.secret,
@@ -83,34 +77,14 @@ def _one_endpoint(server: Any, call: Any, handle: bytes, steps: _Steps) -> int:
                                        lambda: server._plan_ticket(call, ticket, stop))
     steps.run("planning thread", lambda: server.streams.run_planning(lambda stop: None,
                                                                      call.is_cancelled))
-    native = plan.native
-    partition = ticket.partition
-    count = server.engine.range_count(plan.source.size)
-    index = native_ranges(plan.source.size, count).index((partition.start, partition.end))
-    ctx = steps.run("session", lambda: new_session(
-        server.engine.config, plan.translation, partitions=count, split_min_bytes=0))
-    steps.run("register", lambda: native.register(ctx, TABLE))
-    frame = steps.run("SQL", lambda: ctx.sql_with_options(plan.translation.sql, READ_ONLY))
-    physical = steps.run("physical", frame.execution_plan)
-    stream = steps.run("execute", lambda: ctx.execute(physical, index))
-    rows = steps.run("drain", lambda: sum(b.to_pyarrow().num_rows for b in stream))
-    version = server_module.object_version(objects)
-    steps.run("version check", lambda: server_module._check_version(objects, version))
+    steps.run("schema", lambda: plan.arrow_schema)
+    rows = steps.run("engine", lambda: sum(
+        b.num_rows for b in server.engine.execute_arrow(plan, [ticket.partition])))
+    version = object_version(objects)
+    steps.run("version check", lambda: partition_streams._check_version(objects, version))
     thread = threading.Thread(target=lambda: None)
     steps.run("stream thread", lambda: (thread.start(), thread.join()))
     return int(rows)
-
-
-def _whole(server: Any, call: Any, handle: bytes, steps: _Steps) -> None:
-    """The engine's part of a DoGet in one call (``execute_arrow`` of the ticket's plan), to
-    check that the steps add up to it."""
-    from flight_storage import protocol
-
-    ticket = protocol.decode_ticket(protocol.unpack_any(handle)[1].statement_handle,
-                                    server.secret)
-    _source, plan, _objects = server._plan_ticket(call, ticket)
-    steps.run("execute_arrow (whole)", lambda: sum(
-        b.num_rows for b in server.engine.execute_arrow(plan, [ticket.partition])))
 
 
 def run(rounds: int) -> dict[str, Any]:
@@ -141,7 +115,6 @@ def run(rounds: int) -> dict[str, Any]:
         for _ in range(rounds):
             for handle in handles:
                 rows += _one_endpoint(server, call, handle, steps)
-                _whole(server, call, handle, steps)
     finally:
         server.shutdown()
         common.remove_work(common.WORK / "roots" / NAME)
@@ -154,14 +127,11 @@ def run(rounds: int) -> dict[str, Any]:
 def markdown(result: dict[str, Any], server_ms: float | None = None) -> str:
     """The table of steps (ms of CPU and of wall per endpoint)."""
     cpu, wall = result["cpu_ms"], result["wall_ms"]
-    names = [k for k in cpu if k != "execute_arrow (whole)"]
+    names = list(cpu)
     total = sum(cpu[k] for k in names)
     rows = [[f"`{k}`", f"{cpu[k]:.3f}", f"{wall[k]:.3f}", f"{cpu[k] / total:.0%}"] for k in names]
     rows.append(["**sum of the steps**", f"**{total:.3f}**",
                  f"**{sum(wall[k] for k in names):.3f}**", "100%"])
-    whole = "execute_arrow (whole)"
-    rows.append([f"`{whole}` in one call (engine part: session … drain)", f"{cpu[whole]:.3f}",
-                 f"{wall[whole]:.3f}", ""])
     rest = ""
     if server_ms is not None:
         rest = (f" The whole DoGet costs the server {server_ms:.2f} ms of CPU per endpoint "

@@ -8,6 +8,7 @@ every batch streamed.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import pyarrow as pa
@@ -17,6 +18,12 @@ from flight_storage.formats.values import S3_TIMESTAMP
 
 def arrow_result_schema(schema: pa.Schema, names: Sequence[str]) -> pa.Schema:
     """Result schema for clients: ``names`` as column names, timestamps as real timestamps."""
+    return _result_schema(schema, tuple(names))
+
+
+@functools.lru_cache(maxsize=256)
+def _result_schema(schema: pa.Schema, names: tuple[str, ...]) -> pa.Schema:
+    """Computed once per (schema, names): every DoGet of a cached plan asks for it."""
     fields = []
     for arrow_field, name in zip(schema, names, strict=True):
         data_type = arrow_field.type

@@ -17,6 +17,7 @@ whose start (:func:`~flight_storage.execution.native_parquet.row_group_starts`) 
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -228,9 +229,10 @@ class SelectPlan:
         t = self.translation
         return not (t.is_aggregate or t.whole_input) and t.limit is None
 
-    @property
+    @functools.cached_property
     def arrow_schema(self) -> pa.Schema:
-        """The schema of :meth:`SelectEngine.execute_arrow` batches (what Flight clients see)."""
+        """The schema of :meth:`SelectEngine.execute_arrow` batches (what Flight clients see);
+        computed once per plan (every DoGet of a cached plan asks)."""
         names = list(self.translation.output_names)
         if len(names) != len(self.result_schema):  # select * of a CSV without a header
             names = self.result_schema.names

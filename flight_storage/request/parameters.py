@@ -40,6 +40,8 @@ def placeholder_offsets(sql: str) -> list[int]:
     The dialect's own tokenizer decides what is quoted: `` `...` `` is a string literal in
     s3-select (an identifier in sqlglot's base tokenizer), so a ``?`` inside it is text.
     """
+    if "?" not in sql:  # no marker can hide in a statement without the character
+        return []
     try:
         tokens = S3Select().tokenize(sql)
     except TokenError as exc:

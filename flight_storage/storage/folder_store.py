@@ -110,10 +110,13 @@ class FolderBucket:
 
     writable = True
 
-    def __init__(self, name: str, folder: Path, *, content_versions: bool = False) -> None:
+    def __init__(self, name: str, folder: Path, *, content_versions: bool = False,
+                 resolved: Path | None = None) -> None:
         self.name = name
         self.folder = folder
-        self._resolved = folder.resolve()
+        # ``resolved``: the folder's real path when the caller knows it (no link in it)
+        self._resolved = resolved if resolved is not None else folder.resolve()
+        self._resolved_text = str(self._resolved)
         self.content_versions = content_versions
 
     def _version(self, path: Path, st: os.stat_result) -> str:
@@ -130,19 +133,21 @@ class FolderBucket:
         check_name("key", key)
         if any(part.startswith(".") for part in key.split("/")):
             raise ObjectNotFoundError(f"no such key: {self.name}/{key}")
-        path = self.folder.joinpath(*key.split("/"))
+        # os.path on text: pathlib's parsing cost more than the lstat calls (every DoGet asks)
         try:
-            resolved = path.resolve(strict=True)
+            resolved = os.path.realpath(os.path.join(self._resolved_text, key), strict=True)
         except (FileNotFoundError, NotADirectoryError):
             raise ObjectNotFoundError(f"no such key: {self.name}/{key}") from None
-        except RuntimeError:  # pathlib's "Symlink loop"
-            raise ObjectNotFoundError(f"no such key: {self.name}/{key} (a symlink loop)") from None
         except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise ObjectNotFoundError(
+                    f"no such key: {self.name}/{key} (a symlink loop)") from None
             kind, code = _LOOKUP_ERRORS.get(exc.errno or 0, (ObjectNotFoundError, "NoSuchKey"))
             raise kind(f"{self.name}/{key}: {exc.strerror}", code=code) from None
-        if not resolved.is_relative_to(self._resolved):
+        inside = self._resolved_text
+        if resolved != inside and not resolved.startswith(inside + os.sep):
             raise AccessDeniedError(f"object {self.name}/{key} points outside its bucket")
-        return resolved
+        return Path(resolved)
 
     def head(self, key: str) -> StoredObject:
         path = self.path(key)
@@ -331,15 +336,18 @@ class FolderBuckets:
 
     def bucket(self, name: str) -> FolderBucket | None:
         if self._only is not None:
-            return (FolderBucket(name, self.root, content_versions=self.content_versions)
-                    if name == self._only else None)
+            return (FolderBucket(name, self.root, content_versions=self.content_versions,
+                                 resolved=self.root) if name == self._only else None)
         check_name("bucket", name)
         if "/" in name or name.startswith("."):
             raise AccessDeniedError(f"invalid bucket name {name!r}")
         path = self.root / name
-        if not path.is_dir() or path.is_symlink():
+        try:  # a folder, not a link to one: its real path is the resolved root's child
+            if not stat.S_ISDIR(os.lstat(path).st_mode):
+                return None
+        except OSError:
             return None
-        return FolderBucket(name, path, content_versions=self.content_versions)
+        return FolderBucket(name, path, content_versions=self.content_versions, resolved=path)
 
     def create_bucket(self, name: str) -> None:
         if self._only is not None:

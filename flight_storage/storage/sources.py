@@ -11,6 +11,7 @@ object store, the store registered in its session (:class:`DataFusionLocation`, 
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import threading
@@ -95,8 +96,10 @@ class StoredSource:
         return (self.info.store.description, self.info.key, self.info.version,
                 self.datafusion.url)
 
-    @property
+    @functools.cached_property
     def datafusion(self) -> DataFusionLocation:
+        """Where DataFusion reads the object, found once per source (a request's several
+        questions, its version key among them, ask it again)."""
         store = self.info.store
         url = store.datafusion_url(self.info.stored)
         local = "://" not in url  # a file: a folder's object, or a store object's local copy

@@ -202,12 +202,17 @@ def test_managed_copy_of_a_large_object(door: tuple[Path, str, ServerProcess],
     assert (data / "sales" / "mp" / "target.bin").read_bytes() == body
 
 
+EXPIRY_S = 8
+"""Long enough that the uploads before the count check (27 MiB of parts, slow on a loaded
+machine) are not yet expired: at 2 s one expired under load and made room."""
+
+
 def test_staging_bounds_and_expiry(tmp_path: Path) -> None:
     data = tmp_path / "data"
     (data / "b").mkdir(parents=True)
     server, url = start_door(data, "--s3-writable", "--s3-max-object-mb", "8",
                              "--s3-max-upload-mb", "12", "--s3-staging-mb", "20",
-                             "--s3-max-uploads", "3", "--s3-upload-expiry", "2")
+                             "--s3-max-uploads", "3", "--s3-upload-expiry", str(EXPIRY_S))
     try:
         s3 = s3_client(url)
         first = s3.create_multipart_upload(Bucket="b", Key="a.bin")["UploadId"]
@@ -232,7 +237,7 @@ def test_staging_bounds_and_expiry(tmp_path: Path) -> None:
         with pytest.raises(ClientError) as too_many:
             s3.create_multipart_upload(Bucket="b", Key="d.bin")
         assert too_many.value.response["Error"]["Code"] == "SlowDown"
-        time.sleep(2.5)  # past --s3-upload-expiry
+        time.sleep(EXPIRY_S + 0.5)  # past --s3-upload-expiry
         with pytest.raises(ClientError) as expired:
             s3.list_parts(Bucket="b", Key="a.bin", UploadId=first)
         assert expired.value.response["Error"]["Code"] == "NoSuchUpload"
