@@ -153,22 +153,8 @@ def _unpushed(ctx: Any, query: str, tables: Mapping[str, FlightDataset],
 
 
 def _plan(query: str, tables: Mapping[str, FlightDataset]) -> tuple[exp.Select, _Plan]:
-    try:
-        statement = sqlglot.parse_one(query, read=_READ)
-    except SqlglotError as exc:
-        raise NotPushable(f"not read: {exc}") from None
-    if not isinstance(statement, exp.Select):
-        raise NotPushable("not a single SELECT")
-    for clause in ("joins", "with_", "laterals", "distinct", "qualify", "windows"):
-        if statement.args.get(clause):
-            raise NotPushable(f"has {clause}")
-    source = statement.args.get("from_")
-    table = source.this if source is not None else None
-    if not isinstance(table, exp.Table) or table.args.get("db"):
-        raise NotPushable("FROM is not one registered table")
-    name = _identifier(table.this)
-    if name not in tables:
-        raise NotPushable(f"{name} is not a Flight table")
+    statement = _plain_select(query)
+    table, name = _flight_table(statement, tables)
     if statement.find(exp.Subquery, exp.Window, exp.Distinct, exp.Filter) is not None:
         raise NotPushable("has a subquery, window, DISTINCT or FILTER aggregate")
     group = statement.args.get("group")
@@ -187,10 +173,38 @@ def _plan(query: str, tables: Mapping[str, FlightDataset]) -> tuple[exp.Select, 
     return statement, plan
 
 
+def _plain_select(query: str) -> exp.Select:
+    """``query`` parsed, when it is one SELECT without a clause the plan cannot split."""
+    try:
+        statement = sqlglot.parse_one(query, read=_READ)
+    except SqlglotError as exc:
+        raise NotPushable(f"not read: {exc}") from None
+    if not isinstance(statement, exp.Select):
+        raise NotPushable("not a single SELECT")
+    for clause in ("joins", "with_", "laterals", "distinct", "qualify", "windows"):
+        if statement.args.get(clause):
+            raise NotPushable(f"has {clause}")
+    return statement
+
+
+def _flight_table(statement: exp.Select, tables: Mapping[str, FlightDataset]
+                  ) -> tuple[exp.Table, str]:
+    """The one registered Flight table the SELECT reads, and its name."""
+    source = statement.args.get("from_")
+    table = source.this if source is not None else None
+    if not isinstance(table, exp.Table) or table.args.get("db"):
+        raise NotPushable("FROM is not one registered table")
+    name = _identifier(table.this)
+    if name not in tables:
+        raise NotPushable(f"{name} is not a Flight table")
+    return table, name
+
+
 def _identifier(node: exp.Expression) -> str:
     """A name as DataFusion resolves it: unquoted names are lower-cased."""
     assert isinstance(node, exp.Identifier)
-    return node.this if node.quoted else node.this.lower()
+    text = str(node.this)  # an Identifier's ``this`` is its text (sqlglot's Identifier)
+    return text if node.quoted else text.lower()
 
 
 def _column_name(node: exp.Expression, plan: _Plan) -> str:

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import IO, TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -83,15 +83,16 @@ def storage_server(location: str | None, data_dir: Path) -> Iterator[ServerHandl
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
-    assert process.stdout is not None and process.stderr is not None
+    assert process.stdout is not None
+    assert process.stderr is not None
     line = process.stdout.readline()
     if "listening on " not in line:
         process.kill()
         raise RuntimeError(f"storage server did not start: {process.stderr.read()}")
     handle = ServerHandle(line.split("listening on ", 1)[1].strip(), process)
 
-    def collect(stream: object) -> None:
-        for text in iter(process.stderr.readline, ""):  # type: ignore[union-attr]
+    def collect(stream: IO[str]) -> None:
+        for text in iter(stream.readline, ""):
             event = partition_read_event(text)
             if event is not None:
                 handle.events.append(event)

@@ -159,7 +159,8 @@ class BatchOptions:
             if not bucket or not key:
                 raise ValueError("flight-select: 'table' must be bucket/key")
         if table is not None and ("group_by" in options or "aggregates" in options):
-            assert bucket is not None and key is not None
+            assert bucket is not None
+            assert key is not None
             query = pushdown.build_grouped_query(
                 bucket, key, split_columns(options.get("group_by")) or (),
                 options.get("aggregates", ""))
@@ -171,7 +172,8 @@ class BatchOptions:
 
     def star_statement(self) -> str:
         """``SELECT *`` over the object (its full server schema)."""
-        assert self.bucket is not None and self.key is not None
+        assert self.bucket is not None
+        assert self.key is not None
         return f"SELECT * FROM {pushdown.quote_table(self.bucket, self.key)}"
 
 
@@ -288,7 +290,8 @@ class FlightSelectReader(DataSourceReader):
         """The s3-select statement this reader sends."""
         if self.options.query is not None:
             return self.options.query
-        assert self.options.bucket is not None and self.options.key is not None
+        assert self.options.bucket is not None
+        assert self.options.key is not None
         refs = self._column_refs()
         projection = [refs[f.name].ref for f in self.schema.fields]
         return pushdown.build_query(self.options.bucket, self.options.key, projection,

@@ -68,6 +68,8 @@ from compute_client.spark_common import (
 log = logging.getLogger(__name__)
 
 OFFSET_VERSION = 1
+# An offset as Spark keeps it in the checkpoint: a JSON object (see the module docstring).
+Offset = dict[str, Any]
 _GONE = ("NoSuchKey", "NoSuchBucket")
 
 
@@ -195,7 +197,7 @@ class FlightSelectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         self._target: str | None = None  # AvailableNow: admit nothing after this key
 
     # ------------------------------------------------------------------ offsets
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> Offset:
         return {"v": OFFSET_VERSION, "after": self.options.start_after, "batch": []}
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -209,7 +211,7 @@ class FlightSelectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         """Admit only what exists now (the target is fixed at the first ``latestOffset``)."""
         self._available_now = True
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def latestOffset(self, start: Offset, limit: ReadLimit) -> Offset:
         after = str(start["after"])
         with FlightSelectClient(self.options.connection) as client:
             if self._available_now and self._target is None:
@@ -271,9 +273,12 @@ class FlightSelectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
         return admitted
 
     # ------------------------------------------------------------------ fetch
-    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+    def partitions(self, start: Offset,  # noqa: ARG002 - DataSourceStreamReader.partitions
+                   end: Offset) -> Sequence[InputPartition]:
         """The batch's objects planned, their endpoints packed into a task per server core
-        (per node; a Python task costs about 30 ms, see ``spark_common.task_groups``)."""
+        (per node; a Python task costs about 30 ms, see ``spark_common.task_groups``).
+
+        ``start`` is in PySpark's signature; ``end`` alone lists the batch's objects."""
         fetched: list[tuple[str, Endpoint]] = []
         about: dict[str, Any] = {}
         with FlightSelectClient(self.options.connection) as client:
@@ -324,7 +329,7 @@ class FlightSelectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
 
         yield from read_endpoints(self.options.connection, partition, target, skip)
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: Offset) -> None:
         self._buffer = [o for o in self._buffer if o.key > str(end["after"])]
 
     def stop(self) -> None:

@@ -62,8 +62,11 @@ class _Fragment:
         self._scan = scan
         self._schema = schema
 
-    def scanner(self, schema: pa.Schema | None = None, columns: Columns = None,
-                filter: pc.Expression | None = None, **_options: object) -> Scanner:
+    # ``schema`` is in pyarrow's Fragment.scanner signature, which DataFusion calls positionally;
+    # the fragment's own schema is the one its scan function reads.
+    def scanner(self, schema: pa.Schema | None = None,  # noqa: ARG002 - Fragment.scanner
+                columns: Columns = None, filter: pc.Expression | None = None,
+                **_options: object) -> Scanner:
         return Scanner(project(self._schema, columns), lambda: self._scan(columns, filter))
 
 
@@ -88,7 +91,8 @@ class LazyDataset(ds.Dataset):
         """The fragments of one scan, given its projection and its filter."""
         raise NotImplementedError
 
-    def scanner(self, schema: pa.Schema | None = None,  # type: ignore[override]
+    # ``schema`` is in pyarrow's Dataset.scanner signature; this dataset's schema is fixed.
+    def scanner(self, schema: pa.Schema | None = None,  # type: ignore[override]  # noqa: ARG002 - Dataset.scanner
                 columns: Columns = None, filter: pc.Expression | None = None,
                 **_options: object) -> Scanner:
         with self._pending_lock:

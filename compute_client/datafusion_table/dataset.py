@@ -134,7 +134,10 @@ class _Scan:
 def _endpoint_scan(scan: _Scan, endpoint: Endpoint) -> ScanFunction:
     """One Flight endpoint as a scan function: one DataFusion partition, read when pulled."""
 
-    def read(columns: Columns, filter: pc.Expression | None) -> Iterator[pa.RecordBatch]:
+    # ``filter`` is in ScanFunction's signature; plan_scans already pushed it or kept it as the
+    # scan's residual, which _Scan.read applies.
+    def read(columns: Columns, filter: pc.Expression | None  # noqa: ARG001 - ScanFunction
+             ) -> Iterator[pa.RecordBatch]:
         projected = project(scan.schema, columns)
         missing = set(projected.names) - set(scan.fetched.names)
         if missing:

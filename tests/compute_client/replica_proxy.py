@@ -28,7 +28,7 @@ class ReplicaProxy(flight.FlightServerBase):
         self._upstream = flight.connect(upstream)
         self._placements = [[flight.Location(loc) for loc in p] for p in placements]
 
-    def get_flight_info(self, context: flight.ServerCallContext,
+    def get_flight_info(self, context: flight.ServerCallContext,  # noqa: ARG002 - FlightServerBase.get_flight_info
                         descriptor: flight.FlightDescriptor) -> flight.FlightInfo:
         # the clients tested through the proxy read every endpoint: ask for partitions
         info = self._upstream.get_flight_info(descriptor, PARTITIONED)
@@ -39,15 +39,15 @@ class ReplicaProxy(flight.FlightServerBase):
         return flight.FlightInfo(info.schema, info.descriptor, endpoints, info.total_records,
                                  info.total_bytes, app_metadata=info.app_metadata)
 
-    def get_schema(self, context: flight.ServerCallContext,
+    def get_schema(self, context: flight.ServerCallContext,  # noqa: ARG002 - FlightServerBase.get_schema
                    descriptor: flight.FlightDescriptor) -> flight.SchemaResult:
         return self._upstream.get_schema(descriptor)
 
-    def do_get(self, context: flight.ServerCallContext,
+    def do_get(self, context: flight.ServerCallContext,  # noqa: ARG002 - FlightServerBase.do_get
                ticket: flight.Ticket) -> flight.RecordBatchStream:
         return flight.RecordBatchStream(self._upstream.do_get(ticket).read_all())
 
-    def do_action(self, context: flight.ServerCallContext,
+    def do_action(self, context: flight.ServerCallContext,  # noqa: ARG002 - FlightServerBase.do_action
                   action: flight.Action) -> Iterator[bytes]:
         return iter([result.body.to_pybytes() for result in self._upstream.do_action(action)])
 

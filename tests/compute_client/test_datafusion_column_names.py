@@ -122,7 +122,8 @@ def test_a_positional_looking_name_elsewhere_is_read_whole_and_filtered_here(
     assert got == _ids_where(pc.equal(ROWS["_3"], "x2"))
     assert dataset.last_scan is not None
     assert dataset.last_scan.query == f'SELECT * FROM "n"."{table[2:]}"'
-    assert dataset.last_scan.pushed == "" and dataset.last_scan.local == '(_3 == "x2")'
+    assert dataset.last_scan.pushed == ""
+    assert dataset.last_scan.local == '(_3 == "x2")'
 
 
 # ------------------------------------------------------------------ pure rendering
@@ -155,7 +156,8 @@ def test_unreferable_columns() -> None:
                         ("a", pa.string()), ("a", pa.string())])
     assert unreferable_columns(schema) == {"_3", "a"}
     plan = plan_pushdown(pc.field("_3") == "v", schema, schema)
-    assert plan.filters == () and plan.residual is not None
+    assert plan.filters == ()
+    assert plan.residual is not None
 
 
 def _dialect_words() -> list[str]:
@@ -183,7 +185,8 @@ def test_every_dialect_word_as_a_column_name_is_read_as_that_column(flavor: str)
                      input_serialization=serialization, output_serialization={"CSV": {}})
     got = [row.split(",") for row in out.records.decode().splitlines()]
     wrong = [(w, got[0][i]) for i, w in enumerate(words) if got[0][i] != first[i]]
-    assert wrong == [] and got[1] == second
+    assert wrong == []
+    assert got[1] == second
     condition = " and ".join(f"{ref} = 'w{i}'" for i, ref in enumerate(refs))
     out = run_select(data, f"select count(*) from s3object where {condition}", flavor=flavor,
                      input_serialization=serialization, output_serialization={"CSV": {}})

@@ -43,7 +43,7 @@ class _Recorder(ds.Dataset):
     def schema(self) -> pa.Schema:  # type: ignore[override]
         return self._schema
 
-    def scanner(self, schema: pa.Schema | None = None,  # type: ignore[override]
+    def scanner(self, schema: pa.Schema | None = None,  # type: ignore[override]  # noqa: ARG002 - Dataset.scanner
                 columns: Sequence[str] | None = None, filter: Any = None,
                 **_: Any) -> ds.Scanner:
         self.filters.append(filter)
@@ -94,7 +94,8 @@ def test_a_filter_folded_to_false_gives_no_rows_without_a_round_trip(
     ctx, dataset = _register(typed_server, table, declared)
     execute_calls.clear()
     got = ctx.sql(f"SELECT id, s FROM t WHERE {contradiction}").to_arrow_table()
-    assert got.num_rows == 0 and got.column_names == ["id", "s"]
+    assert got.num_rows == 0
+    assert got.column_names == ["id", "s"]
     counted = ctx.sql(f"SELECT count(*) AS n FROM t WHERE {contradiction}").to_arrow_table()
     assert counted["n"].to_pylist() == [0]
     limited = collect(ctx, f"SELECT id FROM t WHERE {contradiction} LIMIT 1", {"t": dataset})
@@ -120,7 +121,8 @@ def test_each_half_of_a_contradiction_still_reads_rows(
             value.strip("'") if column == "s" else int(value), everything[column].type)))
         got = ctx.sql(f"SELECT id, s FROM t WHERE {half}").to_arrow_table()
         assert got.num_rows == want.num_rows > 0
-    assert len(execute_calls) == 3 and all(q.startswith("SELECT") for q in execute_calls)
+    assert len(execute_calls) == 3
+    assert all(q.startswith("SELECT") for q in execute_calls)
 
 
 @pytest.mark.parametrize(("constant", "rows_kept"), [
@@ -156,4 +158,6 @@ def test_plan_of_constant_filters() -> None:
     # A constant inside a larger expression is not the whole filter: nothing is dropped.
     mixed = (pc.field("a") == "x") | pc.scalar(False)
     plan = plan_pushdown(mixed, schema, schema)
-    assert not plan.no_rows and plan.residual is not None and plan.residual.equals(mixed)
+    assert not plan.no_rows
+    assert plan.residual is not None
+    assert plan.residual.equals(mixed)

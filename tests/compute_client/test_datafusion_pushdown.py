@@ -185,8 +185,7 @@ def test_parquet_pushes_what_is_exact(typed_server: ServerProcess, typed_data: P
                           '"t"."typed.parquet" WHERE s3object."i" > 9 AND s3object."d" >= 12.34')
 
 
-def test_csv_with_declared_types_answers_like_datafusion(typed_server: ServerProcess,
-                                                         typed_data: Path) -> None:
+def test_csv_with_declared_types_answers_like_datafusion(typed_server: ServerProcess) -> None:
     # The baseline is DataFusion over the same Arrow values: the whole object as the server
     # reads it (its CSV rules), with the declared types, filtered locally.
     everything = SessionContext()
@@ -195,7 +194,8 @@ def test_csv_with_declared_types_answers_like_datafusion(typed_server: ServerPro
     local = SessionContext()
     local.register_record_batches("t", [everything.sql("SELECT * FROM t").to_arrow_table()
                                         .to_batches()])
-    assert whole.last_scan is not None and whole.last_scan.pushed == ""
+    assert whole.last_scan is not None
+    assert whole.last_scan.pushed == ""
     remote = SessionContext()
     dataset = register_flight_table(remote, "t", typed_server.location, "t/typed.csv",
                                     schema={"id": pa.int64()})
@@ -204,7 +204,8 @@ def test_csv_with_declared_types_answers_like_datafusion(typed_server: ServerPro
         sql = f"SELECT id, s FROM t WHERE {clause}"
         assert _rows(remote.sql(sql).to_arrow_table()) == _rows(local.sql(sql).to_arrow_table())
     remote.sql("SELECT s FROM t WHERE id > 20").to_arrow_table()
-    assert dataset.last_scan is not None and dataset.last_scan.pushed == (
+    assert dataset.last_scan is not None
+    assert dataset.last_scan.pushed == (
         'CAST(s3object."id" AS INT) > 20')
 
 
@@ -219,16 +220,21 @@ def test_limit_is_pushed_only_where_safe(typed_server: ServerProcess) -> None:
                                 flavor="aws")
     standard = register_flight_table(ctx, "s", typed_server.location, "t/typed.parquet")
     assert collect(ctx, "SELECT id FROM t LIMIT 3", {"t": ceph}).num_rows == 3
-    assert ceph.last_scan is not None and ceph.last_scan.limit == 3
+    assert ceph.last_scan is not None
+    assert ceph.last_scan.limit == 3
     assert ceph.last_scan.query == 'SELECT s3object."id" FROM "t"."typed.parquet" LIMIT 3'
     # Ceph's LIMIT counts scanned rows: with a pushed WHERE it is not sent.
     got = collect(ctx, "SELECT id FROM t WHERE i > 9 LIMIT 2", {"t": ceph})
-    assert got.num_rows == 2 and ceph.last_scan.limit is None
+    assert got.num_rows == 2
+    assert ceph.last_scan.limit is None
     got = collect(ctx, "SELECT id FROM a WHERE i > 9 LIMIT 2", {"a": aws})
-    assert got.num_rows == 2 and aws.last_scan is not None and aws.last_scan.limit == 2
+    assert got.num_rows == 2
+    assert aws.last_scan is not None
+    assert aws.last_scan.limit == 2
     # The default (standard) flavour's LIMIT counts result rows too.
     got = collect(ctx, "SELECT id FROM s WHERE i > 9 LIMIT 2", {"s": standard})
-    assert got.num_rows == 2 and standard.last_scan is not None
+    assert got.num_rows == 2
+    assert standard.last_scan is not None
     assert standard.last_scan.limit == 2
     # Nothing is left over for the next query.
     ctx.sql("SELECT id FROM t").to_arrow_table()
@@ -243,7 +249,8 @@ def test_catalog_of_two_servers(typed_server: ServerProcess,
     assert {"t", "sales"} <= catalog.schema_names()
     got = ctx.sql('SELECT count(*) AS n FROM store.t."typed.parquet" WHERE i > 9').to_arrow_table()
     dataset = catalog.dataset("t", "typed.parquet")
-    assert dataset is not None and dataset.last_scan is not None
+    assert dataset is not None
+    assert dataset.last_scan is not None
     assert dataset.last_scan.pushed == 's3object."i" > 9'
     assert got["n"].to_pylist() == [dataset.last_scan.rows]
     orders = ctx.sql('SELECT count(*) AS n FROM store.sales."orders/2024-01.csv"').to_arrow_table()
@@ -257,7 +264,9 @@ def test_scans_are_logged_at_info(typed_server: ServerProcess,
     with caplog.at_level(logging.INFO, logger="compute_client.datafusion_table"):
         ctx.sql("SELECT id FROM t WHERE i > 9").to_arrow_table()
     text = caplog.text
-    assert """pushed='s3object."i" > 9'""" in text and "endpoint done" in text and "bytes=" in text
+    assert """pushed='s3object."i" > 9'""" in text
+    assert "endpoint done" in text
+    assert "bytes=" in text
 
 
 def test_a_local_residual_prints_nothing_on_stderr(typed_server: ServerProcess) -> None:
@@ -314,7 +323,8 @@ def test_the_limit_rule_is_the_servers_fact_not_the_flavours_name(
                                       "t/typed.parquet")
         assert table.limit_counts_input is (says is not False)
         got = collect(ctx, "SELECT id FROM s WHERE i > 9 LIMIT 2", {"s": table})
-        assert got.num_rows == 2 and table.last_scan is not None
+        assert got.num_rows == 2
+        assert table.last_scan is not None
         assert table.last_scan.limit == pushed
     finally:
         proxy.shutdown()
@@ -325,4 +335,5 @@ def test_the_server_says_whether_limit_counts_input(typed_server: ServerProcess)
     ceph = register_flight_table(ctx, "t", typed_server.location, "t/typed.parquet",
                                  flavor="ceph")
     standard = register_flight_table(ctx, "s", typed_server.location, "t/typed.parquet")
-    assert ceph.limit_counts_input and not standard.limit_counts_input
+    assert ceph.limit_counts_input
+    assert not standard.limit_counts_input

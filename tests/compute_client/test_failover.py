@@ -133,7 +133,7 @@ def test_a_node_killed_mid_stream_is_resumed_on_its_replica_with_every_row_once(
             endpoint = Endpoint(plan.endpoints[0].ticket, (doomed.location, replica_b.location))
             batches = client.read(endpoint)
             first = next(batches)
-            assert 0 < first.num_rows
+            assert first.num_rows > 0
             assert _open_streams(doomed) == 1  # the stream is really open on the doomed node
             doomed.process.kill()
             doomed.process.wait()
@@ -248,9 +248,9 @@ def test_a_killed_node_without_a_replica_fails_naming_it_after_the_rows_it_gave(
 def test_a_query_error_is_not_retried_on_other_locations(replica_a: ServerProcess,
                                                         replica_b: ServerProcess) -> None:
     forged = Endpoint(b"not a ticket", (replica_a.location, replica_b.location))
-    with FlightSelectClient(ConnectionOptions(replica_a.location)) as client:
-        with pytest.raises(RemoteQueryError):
-            list(client.read(forged))
+    with FlightSelectClient(ConnectionOptions(replica_a.location)) as client, \
+            pytest.raises(RemoteQueryError):
+        list(client.read(forged))
 
 
 def test_the_number_of_locations_tried_is_bounded(replica_a: ServerProcess) -> None:
@@ -274,8 +274,9 @@ def test_empty_and_reuse_connection_locations_mean_the_planning_server(
 class _Redirecting(flight.FlightServerBase):
     """A node that holds nothing: every DoGet answers the cluster's redirect error."""
 
-    def do_get(self, context: flight.ServerCallContext,
-               ticket: flight.Ticket) -> flight.RecordBatchStream:
+    def do_get(self, context: flight.ServerCallContext,  # noqa: ARG002 - FlightServerBase.do_get
+               ticket: flight.Ticket,  # noqa: ARG002 - FlightServerBase.do_get
+               ) -> flight.RecordBatchStream:
         document = {"code": "WrongNode", "message": "partition held by node-b"}
         raise flight.FlightServerError("WrongNode", extra_info=json.dumps(document).encode())
 
@@ -296,8 +297,9 @@ def test_a_wrong_node_redirect_hands_over_to_the_next_location(replica_a: Server
 class _Diverging(flight.FlightServerBase):
     """A "replica" that sends one batch of another schema, then drops the stream."""
 
-    def do_get(self, context: flight.ServerCallContext,
-               ticket: flight.Ticket) -> flight.GeneratorStream:
+    def do_get(self, context: flight.ServerCallContext,  # noqa: ARG002 - FlightServerBase.do_get
+               ticket: flight.Ticket,  # noqa: ARG002 - FlightServerBase.do_get
+               ) -> flight.GeneratorStream:
         schema = pa.schema([("other", pa.int64())])
 
         def batches() -> Iterator[pa.RecordBatch]:

@@ -54,7 +54,9 @@ def test_datafusion_remote_table_pushes_filters(server: ServerProcess, corpus: C
     got = sorted(tuple(r.values()) for r in frame.to_pylist())
     assert got == _expected(corpus)
     pushed = dataset.scans[-1]
-    assert "150" in pushed.pushed and "user3" in pushed.pushed and not pushed.local
+    assert "150" in pushed.pushed
+    assert "user3" in pushed.pushed
+    assert not pushed.local
     # what it pushed prunes files on the server
     assert _files(server, pushed.query) < _files(server, f'SELECT * FROM "lake"."{NAMESPACE}"'
                                                          '."events"')
@@ -77,6 +79,7 @@ def test_spark_reads_an_iceberg_table_with_pushdown(spark: Any, server: ServerPr
     offered = [GreaterThanOrEqual(("id",), 150), EqualTo(("user_name",), "user3")]
     list(reader.pushFilters(offered))  # every filter goes back to Spark, which checks again
     statement = reader.statement()
-    assert "150" in statement and "'user3'" in statement
+    assert "150" in statement
+    assert "'user3'" in statement
     assert _files(server, statement) < _files(server, f'SELECT * FROM "lake"."{NAMESPACE}"'
                                                       '."events"')

@@ -73,7 +73,8 @@ def test_float_literals_read_back_as_the_same_double(value: float) -> None:
         sql = f"SELECT {pushdown.literal(value)} FROM s3object"
         column = context.sql(translate(sql, input_format="csv", flavor=flavor).sql)
         result = column.to_arrow_table().column(0)
-        assert pa.types.is_float64(result.type) and result[0].as_py() == value, flavor
+        assert pa.types.is_float64(result.type), flavor
+        assert result[0].as_py() == value, flavor
 
 
 def test_like_pattern_escapes_every_wildcard() -> None:
@@ -110,10 +111,12 @@ def test_parse_expression_is_proven_by_rebuilding(expression: pc.Expression) -> 
 def test_an_ambiguous_print_is_not_trusted() -> None:
     # is_in prints strings without escapes: this value breaks the layout and must not parse.
     expression = pc.field("s").isin(['x",\n  "y'])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="rebuilt expression differs"):
         parse_expression(expression, PARQUET)
     plan = plan_pushdown(expression, PARQUET, PARQUET)
-    assert plan.filters == () and plan.residual is not None and plan.residual.equals(expression)
+    assert plan.filters == ()
+    assert plan.residual is not None
+    assert plan.residual.equals(expression)
 
 
 # ------------------------------------------------------------------ what is pushed
@@ -158,7 +161,8 @@ def test_csv_text_columns_push_with_server_conversions() -> None:
 def test_inexact_comparisons_stay_local(expression: pc.Expression) -> None:
     plan = plan_pushdown(expression, PARQUET, PARQUET)
     assert plan.filters == ()
-    assert plan.residual is not None and plan.residual.equals(expression)
+    assert plan.residual is not None
+    assert plan.residual.equals(expression)
 
 
 def test_conjuncts_split_between_server_and_client() -> None:

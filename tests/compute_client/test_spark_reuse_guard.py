@@ -23,7 +23,8 @@ def test_the_rule_is_compiled_once_and_cached(tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     folder = spark_reuse_guard.compiled_rule("4.3.0")
-    assert folder is not None and folder.is_relative_to(tmp_path)
+    assert folder is not None
+    assert folder.is_relative_to(tmp_path)
     assert (folder / "flightselect" / "ForgetStalePythonReads.class").is_file()
     monkeypatch.setattr(spark_reuse_guard, "_javac", lambda: None)  # cached: no javac needed
     assert spark_reuse_guard.compiled_rule("4.3.0") == folder

@@ -76,7 +76,8 @@ def test_endpoints_are_packed_into_a_partition_per_server_core(
     with FlightSelectClient(ConnectionOptions(typed_server.location)) as client:
         plan = client.execute('SELECT * FROM "t"."typed.parquet"')
     endpoints, cores = len(plan.endpoints), plan.about["cores"]
-    assert endpoints > 1 and cores >= 1
+    assert endpoints > 1
+    assert cores >= 1
     remote = _remote(spark, typed_server.location, "t/typed.parquet").load()
     assert remote.rdd.getNumPartitions() == min(endpoints, cores)
     expected = _ordered_rows(remote)

@@ -22,7 +22,7 @@ def lake(tmp_path: Path) -> Iterator[tuple[ServerProcess, Path]]:
         yield server, tmp_path / "lake"
 
 
-def _save(spark, frame, location: str, mode: str) -> None:  # noqa: ANN001 - Spark types
+def _save(frame, location: str, mode: str) -> None:  # noqa: ANN001 - Spark types
     (frame.write.format("flight-select").option("location", location)
      .option("table", "lake/events").mode(mode).save())
 
@@ -30,14 +30,15 @@ def _save(spark, frame, location: str, mode: str) -> None:  # noqa: ANN001 - Spa
 def test_job_writes_a_parquet_object_per_task_on_commit(spark, lake) -> None:  # noqa: ANN001
     server, folder = lake
     frame = spark.range(0, 1000, numPartitions=3).selectExpr("id", "id % 7 AS bucket")
-    _save(spark, frame, server.location, "append")
+    _save(frame, server.location, "append")
     objects = sorted(p.name for p in (folder / "events").iterdir())
-    assert len(objects) == 3 and all(n.endswith(".parquet") for n in objects)
+    assert len(objects) == 3
+    assert all(n.endswith(".parquet") for n in objects)
     assert [p.name for p in folder.iterdir() if p.name.startswith(".")] == []  # none staged
     with FlightSelectClient(ConnectionOptions(server.location)) as client:
         table = client.read_all('SELECT count(*) AS n, sum(id) AS s FROM "lake"."events/"')
     assert table.to_pylist() == [{"n": 1000, "s": sum(range(1000))}]
-    _save(spark, spark.range(5, numPartitions=1), server.location, "overwrite")
+    _save(spark.range(5, numPartitions=1), server.location, "overwrite")
     with FlightSelectClient(ConnectionOptions(server.location)) as client:
         rows = client.read_all('SELECT id FROM "lake"."events/"').column(0).to_pylist()
     assert sorted(rows) == [0, 1, 2, 3, 4]
@@ -50,7 +51,7 @@ def test_a_failed_task_leaves_nothing(spark, lake) -> None:  # noqa: ANN001
     fail_late = F.udf(lambda i: i if i < 900 else 1 // 0, "long")  # the last task fails
     frame = spark.range(0, 1000, numPartitions=4).select(fail_late("id").alias("id"))
     with pytest.raises(Exception, match="ZeroDivisionError"):
-        _save(spark, frame, server.location, "append")
+        _save(frame, server.location, "append")
     # tasks Spark did not wait for may still be staging: they find the job aborted
     deadline = time.monotonic() + 30
     while _left(folder) and time.monotonic() < deadline:

@@ -101,7 +101,7 @@ def test_tpch_query_equals_local_datafusion(tpch: tuple[Path, ServerProcess], fm
     assert _same(expected, got), (expected[:3], got[:3])
 
 
-@pytest.mark.parametrize("fmt, query, local, fraction", [
+@pytest.mark.parametrize(("fmt", "query", "local", "fraction"), [
     # Parquet dates stay local (the server compares them through Timestamp(ns)). The two
     # decimal(15,2) columns arrive as decimals, 16 bytes a value (they were 8-byte doubles
     # while the dialect read decimals as DOUBLE): 7485 rows of 36 bytes, 14% of the file.
