@@ -139,7 +139,7 @@ def markdown(result: dict[str, Any], server_ms: float | None = None) -> str:
                 f"cover, {server_ms - total:.2f} ms, is gRPC, the GeneratorStream and the "
                 "stream's threads and queue.")
     return (
-        f"### Per-endpoint steps on the server\n\n{result['endpoints']} endpoints of the "
+        f"## Per-endpoint steps on the server\n\n{result['endpoints']} endpoints of the "
         f"endpoint-cost query, {result['rounds']} rounds after a warm-up, each DoGet step run "
         "in turn in this process on the real server objects (`benchmarks.endpoint_steps`); ms "
         f"per endpoint.{rest}\n\n"

@@ -222,7 +222,7 @@ def _markdown(mode: str, csv: Path, parquet: Path, compared: list[dict[str, Any]
     met = sum(r["ratio"] >= TARGET_RATIO for r in heavy)
     met_copies = sum(r["ratio_copies"] >= TARGET_RATIO for r in heavy)
     lines = [
-        f"# Object store (SeaweedFS) vs folder, {mode} run",
+        f"## Object store (SeaweedFS) vs folder, {mode} run",
         "",
         f"Peer CSV {common.fmt_bytes(csv.stat().st_size)}, the same rows as Parquet "
         f"{common.fmt_bytes(parquet.stat().st_size)}; one server per side on this machine, "

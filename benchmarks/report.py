@@ -18,7 +18,8 @@ from typing import Any
 from benchmarks import common
 
 DOC = common.ROOT / "docs" / "benchmarks.md"
-ORDER = ("server_efficiency", "pushdown", "peers", "scaling", "cluster", "udf_cost")
+ORDER = ("typed_csv", "server_efficiency", "endpoint_steps", "object_store", "iceberg",
+         "pushdown", "peers", "scaling", "cluster", "udf_cost")
 PROFILES = "profile_server_"
 
 INTRO = """\
@@ -182,8 +183,7 @@ def _ceph_target(results: Path) -> list[str]:
 
 def _section(path: Path, prefix: str = "") -> str:
     text = path.read_text()
-    text = re.sub(r"^## ", "### ", text, flags=re.M)
-    text = re.sub(r"^### (By stage|Self time|Inclusive)", r"#### \1", text, flags=re.M)
+    text = re.sub(r"^(#{2,5}) ", r"#\1 ", text, flags=re.M)  # each heading one level down
     return re.sub(r"!\[([^\]]*)\]\(([^)/]+\.png)\)", rf"![\1](../benchmarks/results/{prefix}\2)", text)
 
 
