@@ -18,14 +18,14 @@ from typing import Any
 from benchmarks import common
 
 DOC = common.ROOT / "docs" / "benchmarks.md"
-ORDER = ("typed_csv", "server_efficiency", "endpoint_steps", "object_store", "iceberg",
-         "pushdown", "peers", "scaling", "cluster", "udf_cost")
+ORDER = ("typed_csv", "server_efficiency", "endpoint_steps", "flight_floor", "object_store",
+         "iceberg", "pushdown", "peers", "scaling", "cluster", "udf_cost")
 PROFILES = "profile_server_"
 
 INTRO = """\
 # Benchmarks
 
-Five benchmarks measure what the project claims. Each is a module under `benchmarks/` that runs
+The benchmarks measure what the project claims. Each is a module under `benchmarks/` that runs
 as `python -m benchmarks.<name>`; `--quick` runs on small data in about a minute (the scaling
 and pushdown ones in two to three, bounded by the server's CSV reader and by Spark), without it
 on larger data. Every case is timed at least three times after one warm-up; tables give the
@@ -44,6 +44,9 @@ tables.
 .venv/bin/pip install py-spy            # only for the profile
 .venv/bin/python -m benchmarks.server_efficiency --quick   # + CPU-seconds, ADBC, endpoint cost; --cores N
 .venv/bin/python -m benchmarks.endpoint_steps            # CPU of each step of a DoGet, 64 endpoints
+.venv/bin/python -m benchmarks.flight_floor              # a bare pyarrow Flight DoGet: the floor
+.venv/bin/python -m benchmarks.object_store --quick      # SeaweedFS buckets vs folders, fleets
+.venv/bin/python -m benchmarks.iceberg --quick           # Iceberg tables: pruning, vs pyiceberg
 .venv/bin/python -m benchmarks.pushdown --quick          # starts a local Spark (Java 17)
 .venv/bin/python -m benchmarks.peers --quick             # Ceph's column: see below
 .venv/bin/python -m benchmarks.scaling --quick           # full run: objects up to 2 GB
