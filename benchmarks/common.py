@@ -162,6 +162,11 @@ SERVER_SETTLE_S = 0.02
 closing after the client has its last batch, and that belongs to the run before."""
 
 
+def process_cpu_seconds_of(pids: Iterable[int]) -> float:
+    """The CPU-seconds of several processes together (:func:`process_cpu_seconds`)."""
+    return sum(process_cpu_seconds(pid) for pid in pids)
+
+
 def measure_rounds(cases: Mapping[str, Callable[[], Any]], runs: int,
                    server_pids: Mapping[str, Sequence[int]] | None = None, warmup: int = 1
                    ) -> dict[str, tuple[Timed, Any]]:
@@ -181,7 +186,7 @@ def measure_rounds(cases: Mapping[str, Callable[[], Any]], runs: int,
         name: ([], [], []) for name in cases}
 
     def server_now(name: str) -> float:
-        return sum(process_cpu_seconds(pid) for pid in pids[name])
+        return process_cpu_seconds_of(pids[name])
 
     for _ in range(runs):
         for name, fn in cases.items():

@@ -90,17 +90,31 @@ def _upload(store: SeaweedFS, objects: dict[str, Path]) -> None:
                            Config=TransferConfig(multipart_threshold=1 << 40))
 
 
+def _measured(group: common.ServerGroup, sql: str, runs: int, store_pid: int
+              ) -> tuple[common.Stat, Any, float, float]:
+    """Time ``sql`` on ``group``; also the CPU-seconds per query of its servers and of the
+    store's process (every call, the warm-up too)."""
+    servers = common.process_cpu_seconds_of(group.pids)
+    store = common.process_cpu_seconds(store_pid)
+    stat, result = common.measure(lambda: group.query(sql), runs)
+    calls = runs + 1
+    return (stat, result, (common.process_cpu_seconds_of(group.pids) - servers) / calls,
+            (common.process_cpu_seconds(store_pid) - store) / calls)
+
+
 def _compare(folder: common.ServerGroup, remote: common.ServerGroup,
-             copies: common.ServerGroup, queries: dict[str, str], runs: int
+             copies: common.ServerGroup, queries: dict[str, str], runs: int, store_pid: int
              ) -> list[dict[str, Any]]:
     rows = []
     for name, sql in queries.items():
         log.info("store vs folder: %s", name)
         copies.query(sql)  # the first read asks for the copy, made in the background
         time.sleep(1.0)
-        folder_stat, folder_result = common.measure(lambda s=sql: folder.query(s), runs)
-        remote_stat, remote_result = common.measure(lambda s=sql: remote.query(s), runs)
-        copies_stat, copies_result = common.measure(lambda s=sql: copies.query(s), runs)
+        folder_stat, folder_result, folder_cpu, _ = _measured(folder, sql, runs, store_pid)
+        remote_stat, remote_result, remote_cpu, store_cpu = _measured(remote, sql, runs,
+                                                                      store_pid)
+        copies_stat, copies_result, copies_cpu, copies_store_cpu = _measured(copies, sql, runs,
+                                                                             store_pid)
         for result in (remote_result, copies_result):
             if (folder_result.rows, folder_result.nbytes) != (result.rows, result.nbytes):
                 raise AssertionError(f"{name}: the store answered {result}, the folder "
@@ -109,6 +123,9 @@ def _compare(folder: common.ServerGroup, remote: common.ServerGroup,
                      "ratio": folder_stat.median / remote_stat.median,
                      "store_copies": copies_stat,
                      "ratio_copies": folder_stat.median / copies_stat.median,
+                     "cpu": {"folder_server": folder_cpu, "store_server": remote_cpu,
+                             "store": store_cpu, "copies_server": copies_cpu,
+                             "copies_store": copies_store_cpu},
                      "scan_heavy": name in SCAN_HEAVY, "rows": remote_result.rows,
                      "endpoints": remote_result.endpoints, "reader": remote_result.reader})
     return rows
@@ -202,7 +219,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 common.ServerGroup(f"s3://{BUCKET}", 1, "--store-cache-mb", "4096",
                                    "--store-cache-dir", str(copies_dir),
                                    env=store.env()) as copies:
-            compared = _compare(folder, remote, copies, _queries(), args.runs)
+            compared = _compare(folder, remote, copies, _queries(), args.runs,
+                                store.process.pid)
         planning = _planning_bytes(store, csv)
         fleet = _fleet(store, (1, 2, 3), args.runs)
     finally:
@@ -237,6 +255,18 @@ def _markdown(mode: str, csv: Path, parquet: Path, compared: list[dict[str, Any]
             [[r["query"], r["folder"].cell(), r["store"].cell(), f"{r['ratio']:.2f}",
               r["store_copies"].cell(), f"{r['ratio_copies']:.2f}",
               "yes" if r["scan_heavy"] else "", r["rows"], r["endpoints"]]
+             for r in compared]),
+        "",
+        "CPU-seconds per query (process CPU clocks): the query server, and SeaweedFS's "
+        "`weed` process (master, volume server, filer and S3 gateway in one). On more cores "
+        "the store's work runs beside the server's instead of taking turns with it; where "
+        "the store is another machine it leaves this one altogether.",
+        "",
+        common.md_table(
+            ["query", "folder: server", "store: server", "store: weed", "copies: server",
+             "copies: weed"],
+            [[r["query"], *(common.fmt_cpu(r["cpu"][k]) for k in (
+                "folder_server", "store_server", "store", "copies_server", "copies_store"))]
              for r in compared]),
         "",
         f"Planning the 1% projection on a freshly uploaded "
