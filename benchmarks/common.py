@@ -138,6 +138,11 @@ def process_cpu_seconds(pid: int | None = None) -> float:
     return float(times.user + times.system)
 
 
+def process_cpu_seconds_of(pids: Iterable[int]) -> float:
+    """The CPU-seconds of several processes together (:func:`process_cpu_seconds`)."""
+    return sum(process_cpu_seconds(pid) for pid in pids)
+
+
 @dataclass(frozen=True)
 class Timed:
     """Wall time of repeated runs and the CPU-seconds each run cost.
@@ -162,11 +167,6 @@ SERVER_SETTLE_S = 0.02
 closing after the client has its last batch, and that belongs to the run before."""
 
 
-def process_cpu_seconds_of(pids: Iterable[int]) -> float:
-    """The CPU-seconds of several processes together (:func:`process_cpu_seconds`)."""
-    return sum(process_cpu_seconds(pid) for pid in pids)
-
-
 def measure_rounds(cases: Mapping[str, Callable[[], Any]], runs: int,
                    server_pids: Mapping[str, Sequence[int]] | None = None, warmup: int = 1
                    ) -> dict[str, tuple[Timed, Any]]:
@@ -185,21 +185,19 @@ def measure_rounds(cases: Mapping[str, Callable[[], Any]], runs: int,
     samples: dict[str, tuple[list[float], list[float], list[float]]] = {
         name: ([], [], []) for name in cases}
 
-    def server_now(name: str) -> float:
-        return process_cpu_seconds_of(pids[name])
-
     for _ in range(runs):
         for name, fn in cases.items():
             if pids[name]:
                 time.sleep(SERVER_SETTLE_S)
-            cpu0, server0, started = time.process_time(), server_now(name), time.perf_counter()
+            server0 = process_cpu_seconds_of(pids[name])
+            cpu0, started = time.process_time(), time.perf_counter()
             results[name] = fn()
             walls, here, there = samples[name]
             walls.append(time.perf_counter() - started)
             here.append(time.process_time() - cpu0)
             if pids[name]:
                 time.sleep(SERVER_SETTLE_S)
-                there.append(server_now(name) - server0)
+                there.append(process_cpu_seconds_of(pids[name]) - server0)
     return {name: (Timed(Stat.of(walls), Stat.of(here), Stat.of(there) if there else None),
                    results[name])
             for name, (walls, here, there) in samples.items()}
