@@ -9,7 +9,6 @@ from __future__ import annotations
 import decimal
 import json
 import math
-import re
 from collections.abc import Sequence
 
 from sqlglot import exp
@@ -44,6 +43,8 @@ from select_dialect.s3select import Missing
 from select_dialect.sql_nodes import (
     FLIPPED_COMPARISONS,
     INT64_MAX,
+    NUMBER_TEXT_RE,
+    SIGNED_INT_RE,
     WIDE_CONTEXT,
     balanced,
     boolean_constant,
@@ -65,9 +66,6 @@ from select_dialect.timestamp_nodes import (
 )
 
 _ARRAY_NODES = (exp.Tuple, exp.Array)
-SIGNED_INT_RE = re.compile(r"[+-]?\d+")
-NUMBER_TEXT_RE = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
-"""What SQL casts to a number: an integer for BIGINT; any decimal notation for the others."""
 
 
 def _static_json(node: exp.Expression, kind: str) -> str | None:

@@ -38,6 +38,10 @@ OPERATOR_SIGNS: dict[type[exp.Expression], str] = {
 INT_RE = re.compile(r"^\d+$")
 
 
+SIGNED_INT_RE = re.compile(r"^[+-]?\d+$")
+"""Text that casts to a BIGINT (within its range)."""
+
+
 NUMBER_TEXT_RE = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
 
