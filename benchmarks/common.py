@@ -439,7 +439,8 @@ def start_server(data_dir: Path | str, *extra: str, secret_file: Path | None = N
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, cwd=ROOT, env={**os.environ, **(env or {})})
     server = Server("", process)
-    assert process.stderr is not None and process.stdout is not None
+    assert process.stderr is not None
+    assert process.stdout is not None
     threading.Thread(target=lambda: server.log_lines.extend(iter(process.stderr.readline, "")),
                      daemon=True).start()
     line = process.stdout.readline()

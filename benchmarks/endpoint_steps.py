@@ -75,7 +75,7 @@ def _one_endpoint(server: Any, call: Any, handle: bytes, steps: _Steps) -> int:
     stop = threading.Event()
     _source, plan, objects = steps.run("plan ticket",
                                        lambda: server._plan_ticket(call, ticket, stop))
-    steps.run("planning thread", lambda: server.streams.run_planning(lambda stop: None,
+    steps.run("planning thread", lambda: server.streams.run_planning(lambda _stop: None,
                                                                      call.is_cancelled))
     steps.run("schema", lambda: plan.arrow_schema)
     rows = steps.run("engine", lambda: sum(

@@ -85,9 +85,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     other = common.start_server(root, "--host", "127.0.0.3", secret_file=secret)
     dead = _refused()
     cases: dict[str, Callable[[Endpoint], tuple[str, ...]]] = {
-        "planning node": lambda e: (planning.location,),
-        "other node": lambda e: (other.location,),
-        "dead first location": lambda e: (dead, other.location),
+        "planning node": lambda _e: (planning.location,),
+        "other node": lambda _e: (other.location,),
+        "dead first location": lambda _e: (dead, other.location),
     }
     results: list[dict[str, Any]] = []
     try:

@@ -11,6 +11,7 @@ each response body. Hand-written for the tests: a dozen lines over the standard 
 from __future__ import annotations
 
 import http.client
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +21,14 @@ from urllib.parse import urlsplit
 
 _SLOWDOWN = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
              b"<Message>Please reduce your request rate.</Message></Error>")
+
+
+class _QuietServer(ThreadingHTTPServer):
+    """A client that hangs up mid-request (a cancelled read) is no error to print."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 @dataclass
@@ -64,7 +73,7 @@ class S3Proxy:
 
             do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward  # noqa: N815
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _QuietServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -86,52 +95,59 @@ class S3Proxy:
         with self._lock:
             self.counters.body_bytes += n
 
+    def _throttled(self) -> bool:
+        """Whether this request is refused (``refuse``, or one of ``throttle`` left)."""
+        with self._lock:
+            throttled = self.refuse or self.throttle > 0
+            if self.throttle > 0:
+                self.throttle -= 1
+        return throttled
+
+    def _answer_slow_down(self, handler: BaseHTTPRequestHandler) -> None:
+        self._count(lambda c: setattr(c, "throttled", c.throttled + 1))
+        handler.send_response(503)
+        handler.send_header("Content-Type", "application/xml")
+        handler.send_header("Content-Length", str(len(_SLOWDOWN)))
+        handler.end_headers()
+        if handler.command != "HEAD":
+            handler.wfile.write(_SLOWDOWN)
+
+    def _relay(self, handler: BaseHTTPRequestHandler, answer: http.client.HTTPResponse) -> None:
+        """The store's answer to the client, its body counted (chunked when unsized)."""
+        handler.send_response(answer.status, answer.reason)
+        for name, value in answer.getheaders():
+            if name.lower() not in ("connection", "keep-alive", "transfer-encoding"):
+                handler.send_header(name, value)
+        chunked = answer.getheader("Content-Length") is None and handler.command != "HEAD"
+        if chunked:
+            handler.send_header("Transfer-Encoding", "chunked")
+        handler.end_headers()
+        if handler.command == "HEAD":
+            return
+        while chunk := answer.read(1 << 16):
+            self._add_body_bytes(len(chunk))
+            if chunked:
+                handler.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+            else:
+                handler.wfile.write(chunk)
+        if chunked:
+            handler.wfile.write(b"0\r\n\r\n")
+
     def _forward(self, handler: BaseHTTPRequestHandler) -> None:
         self._count(lambda c: (setattr(c, "requests", c.requests + 1),
                                c.methods.append(handler.command),
                                c.calls.append((handler.command, handler.path))))
         length = int(handler.headers.get("Content-Length") or 0)
         body = handler.rfile.read(length) if length else b""
-        with self._lock:
-            throttled = self.refuse or self.throttle > 0
-            if self.throttle > 0:
-                self.throttle -= 1
-        if throttled:
-            self._count(lambda c: setattr(c, "throttled", c.throttled + 1))
-            handler.send_response(503)
-            handler.send_header("Content-Type", "application/xml")
-            handler.send_header("Content-Length", str(len(_SLOWDOWN)))
-            handler.end_headers()
-            if handler.command != "HEAD":
-                handler.wfile.write(_SLOWDOWN)
+        if self._throttled():
+            self._answer_slow_down(handler)
             return
         upstream = http.client.HTTPConnection(*self._target, timeout=60)
         try:
             headers = {k: v for k, v in handler.headers.items()
                        if k.lower() not in ("connection", "keep-alive")}
             upstream.request(handler.command, handler.path, body=body, headers=headers)
-            answer = upstream.getresponse()
-            handler.send_response(answer.status, answer.reason)
-            for name, value in answer.getheaders():
-                if name.lower() not in ("connection", "keep-alive", "transfer-encoding"):
-                    handler.send_header(name, value)
-            chunked = answer.getheader("Content-Length") is None and handler.command != "HEAD"
-            if chunked:
-                handler.send_header("Transfer-Encoding", "chunked")
-            handler.end_headers()
-            if handler.command == "HEAD":
-                return
-            while True:
-                chunk = answer.read(1 << 16)
-                if not chunk:
-                    break
-                self._add_body_bytes(len(chunk))
-                if chunked:
-                    handler.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
-                else:
-                    handler.wfile.write(chunk)
-            if chunked:
-                handler.wfile.write(b"0\r\n\r\n")
+            self._relay(handler, upstream.getresponse())
         except (ConnectionError, OSError):
             handler.close_connection = True
         finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,14 +117,7 @@ def test_rpc_modules_import_only_downward() -> None:
     rpc = ROOT / "flight_storage" / "rpc"
     modules = {p.stem for p in rpc.glob("*.py")} - {"__init__"}
     assert modules == set(RPC_LAYERS), "place every rpc/ module in RPC_LAYERS"
-    upward = []
-    for name in RPC_LAYERS:
-        for target in _first_party_imports(rpc / f"{name}.py"):
-            parts = target.split(".")
-            if parts[:2] == ["flight_storage", "rpc"] and len(parts) > 2 and parts[2] in modules:
-                if RPC_LAYERS.index(parts[2]) <= RPC_LAYERS.index(name):
-                    upward.append(f"rpc.{name} imports rpc.{parts[2]}")
-    assert upward == []
+    assert _upward_imports(rpc, "flight_storage.rpc", RPC_LAYERS) == []
 
 
 # The DataFusion client's modules, top to bottom: registration and LIMIT pushdown use the
@@ -135,14 +129,8 @@ def test_datafusion_table_modules_import_only_downward() -> None:
     package = ROOT / "compute_client" / "datafusion_table"
     modules = {p.stem for p in package.glob("*.py")} - {"__init__"}
     assert modules == set(DATAFUSION_TABLE_LAYERS), "place every module in the layers"
-    upward = []
-    for name in DATAFUSION_TABLE_LAYERS:
-        for target in _first_party_imports(package / f"{name}.py"):
-            parts = target.split(".")
-            if parts[:2] == ["compute_client", "datafusion_table"] and len(parts) > 2:
-                if DATAFUSION_TABLE_LAYERS.index(parts[2]) <= DATAFUSION_TABLE_LAYERS.index(name):
-                    upward.append(f"datafusion_table.{name} imports {parts[2]}")
-    assert upward == []
+    assert _upward_imports(package, "compute_client.datafusion_table",
+                           DATAFUSION_TABLE_LAYERS) == []
 
 
 # The lowering's modules, top to bottom: the functions and dispatch tables build on the
@@ -152,15 +140,20 @@ LOWERING_LAYERS = ("lowering", "lowering_operators", "lowering_base", "timestamp
 
 
 def test_lowering_modules_import_only_downward() -> None:
-    package = ROOT / "select_dialect"
-    upward = []
-    for name in LOWERING_LAYERS:
-        for target in _first_party_imports(package / f"{name}.py"):
-            parts = target.split(".")
-            if parts[0] == "select_dialect" and len(parts) > 1 and parts[1] in LOWERING_LAYERS:
-                if LOWERING_LAYERS.index(parts[1]) <= LOWERING_LAYERS.index(name):
-                    upward.append(f"{name} imports {parts[1]}")
-    assert upward == []
+    assert _upward_imports(ROOT / "select_dialect", "select_dialect", LOWERING_LAYERS) == []
+
+
+def _upward_imports(folder: Path, package: str, layers: Sequence[str]) -> list[str]:
+    """Where a module of ``layers`` (top to bottom, files of ``folder``, the modules of
+    ``package``) imports one of its own layer or above it."""
+    found = []
+    for name in layers:
+        for target in _first_party_imports(folder / f"{name}.py"):
+            inner = target.removeprefix(f"{package}.").split(".")[0]
+            if (target.startswith(f"{package}.") and inner in layers
+                    and layers.index(inner) <= layers.index(name)):
+                found.append(f"{package}.{name} imports {package}.{inner}")
+    return found
 
 
 _PACKAGES = ("flight_storage", "compute_client", "select_dialect", "lazy_dataset")

@@ -131,7 +131,8 @@ def test_generate_reports_progress_every_tenth(tmp_path: Path) -> None:
 def test_cli_progress_goes_to_stderr(tmp_path: Path) -> None:
     result = _run_cli("--out", str(tmp_path), "--rows", "500", "--formats", "csv")
     assert result.stdout == ""
-    assert "50%" in result.stderr and "100%" in result.stderr
+    assert "50%" in result.stderr
+    assert "100%" in result.stderr
 
 
 def test_size_mb_sizes_the_orders_csv(tmp_path: Path) -> None:
@@ -194,12 +195,15 @@ def test_events_ndjson() -> None:
     events = [json.loads(line) for line in lines]
     for event in events:
         assert {"event_id", "type", "ts", "user", "items"} <= event.keys()
-        assert isinstance(event["user"], dict) and "country" in event["user"]
-        assert event["items"] and all(
+        assert isinstance(event["user"], dict)
+        assert "country" in event["user"]
+        assert event["items"]
+        assert all(
             {"sku", "qty", "price"} <= item.keys() for item in event["items"]
         )
         assert datetime.fromisoformat(event["ts"]).tzinfo is not None
-    assert any("coupon" in e for e in events) and any("coupon" not in e for e in events)
+    assert any("coupon" in e for e in events)
+    assert any("coupon" not in e for e in events)
     assert any(e["user"]["id"] is None for e in events)
     assert any("name" not in e["user"] for e in events)
     assert any(len(e["items"]) > 1 for e in events)
@@ -213,7 +217,8 @@ def test_events_ndjson() -> None:
 
 def test_catalog_is_a_pretty_json_document() -> None:
     text = (SAMPLES / "sales/events/catalog.json").read_text(encoding="utf-8")
-    assert len(text.splitlines()) > 10 and text.startswith("{\n  ")
+    assert len(text.splitlines()) > 10
+    assert text.startswith("{\n  ")
     document = json.loads(text)
     skus = [product["sku"] for product in document["products"]]
     assert len(skus) == len(set(skus)) >= 10

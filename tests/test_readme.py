@@ -65,7 +65,8 @@ def test_readme_adbc_snippet(server: ServerProcess) -> None:
     code = _block("python", "flightsql.connect").replace("grpc://127.0.0.1:8815",
                                                          server.location)
     result = _run_python(code)
-    assert result.returncode == 0 and result.stderr == "", result.stderr
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == "", result.stderr
     expected = [(r["order_id"], r["region"]) for r in _orders()
                 if r["status"] == "delivered"][:5]
     assert ast.literal_eval(result.stdout) == expected
@@ -75,7 +76,8 @@ def test_readme_boto3_snippet(door: str) -> None:
     """The S3 door's boto3 example prints the records it selected."""
     code = _block("python", "select_object_content").replace("http://127.0.0.1:9000", door)
     result = _run_python(code)
-    assert result.returncode == 0 and result.stderr == "", result.stderr
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == "", result.stderr
     shipped = [r["order_id"] for r in _orders() if r["status"] == "shipped"]
     assert result.stdout.split() == shipped
 
@@ -87,7 +89,8 @@ def test_readme_datafusion_snippet(server: ServerProcess) -> None:
     exec(compile(code, "README.md", "exec"), scope)  # noqa: S102 - the README's own code
     result: Any = scope["result"]
     comment = re.search(r"print\(result\.server_query\)\s*# (.*)", code)
-    assert comment is not None and result.server_query == comment.group(1)
+    assert comment is not None
+    assert result.server_query == comment.group(1)
     counts: dict[str, int] = {}
     for row in _orders():
         counts[row["region"]] = counts.get(row["region"], 0) + 1

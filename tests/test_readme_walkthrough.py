@@ -17,6 +17,7 @@ import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -83,8 +84,7 @@ def test_spark_pushes_the_filter_to_the_server(server: ServerProcess) -> None:
     assert rows == 2  # the two matching rows of four: the server filtered
 
 
-def test_the_configuration_wins_and_a_bad_value_names_its_line(server: ServerProcess,
-                                                                tmp_path: Path) -> None:
+def test_the_configuration_wins_and_a_bad_value_names_its_line(server: ServerProcess) -> None:
     import adbc_driver_flightsql.dbapi as flightsql
     import adbc_driver_manager
     import pyarrow as pa
@@ -100,8 +100,12 @@ def test_the_configuration_wins_and_a_bad_value_names_its_line(server: ServerPro
     assert quoted is not None, "the section no longer quotes the bad value's error"
     path = data / OBJECT
     path.write_text(path.read_text().replace("7.25", "n/a"))
-    with pytest.raises(adbc_driver_manager.Error) as info, \
-            flightsql.connect(server.location, autocommit=True) as conn, conn.cursor() as cur:
-        cur.execute('SELECT sum(amount) FROM "shop"."orders/2025-01.csv"')
-        cur.fetchall()
+    with flightsql.connect(server.location, autocommit=True) as conn, conn.cursor() as cur, \
+            pytest.raises(adbc_driver_manager.Error) as info:
+        _fetch_all(cur, 'SELECT sum(amount) FROM "shop"."orders/2025-01.csv"')
     assert quoted.group(1) in str(info.value)
+
+
+def _fetch_all(cursor: Any, statement: str) -> list[Any]:
+    cursor.execute(statement)
+    return list(cursor.fetchall())

@@ -22,10 +22,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 @pytest.fixture(scope="session")
-def driver(request: pytest.FixtureRequest) -> adbc_drivers_validation.model.DriverQuirks:
+def driver() -> adbc_drivers_validation.model.DriverQuirks:
     return FlightSelectQuirks()
 
 
 @pytest.fixture(scope="session")
-def driver_path(driver: adbc_drivers_validation.model.DriverQuirks) -> str:
+def driver_path(driver: adbc_drivers_validation.model.DriverQuirks) -> str:  # noqa: ARG001 - the suite's fixture depends on the driver
     return _driver_path()

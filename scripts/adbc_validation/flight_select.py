@@ -58,13 +58,14 @@ class FlightSelectQuirks(model.DriverQuirks):
     def queries_paths(self) -> tuple[Path]:
         return (Path(__file__).parent / "queries",)
 
-    def is_table_not_found(self, table_name: str | None, error: Exception) -> bool:
+    def is_table_not_found(self, table_name: str | None,  # noqa: ARG002 - DriverQuirks' signature
+                           error: Exception) -> bool:
         text = str(error)
         return "NoSuchKey" in text or "NoSuchTable" in text or "no object" in text
 
-    def try_drop_table(self, cursor: object, *, table_name: str,
+    def try_drop_table(self, cursor: object, *, table_name: str,  # noqa: ARG002 - DriverQuirks' signature
                        schema_name: str | None = None, catalog_name: str | None = None,
-                       temporary: bool = False) -> None:
+                       temporary: bool = False) -> None:  # noqa: ARG002 - DriverQuirks' signature
         folder = DATA / (catalog_name or CATALOG) / (schema_name or "") / table_name
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -162,7 +162,8 @@ def _spelled(draw: Any, key: str) -> str:
     return "".join(c.swapcase() if f else c for c, f in zip(key, flips, strict=True))
 
 
-def _json_object(draw: Any, flavor: str) -> tuple[bytes, dict[str, Any], list[Any], list[Field]]:
+def _json_object(draw: Any, flavor: str  # noqa: ARG001 - a builder of _OBJECTS
+                 ) -> tuple[bytes, dict[str, Any], list[Any], list[Field]]:
     names = draw(st.lists(st.sampled_from(_KEY_NAMES), min_size=1, max_size=3, unique=True))
     kinds = [draw(st.sampled_from([INT, FLOAT, STR, TS])) for _ in names]
     n_rows = draw(st.integers(0, 6))
@@ -194,8 +195,8 @@ def _json_object(draw: Any, flavor: str) -> tuple[bytes, dict[str, Any], list[An
 _ARROW = {INT: pa.int64(), FLOAT: pa.float64(), STR: pa.string(), TS: pa.string()}
 
 
-def _parquet_object(draw: Any, flavor: str) -> tuple[bytes, dict[str, Any], list[Any],
-                                                     list[Field]]:
+def _parquet_object(draw: Any, flavor: str  # noqa: ARG001 - a builder of _OBJECTS
+                    ) -> tuple[bytes, dict[str, Any], list[Any], list[Field]]:
     kinds = draw(st.lists(st.sampled_from([INT, FLOAT, STR, TS]), min_size=1, max_size=4))
     names = [f"c{i}" for i in range(len(kinds))]
     n_rows = draw(st.integers(0, 6))

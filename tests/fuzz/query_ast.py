@@ -9,6 +9,7 @@ text means one tree in both flavours (Ceph's ``NOT`` takes a whole conjunction).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -190,47 +191,69 @@ def _column(node: Col, query: Query) -> str:
 _CAST_TYPES = {INT: "INT", FLOAT: "FLOAT", STR: "STRING"}
 
 
+Render = Callable[[Node], str]
+
+
 def render(node: Node, query: Query) -> str:
     """The s3-select text of one expression."""
-    def r(n: Node) -> str:
-        return render(n, query)
-
-    if isinstance(node, Lit):
-        return _literal(node)
     if isinstance(node, Col):
         return _column(node, query)
-    if isinstance(node, Cast):
-        if node.shorthand:
-            return f"{node.kind}({r(node.operand)})"
-        return f"CAST({r(node.operand)} AS {_CAST_TYPES[node.kind]})"
-    if isinstance(node, Neg):
-        return f"(- {r(node.operand)})"  # a space: `--` opens a comment
-    if isinstance(node, (Arith, Cmp, Logic)):
-        return f"({r(node.left)} {node.op} {r(node.right)})"
-    if isinstance(node, Not):
-        return f"(NOT {r(node.operand)})"
-    if isinstance(node, IsTest):
-        return f"({r(node.operand)} IS {'NOT ' if node.negate else ''}{node.what})"
-    if isinstance(node, Between):
-        word = "NOT BETWEEN" if node.negate else "BETWEEN"
-        return f"({r(node.operand)} {word} {r(node.low)} AND {r(node.high)})"
-    if isinstance(node, In):
-        word = "NOT IN" if node.negate else "IN"
-        return f"({r(node.operand)} {word} ({', '.join(r(i) for i in node.items)}))"
-    if isinstance(node, Like):
-        word = "NOT LIKE" if node.negate else "LIKE"
-        escape = f" ESCAPE {_quote(node.escape)}" if node.escape else ""
-        return f"({r(node.operand)} {word} {_quote(node.pattern)}{escape})"
-    if isinstance(node, Case):
-        subject = f" {r(node.subject)}" if node.subject is not None else ""
-        whens = " ".join(f"WHEN {r(c)} THEN {r(v)}" for c, v in node.whens)
-        default = f" ELSE {r(node.default)}" if node.default is not None else ""
-        return f"(CASE{subject} {whens}{default} END)"
-    if isinstance(node, Call):
-        return _call(node, r)
-    if isinstance(node, Agg):
-        return f"{node.name}({'*' if node.arg is None else r(node.arg)})"
-    raise TypeError(node)
+    renderer = _RENDERERS.get(type(node))
+    if renderer is None:
+        raise TypeError(node)
+    return renderer(node, lambda n: render(n, query))
+
+
+def _cast(node: Cast, r: Render) -> str:
+    if node.shorthand:
+        return f"{node.kind}({r(node.operand)})"
+    return f"CAST({r(node.operand)} AS {_CAST_TYPES[node.kind]})"
+
+
+def _between(node: Between, r: Render) -> str:
+    word = "NOT BETWEEN" if node.negate else "BETWEEN"
+    return f"({r(node.operand)} {word} {r(node.low)} AND {r(node.high)})"
+
+
+def _in(node: In, r: Render) -> str:
+    word = "NOT IN" if node.negate else "IN"
+    return f"({r(node.operand)} {word} ({', '.join(r(i) for i in node.items)}))"
+
+
+def _like(node: Like, r: Render) -> str:
+    word = "NOT LIKE" if node.negate else "LIKE"
+    escape = f" ESCAPE {_quote(node.escape)}" if node.escape else ""
+    return f"({r(node.operand)} {word} {_quote(node.pattern)}{escape})"
+
+
+def _case(node: Case, r: Render) -> str:
+    subject = f" {r(node.subject)}" if node.subject is not None else ""
+    whens = " ".join(f"WHEN {r(c)} THEN {r(v)}" for c, v in node.whens)
+    default = f" ELSE {r(node.default)}" if node.default is not None else ""
+    return f"(CASE{subject} {whens}{default} END)"
+
+
+def _binary(node: Arith | Cmp | Logic, r: Render) -> str:
+    return f"({r(node.left)} {node.op} {r(node.right)})"
+
+
+_RENDERERS: dict[type[Node], Callable[[Any, Render], str]] = {
+    Lit: lambda node, _r: _literal(node),
+    Cast: _cast,
+    Neg: lambda node, r: f"(- {r(node.operand)})",  # a space: `--` opens a comment
+    Arith: _binary,
+    Cmp: _binary,
+    Logic: _binary,
+    Not: lambda node, r: f"(NOT {r(node.operand)})",
+    IsTest: lambda node, r: f"({r(node.operand)} IS {'NOT ' if node.negate else ''}{node.what})",
+    Between: _between,
+    In: _in,
+    Like: _like,
+    Case: _case,
+    Call: lambda node, r: _call(node, r),
+    Agg: lambda node, r: f"{node.name}({'*' if node.arg is None else r(node.arg)})",
+}
+"""How each kind of node is written (columns need the query: :func:`render` asks it)."""
 
 
 def _call(node: Call, r: Any) -> str:

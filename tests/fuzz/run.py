@@ -27,7 +27,7 @@ from tests.fuzz.standard_sql import StandardCase, standard_cases
 _STANDARD = "standard"
 
 
-def _mismatch(flavor: str, case: Case_ | StandardCase) -> str | None:
+def _mismatch(case: Case_ | StandardCase) -> str | None:
     """The description of a disagreement, None when engine and oracle agree."""
     if isinstance(case, StandardCase):
         standard = check_standard(case)
@@ -47,7 +47,7 @@ def _round(flavor: str, source: str, examples: int, found: dict[str, str]) -> in
     def run(case: Case_ | StandardCase) -> None:
         nonlocal checked
         try:
-            mismatch = _mismatch(flavor, case)
+            mismatch = _mismatch(case)
         except UndefinedCase:
             return
         checked += 1

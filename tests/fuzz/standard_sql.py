@@ -249,7 +249,7 @@ class _Gen:
             return Sql(f"CAST({number.ours} AS VARCHAR)", f"CAST({number.duck} AS VARCHAR)", STR)
         return s
 
-    def _ts(self, depth: int) -> Sql:
+    def _ts(self, depth: int) -> Sql:  # noqa: ARG002 - every kind's builder takes the depth
         return self.leaf(TS)
 
     def predicate(self, depth: int) -> Sql:
