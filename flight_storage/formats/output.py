@@ -334,7 +334,7 @@ def _nested_text(array: pa.Array, printing: PrintingRules) -> _Text:
 
 
 def _is_nested(t: pa.DataType) -> bool:
-    return (
+    return bool(
         pa.types.is_list(t)
         or pa.types.is_large_list(t)
         or pa.types.is_fixed_size_list(t)
@@ -344,11 +344,12 @@ def _is_nested(t: pa.DataType) -> bool:
 
 
 def _is_text(t: pa.DataType) -> bool:
-    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t))
 
 
 def _is_binary(t: pa.DataType) -> bool:
-    return pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t)
+    return bool(
+        pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t))
 
 
 # Order matters: the S3 timestamp struct must win over the generic struct rule.

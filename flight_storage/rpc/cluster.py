@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -44,6 +44,8 @@ from flight_storage.protocol import ENDPOINTS_HEADER
 from flight_storage.rpc.middleware import CallContext, log_event
 from flight_storage.rpc.peers import FORWARDED_HEADER, Peers, PeerUnreachable
 from flight_storage.storage.cluster import ClusterDescription, Holding
+
+T = TypeVar("T")
 
 MERGED_METADATA: Final = frozenset({"CommandGetDbSchemas", "CommandGetTables"})
 """Metadata commands whose rows are the union of every node's rows."""
@@ -167,7 +169,7 @@ class ClusterRole:
                   headers: Mapping[str, list[str]]) -> flight.FlightCallOptions:
         return self.peers.options(call, headers, self.planning_timeout_s)
 
-    def _forward(self, holding: Holding, what: str, call: Callable[[str], Any]) -> Any:
+    def _forward(self, holding: Holding, what: str, call: Callable[[str], T]) -> T:
         failures: dict[str, str] = {}
         for node in self.peers.live_first(holding.nodes):
             try:

@@ -464,7 +464,7 @@ class S3Bucket:
             return None
         body = answer["Body"]
         try:
-            return body.read(1 << 20).decode("utf-8", errors="replace")
+            return str(body.read(1 << 20).decode("utf-8", errors="replace"))
         finally:
             body.close()
 
