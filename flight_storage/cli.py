@@ -352,8 +352,8 @@ def _serve(args: argparse.Namespace) -> int:
     if not config.ticket_secret:
         log.warning("no ticket secret configured: tickets are valid only for this process")
     stopping = threading.Event()
-    signal.signal(signal.SIGINT, lambda signum, frame: stopping.set())
-    signal.signal(signal.SIGTERM, lambda signum, frame: stopping.set())
+    signal.signal(signal.SIGINT, lambda _signum, _frame: stopping.set())
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: stopping.set())
     try:
         server = StorageServer(config)  # serving from here on
     except (ConfigError, UsersFileError, OSError, StorageError) as exc:

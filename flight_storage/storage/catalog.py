@@ -234,8 +234,8 @@ class Catalog:
                 return store
         raise ObjectNotFoundError(f"no such bucket: {bucket}", code="NoSuchBucket")
 
-    def bucket_set(self, bucket: str) -> BucketSet:
-        """The location a new bucket ``bucket`` would be created in (the first one)."""
+    def bucket_set(self) -> BucketSet:
+        """The location new buckets are created in (the first one)."""
         return self.sets[0]
 
     def bucket_config(self, bucket: str) -> BucketConfig:
