@@ -23,13 +23,21 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from flight_storage.errors import StorageError
 from flight_storage.rpc.s3_http.door_config import S3DoorConfig
 from select_dialect.flavors import AWS, FLAVOR_NAMES, FLAVORS
+
+if TYPE_CHECKING:
+    from flight_storage.rpc.config import ServerConfig
+    from flight_storage.rpc.server import StorageServer
+    from flight_storage.storage.cluster import ClusterDescription, ClusterNode
+    from flight_storage.workers import Workers
+
+    _Topology = tuple[ClusterDescription | None, ClusterNode | None, Workers | None]
 
 QUERY_DEFAULT_FLAVOR = AWS
 """``flight-select query`` stands for one S3 SelectObjectContent call: AWS's answer."""
@@ -263,34 +271,67 @@ def _ticket_secret(path: Path | None) -> bytes:
     return os.environ.get("FLIGHT_SELECT_TICKET_SECRET", "").encode()
 
 
+class _Refused(Exception):
+    """Why the server will not start: printed after ``flight-select:``, exit status 2."""
+
+
 def _serve(args: argparse.Namespace) -> int:
-    from flight_storage.execution.plan_types import EngineConfig
-    from flight_storage.formats.csv_sniff import TableReading
-    from flight_storage.rpc.auth import UsersFileError
-    from flight_storage.rpc.config import ConfigError, ServerConfig
-    from flight_storage.rpc.server import JsonLogFormatter, StorageServer
+    from flight_storage.rpc.server import JsonLogFormatter
 
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonLogFormatter())
     logging.basicConfig(level=args.log_level.upper(), handlers=[handler])
     log = logging.getLogger("flight_storage")
+    try:
+        cluster, node, workers = _topology(args)
+        config = _server_config(args, cluster, node, workers)
+        if config.ticket_secret and len(config.ticket_secret) < 16:
+            raise _Refused("the ticket secret must be at least 16 bytes")
+        if not config.ticket_secret:
+            log.warning("no ticket secret configured: tickets are valid only for this process")
+        stopping = threading.Event()
+        signal.signal(signal.SIGINT, lambda _signum, _frame: stopping.set())
+        signal.signal(signal.SIGTERM, lambda _signum, _frame: stopping.set())
+        server = _listen(config, workers)
+    except _Refused as exc:
+        print(f"flight-select: {exc}", file=sys.stderr)
+        return 2
+    print(f"listening on {server.location}", flush=True)
+    gateway = _start_s3_door(args, server, config) if args.s3_port is not None else None
+    if gateway is not None:
+        print(f"s3 listening on {gateway.location}", flush=True)
+    while not stopping.wait(0.5):
+        pass
+    if gateway is not None:
+        gateway.stop()
+    if workers is not None:
+        workers.stop()
+    if not server.stop_gracefully():
+        # a client that stopped reading keeps a gRPC write pending: leave without it (the
+        # listening socket closes with the process, so no half-stopped server stays behind)
+        log.warning("stopped with calls still pending; exiting")
+        logging.shutdown()
+        os._exit(0)
+    log.info("stopped")
+    return 0
+
+
+def _topology(args: argparse.Namespace) -> _Topology:
+    """``(cluster, node, workers)`` from ``--cluster``/``--node``/``--workers`` (``--workers``
+    above 1 prepares a local fleet and points ``args.ticket_secret_file`` at its secret)."""
     from flight_storage.storage.cluster import ClusterDescription, ClusterFileError
 
     try:
         cluster = ClusterDescription.load(args.cluster) if args.cluster is not None else None
         node = cluster.node(args.node or "") if cluster is not None else None
     except ClusterFileError as exc:
-        print(f"flight-select: {exc}", file=sys.stderr)
-        return 2
+        raise _Refused(str(exc)) from None
     if node is None and args.node is not None:
-        print("flight-select: --node needs --cluster FILE", file=sys.stderr)
-        return 2
+        raise _Refused("--node needs --cluster FILE")
     workers = None
     if args.workers > 1:
         if cluster is not None:
-            print("flight-select: --workers makes a fleet of its own; use it without --cluster",
-                  file=sys.stderr)
-            return 2
+            raise _Refused("--workers makes a fleet of its own; use it without --cluster")
         from flight_storage import workers as local_fleet
 
         scheme = "grpc+tls" if args.tls_cert is not None else "grpc"
@@ -301,11 +342,18 @@ def _serve(args: argparse.Namespace) -> int:
         node = cluster.node("w0")
         args.ticket_secret_file = workers.secret_file
     elif args.workers < 1:
-        print("flight-select: --workers must be at least 1", file=sys.stderr)
-        return 2
+        raise _Refused("--workers must be at least 1")
+    return cluster, node, workers
+
+
+def _server_config(args: argparse.Namespace, cluster: ClusterDescription | None,
+                   node: ClusterNode | None, workers: Workers | None) -> ServerConfig:
+    from flight_storage.execution.plan_types import EngineConfig
+    from flight_storage.formats.csv_sniff import TableReading
+    from flight_storage.rpc.config import ServerConfig
     from flight_storage.storage.s3_store import S3Settings
 
-    config = ServerConfig(
+    return ServerConfig(
         data=tuple(args.data),
         iceberg=tuple(args.iceberg),
         store=S3Settings(endpoint_url=args.store_endpoint_url, region=args.store_region,
@@ -346,53 +394,33 @@ def _serve(args: argparse.Namespace) -> int:
             max_columns=args.max_columns,
         ),
     )
-    if config.ticket_secret and len(config.ticket_secret) < 16:
-        print("flight-select: the ticket secret must be at least 16 bytes", file=sys.stderr)
-        return 2
-    if not config.ticket_secret:
-        log.warning("no ticket secret configured: tickets are valid only for this process")
-    stopping = threading.Event()
-    signal.signal(signal.SIGINT, lambda signum, frame: stopping.set())
-    signal.signal(signal.SIGTERM, lambda signum, frame: stopping.set())
+
+
+def _listen(config: ServerConfig, workers: Workers | None) -> StorageServer:
+    """The started server (and the local fleet's workers, when there are)."""
+    from flight_storage.rpc.auth import UsersFileError
+    from flight_storage.rpc.config import ConfigError
+    from flight_storage.rpc.server import StorageServer
+
     try:
         server = StorageServer(config)  # serving from here on
     except (ConfigError, UsersFileError, OSError, StorageError) as exc:
-        print(f"flight-select: {exc}", file=sys.stderr)
-        return 2
+        raise _Refused(str(exc)) from None
     except pa.ArrowException as exc:  # gRPC could not bind: pyarrow says only that
-        print(f"flight-select: could not listen on {config.host}:{config.port} (is the port "
-              f"in use, or the address not this machine's?): {exc}", file=sys.stderr)
-        return 2
+        raise _Refused(f"could not listen on {config.host}:{config.port} (is the port "
+                       f"in use, or the address not this machine's?): {exc}") from None
     if workers is not None:
         try:
             workers.start(sys.argv[2:], config.host)
         except OSError as exc:
-            print(f"flight-select: --workers: {exc}", file=sys.stderr)
             workers.stop()
             server.stop_gracefully(0)
-            return 2
+            raise _Refused(f"--workers: {exc}") from None
         if server.cluster is not None:  # they listen now: list them first from the start
             for peer in server.cluster.cluster.nodes.values():
                 if peer.name != server.cluster.me:
                     server.cluster.peers.check(peer)
-    print(f"listening on {server.location}", flush=True)
-    gateway = _start_s3_door(args, server, config) if args.s3_port is not None else None
-    if gateway is not None:
-        print(f"s3 listening on {gateway.location}", flush=True)
-    while not stopping.wait(0.5):
-        pass
-    if gateway is not None:
-        gateway.stop()
-    if workers is not None:
-        workers.stop()
-    if not server.stop_gracefully():
-        # a client that stopped reading keeps a gRPC write pending: leave without it (the
-        # listening socket closes with the process, so no half-stopped server stays behind)
-        log.warning("stopped with calls still pending; exiting")
-        logging.shutdown()
-        os._exit(0)
-    log.info("stopped")
-    return 0
+    return server
 
 
 def _start_s3_door(args: argparse.Namespace, server: Any, config: Any) -> Any:

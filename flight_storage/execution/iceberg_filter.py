@@ -160,8 +160,11 @@ def _widened_comparison(op: str, column: str, unit_ns: int, value: pa.Scalar) ->
 
 def _comparison(op: str) -> Callable[[str, Any], Any]:
     e = _expressions()
-    return {"=": e.EqualTo, "!=": e.NotEqualTo, "<": e.LessThan, "<=": e.LessThanOrEqual,
-            ">": e.GreaterThan, ">=": e.GreaterThanOrEqual}[op]
+    # pyiceberg's comparison classes are built as Class(term, literal).
+    by_op: dict[str, Callable[[str, Any], Any]] = {
+        "=": e.EqualTo, "!=": e.NotEqualTo, "<": e.LessThan, "<=": e.LessThanOrEqual,
+        ">": e.GreaterThan, ">=": e.GreaterThanOrEqual}
+    return by_op[op]
 
 
 def _in_list(variant: Any, schema: pa.Schema) -> Any:

@@ -263,7 +263,8 @@ class NativeCsvTable:
     def bad_values(self, ctx: SessionContext) -> list[tuple[int, int, str]]:
         """``(column, count, example)`` for each typed column with fields the view's
         ``try_cast`` turns to NULL (a ``bad_values`` ``null`` table), counted on ``ctx``."""
-        assert self.columns is not None and self.converts_in_view
+        assert self.columns is not None
+        assert self.converts_in_view
         self.register(ctx, "checked")
         typed = [(i, t) for i, t in enumerate(self.columns.types, start=1)
                  if arrow_type(t) != pa.string()]

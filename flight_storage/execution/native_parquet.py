@@ -122,7 +122,7 @@ class NativeParquetTable:
         return (type(self).__name__, self.location.url, self.size,
                 None if self.schema is None else self.schema.to_string())
 
-    def endpoint_split(self, size: int, count: int) -> tuple[int, list[Any]]:
+    def endpoint_split(self, size: int, count: int) -> tuple[int, list[Any]]:  # noqa: ARG002 - NativeCsvTable.endpoint_split (the native tables share it)
         """DataFusion's partitions of the file when asked for about ``count`` (see
         :meth:`partition_count`), and the row groups each reads."""
         chosen = self.partition_count(count)
@@ -139,7 +139,6 @@ class NativeParquetTable:
 
     def explainer(self, size: int, partitions: int, start: int | None) -> None:
         """DataFusion's Parquet errors need no position: :func:`engine_error` names them."""
-        return None
 
     def split(self, count: int) -> list[tuple[int, ...]]:
         """Row groups of each of ``count`` DataFusion partitions of the file."""

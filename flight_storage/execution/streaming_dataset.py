@@ -91,6 +91,6 @@ class StreamingDataset(LazyDataset):
         super().__init__(schema)
         self._scans = list(scans)
 
-    def plan_scans(self, columns: Columns, filter: pc.Expression | None
+    def plan_scans(self, columns: Columns, filter: pc.Expression | None  # noqa: ARG002 - lazy_dataset StreamingDataset.plan_scans
                    ) -> Sequence[ScanFunction]:
         return self._scans

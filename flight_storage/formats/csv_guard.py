@@ -393,19 +393,30 @@ class _ChunkSurveyor:
         """The chunk's lines, or the first reason an Arrow reader would read them otherwise
         (``rows_counted``: see :func:`arrow_block_reason`)."""
         chunk = bytes(chunk)  # bytes.find and isascii run at memchr speed
-        if first and chunk.startswith(_BOM):
-            return _Checked(chunk, "a byte-order mark at the start")
-        if not chunk.isascii():
-            try:
-                chunk.decode("utf-8")  # whole lines: no character spans two chunks
-            except UnicodeDecodeError:
-                return _Checked(chunk, "invalid UTF-8")
-        if self.escape is not None and chunk.find(bytes([self.escape])) != -1:
-            return _Checked(chunk, "the escape character outside a doubled quote")
+        reason = self._bytes_reason(chunk, first)
+        if reason:
+            return _Checked(chunk, reason)
         has_quote = chunk.find(bytes([self.quote])) != -1
         has_comment = self.comment is not None and chunk.find(bytes([self.comment])) != -1
         if not (has_quote or has_comment or chunk.find(b"\r") != -1):
             return self._plain_lines(chunk, rows_counted)
+        return self._lines(chunk, has_quote, has_comment)
+
+    def _bytes_reason(self, chunk: bytes, first: bool) -> str | None:
+        """The first reason found in the chunk's bytes, before its lines are looked at."""
+        if first and chunk.startswith(_BOM):
+            return "a byte-order mark at the start"
+        if not chunk.isascii():
+            try:
+                chunk.decode("utf-8")  # whole lines: no character spans two chunks
+            except UnicodeDecodeError:
+                return "invalid UTF-8"
+        if self.escape is not None and chunk.find(bytes([self.escape])) != -1:
+            return "the escape character outside a doubled quote"
+        return None
+
+    def _lines(self, chunk: bytes, has_quote: bool, has_comment: bool) -> _Checked:
+        """The line checks of a chunk with quotes, carriage returns or comment characters."""
         data = np.frombuffer(chunk, np.uint8)
         line_ends = _line_ends(data)
         starts = np.empty_like(line_ends)
@@ -429,17 +440,20 @@ class _ChunkSurveyor:
                 return _Checked(chunk, f"a record over {self.limit} bytes", int(too_long[0]))
         if has_comment and np.any(data[starts] == self.comment):
             return _Checked(chunk, "a line starting with the comment character")
-        quotes = None
         if has_quote:
-            if not self.quoting:
-                return _Checked(chunk, f"the character {self.quote_char!r} with quoting off")
-            quotes = np.flatnonzero(data == self.quote)
-            reason = self._quotes_reason(data, quotes, line_ends)
-            if reason:
-                return _Checked(chunk, reason)
-            doubled = bool(np.any(quotes[1:] == quotes[:-1] + 1))
-            return _Checked(chunk, quotes=quotes, doubled_quotes=doubled)
+            return self._quoted(chunk, data, line_ends)
         return _Checked(chunk)
+
+    def _quoted(self, chunk: bytes, data: np.ndarray, line_ends: np.ndarray) -> _Checked:
+        """The quote checks of a chunk whose lines passed, with its quotes' positions."""
+        if not self.quoting:
+            return _Checked(chunk, f"the character {self.quote_char!r} with quoting off")
+        quotes = np.flatnonzero(data == self.quote)
+        reason = self._quotes_reason(data, quotes, line_ends)
+        if reason:
+            return _Checked(chunk, reason)
+        doubled = bool(np.any(quotes[1:] == quotes[:-1] + 1))
+        return _Checked(chunk, quotes=quotes, doubled_quotes=doubled)
 
     def _plain_lines(self, chunk: bytes, rows_counted: bool) -> _Checked:
         """The checks of a chunk without quotes, carriage returns or comment characters, at

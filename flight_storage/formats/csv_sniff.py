@@ -216,7 +216,7 @@ def _parse_options(options: CsvInputOptions) -> pa_csv.ParseOptions:
     )
 
 
-def _skip(row: object) -> str:
+def _skip(row: object) -> str:  # noqa: ARG001 - pyarrow's invalid_row_handler
     return "skip"
 
 

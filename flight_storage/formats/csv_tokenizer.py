@@ -132,20 +132,7 @@ class Tokenizer:
                 cur.append(text[i:j])
             c = text[j]
             if escape is not None and c == escape and (escape != quote or in_quote):
-                if escape == quote:  # inside quotes "" is a literal quote, else it closes
-                    if text.startswith(quote, j + 1):
-                        cur.append(quote)
-                        i = j + 2
-                    else:
-                        in_quote = False
-                        i = j + 1
-                    continue
-                nxt = j + 1
-                if nxt < n and not (rd is not None and text.startswith(rd, nxt)):
-                    cur.append(text[nxt])
-                    i = nxt + 1
-                else:
-                    i = nxt
+                i, in_quote = self._ceph_escape(text, j, in_quote, cur)
                 continue
             if quote is not None and c == quote:
                 in_quote = not in_quote
@@ -166,6 +153,23 @@ class Tokenizer:
             cur.append(c)
             i = j + 1
         return self._finish(rows, fields, cur, record_start, n, final)
+
+    def _ceph_escape(self, text: str, j: int, in_quote: bool, cur: list[str]
+                     ) -> tuple[int, bool]:
+        """The escape character at ``j``: what it adds to ``cur``, and ``(next index,
+        in_quote)`` after it."""
+        quote, rd = self.quote, self.rd
+        if self.escape == quote:  # inside quotes "" is a literal quote, else it closes
+            assert quote is not None  # the escape is set, so the quote it equals is too
+            if text.startswith(quote, j + 1):
+                cur.append(quote)
+                return j + 2, in_quote
+            return j + 1, False
+        nxt = j + 1
+        if nxt < len(text) and not (rd is not None and text.startswith(rd, nxt)):
+            cur.append(text[nxt])
+            return nxt + 1, in_quote
+        return nxt, in_quote
 
     def _rfc(self, text: str, final: bool) -> tuple[list[list[str]], int]:
         fd, rd, quote = self.fd, self.rd, self.quote
@@ -199,11 +203,16 @@ class Tokenizer:
                 continue
             i += len(fd)
             after_delimiter = True
+        return self._rfc_end(rows, fields, after_delimiter, record_start, n, final)
+
+    def _rfc_end(self, rows: list[list[str]], fields: list[str], after_delimiter: bool,
+                 record_start: int, n: int, final: bool) -> tuple[list[list[str]], int]:
+        """The rows at the end of the text: the last record's only when ``final``."""
         if after_delimiter:
             fields.append("")
         if not final:
             return rows, record_start
-        if fields or rd is None:
+        if fields or self.rd is None:
             rows.append(fields or [""])
             self.record_ends.append(n)
         return rows, n

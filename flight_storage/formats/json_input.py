@@ -378,7 +378,7 @@ class _TextStream:
 _FIRST_ELEMENT, _NEXT_ELEMENT, _SEPARATOR = "first element", "element", "separator"
 
 
-def _stream_documents(
+def _stream_documents(  # noqa: C901 - one resumable loop over shared parse state; see below
     source: BinaryIO, max_record_size: int | None = None, split_arrays: bool = False
 ) -> Iterator[tuple[Any, int]]:
     """Yield each top-level JSON value of the object with its 1-based record number.
@@ -387,6 +387,9 @@ def _stream_documents(
     yielded on its own under the array's record number (the caller's row selection must give
     the same rows for the elements one by one as for the whole array). No value held in
     memory is longer than ``max_record_size`` bytes (``OverMaxRecordSize``).
+
+    The loop's checks are in helpers; what is left (13 > 10) moves the buffer, position,
+    record and array state together, which a split would only do through a reader object.
     """
     raw_decode = new_decoder().raw_decode
     stream = _TextStream(source)
@@ -400,13 +403,10 @@ def _stream_documents(
         position = _WHITESPACE.match(buffer, position).end()  # type: ignore[union-attr]
         need_more = position == len(buffer)
         if not need_more and array_state is not None:
-            char = buffer[position]
-            if array_state == _SEPARATOR or (array_state == _FIRST_ELEMENT and char == "]"):
-                if char not in ",]" or (array_state == _FIRST_ELEMENT and char == ","):
-                    offset = consumed + text_size(buffer[:position])
-                    raise _parsing_error("Expecting ',' delimiter", record=record, offset=offset)
+            after = _array_punctuation(buffer, position, array_state, record, consumed)
+            if after is not None:
                 position += 1
-                array_state = None if char == "]" else _NEXT_ELEMENT
+                array_state = after or None
                 continue
         elif not need_more and split_arrays and buffer[position] == "[":
             record += 1
@@ -419,12 +419,7 @@ def _stream_documents(
             try:
                 value, end = raw_decode(buffer, position)
             except json.JSONDecodeError as exc:
-                truncated = exc.pos >= len(buffer) - _TRUNCATION_WINDOW or exc.msg.startswith(
-                    "Unterminated string"
-                )
-                if stream.eof or not truncated:
-                    offset = consumed + text_size(buffer[: exc.pos])
-                    raise _parsing_error(exc.msg, record=this_record, offset=offset) from exc
+                _check_truncated(exc, buffer, stream.eof, this_record, consumed)
                 need_more = True
             except (ValueError, RecursionError) as exc:
                 # Reported at the start of the record, as when the array is read whole.
@@ -432,18 +427,9 @@ def _stream_documents(
                           else consumed + text_size(buffer[:position]))
                 raise _parsing_error(str(exc), record=this_record, offset=offset) from exc
             else:
-                # A number or literal may go on in the next block ("1" of "1.5e3", "0."):
-                # decided once a character that cannot continue a number follows it.
-                if (
-                    stream.eof
-                    or buffer[end - 1] in _CLOSED_VALUE_END
-                    or _NUMBER_TAIL.match(buffer, end).end() < len(buffer)  # type: ignore[union-attr]
-                ):
-                    if text_over(buffer[position:end], max_record_size):
-                        assert max_record_size is not None
-                        offset = consumed + text_size(buffer[:position])
-                        raise too_long(max_record_size, record=this_record, offset=offset,
-                                       named_offset=True)
+                if _value_ended(buffer, end, stream.eof):
+                    _check_record_size(buffer, position, end, max_record_size, this_record,
+                                       consumed)
                     if array_state is None:
                         record += 1
                     else:
@@ -453,10 +439,7 @@ def _stream_documents(
                     continue
                 need_more = True
         if stream.eof:
-            if array_state is not None:
-                offset = consumed + text_size(buffer)
-                expected = "',' delimiter" if array_state == _SEPARATOR else "value"
-                raise _parsing_error(f"Expecting {expected}", record=record, offset=offset)
+            _check_array_closed(buffer, array_state, record, consumed)
             return
         consumed += text_size(buffer[:position])
         buffer = buffer[position:]
@@ -467,3 +450,61 @@ def _stream_documents(
                            named_offset=True)
         # Read at least as much as is buffered: a large document is re-parsed O(log n) times.
         buffer += stream.read(max(_READ_BLOCK, len(buffer)))
+
+
+def _array_punctuation(buffer: str, position: int, array_state: str, record: int,
+                       consumed: int) -> str | None:
+    """Inside a split top-level array, the state after the ``,`` or ``]`` at ``position``
+    ("" when the array ends there), or None when a value comes first.
+
+    Raises:
+        InputFormatError: ``JSONParsingError`` when that character is not the one expected.
+    """
+    char = buffer[position]
+    if array_state == _SEPARATOR or (array_state == _FIRST_ELEMENT and char == "]"):
+        if char not in ",]" or (array_state == _FIRST_ELEMENT and char == ","):
+            offset = consumed + text_size(buffer[:position])
+            raise _parsing_error("Expecting ',' delimiter", record=record, offset=offset)
+        return "" if char == "]" else _NEXT_ELEMENT
+    return None
+
+
+def _check_array_closed(buffer: str, array_state: str | None, record: int,
+                        consumed: int) -> None:
+    """At the end of the object: a split top-level array must have been closed."""
+    if array_state is not None:
+        offset = consumed + text_size(buffer)
+        expected = "',' delimiter" if array_state == _SEPARATOR else "value"
+        raise _parsing_error(f"Expecting {expected}", record=record, offset=offset)
+
+
+def _check_truncated(exc: json.JSONDecodeError, buffer: str, eof: bool, record: int,
+                     consumed: int) -> None:
+    """Raise the decoder's error unless more text may complete the value."""
+    truncated = exc.pos >= len(buffer) - _TRUNCATION_WINDOW or exc.msg.startswith(
+        "Unterminated string"
+    )
+    if eof or not truncated:
+        offset = consumed + text_size(buffer[: exc.pos])
+        raise _parsing_error(exc.msg, record=record, offset=offset) from exc
+
+
+def _value_ended(buffer: str, end: int, eof: bool) -> bool:
+    """Whether the value decoded up to ``end`` is whole.
+
+    A number or literal may go on in the next block ("1" of "1.5e3", "0."): decided once a
+    character that cannot continue a number follows it.
+    """
+    return (
+        eof
+        or buffer[end - 1] in _CLOSED_VALUE_END
+        or _NUMBER_TAIL.match(buffer, end).end() < len(buffer)  # type: ignore[union-attr]
+    )
+
+
+def _check_record_size(buffer: str, position: int, end: int, max_record_size: int | None,
+                       record: int, consumed: int) -> None:
+    if text_over(buffer[position:end], max_record_size):
+        assert max_record_size is not None
+        offset = consumed + text_size(buffer[:position])
+        raise too_long(max_record_size, record=record, offset=offset, named_offset=True)

@@ -47,25 +47,36 @@ _KEY_STEPS: Final = frozenset({"key", "exact_key", "only_key"})
 def _transparent_step(value: Any, step: tuple[Any, ...], out: list[Any]) -> None:
     kind = step[0]
     if type(value) is list:
-        if kind == "index":
-            if 0 <= step[1] < len(value):
-                out.append(value[step[1]])
-        elif kind == "any_index":
-            out.extend(value)
-        else:
-            for element in value:
-                _transparent_step(element, step, out)
+        _transparent_list_step(value, step, out)
     elif isinstance(value, dict):
-        if kind == "key":
-            out.extend(member for key, member in pairs(value) if key.lower() == step[1])
-        elif kind in _KEY_STEPS:
-            member = KEY_LOOKUPS[kind](value, step[1])
-            if member is not MISSING:
-                out.append(member)
-        elif kind == "any_key":
-            out.extend(member for _, member in pairs(value))
-        elif kind == "any_index":
-            out.append(value)
+        _transparent_object_step(value, step, out)
+    elif kind == "any_index":
+        out.append(value)
+
+
+def _transparent_list_step(value: list[Any], step: tuple[Any, ...], out: list[Any]) -> None:
+    kind = step[0]
+    if kind == "index":
+        if 0 <= step[1] < len(value):
+            out.append(value[step[1]])
+    elif kind == "any_index":
+        out.extend(value)
+    else:
+        for element in value:
+            _transparent_step(element, step, out)
+
+
+def _transparent_object_step(value: dict[str, Any], step: tuple[Any, ...],
+                             out: list[Any]) -> None:
+    kind = step[0]
+    if kind == "key":
+        out.extend(member for key, member in pairs(value) if key.lower() == step[1])
+    elif kind in _KEY_STEPS:
+        member = KEY_LOOKUPS[kind](value, step[1])
+        if member is not MISSING:
+            out.append(member)
+    elif kind == "any_key":
+        out.extend(member for _, member in pairs(value))
     elif kind == "any_index":
         out.append(value)
 

@@ -43,7 +43,7 @@ _SCALAR_TEXT: Final[Mapping[type, Callable[[Any], str]]] = {
     int: int.__repr__,
     float: _finite_float_text,
     bool: lambda value: "true" if value else "false",
-    type(None): lambda value: "null",
+    type(None): lambda _value: "null",
 }
 """The text of each JSON scalar type (exact types: ``bool`` is not read as ``int``)."""
 

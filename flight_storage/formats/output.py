@@ -271,13 +271,13 @@ def _keep_nulls(source: pa.Array, text: pa.Array) -> pa.Array:
 
 
 def _cast_text(json_string: bool) -> Callable[[pa.Array, PrintingRules], _Text]:
-    def convert(array: pa.Array, printing: PrintingRules) -> _Text:
+    def convert(array: pa.Array, printing: PrintingRules) -> _Text:  # noqa: ARG001 - a _FORMATTERS entry
         return _Text(array.cast(pa.string()), json_string)
 
     return convert
 
 
-def _float_text(array: pa.Array, printing: PrintingRules) -> _Text:
+def _float_text(array: pa.Array, printing: PrintingRules) -> _Text:  # noqa: ARG001 - a _FORMATTERS entry
     """The shortest round-trip decimal as Python's ``repr`` writes it, without ``.0``.
 
     Arrow's cast agrees except far from 1: it writes ``1e+10`` and ``0.00001`` where repr
@@ -296,7 +296,7 @@ def _float_text(array: pa.Array, printing: PrintingRules) -> _Text:
     return _Text(text, False)
 
 
-def _decimal_text(array: pa.Array, printing: PrintingRules) -> _Text:
+def _decimal_text(array: pa.Array, printing: PrintingRules) -> _Text:  # noqa: ARG001 - a _FORMATTERS entry
     """A decimal's exact digits at its scale (``1.50``, ``-0.000000001``), in both flavours.
 
     Arrow's decimal -> string cast writes scientific notation when the value is below
@@ -311,11 +311,11 @@ def _decimal_text(array: pa.Array, printing: PrintingRules) -> _Text:
     return _Text(text, False)
 
 
-def _string_text(array: pa.Array, printing: PrintingRules) -> _Text:
+def _string_text(array: pa.Array, printing: PrintingRules) -> _Text:  # noqa: ARG001 - a _FORMATTERS entry
     return _Text(array.cast(pa.string()), True)
 
 
-def _binary_text(array: pa.Array, printing: PrintingRules) -> _Text:
+def _binary_text(array: pa.Array, printing: PrintingRules) -> _Text:  # noqa: ARG001 - a _FORMATTERS entry
     try:
         return _Text(array.cast(pa.string()), True)
     except pa.ArrowInvalid:
@@ -323,18 +323,18 @@ def _binary_text(array: pa.Array, printing: PrintingRules) -> _Text:
         return _Text(pa.array(values, pa.string()), True)
 
 
-def _null_text(array: pa.Array, printing: PrintingRules) -> _Text:
+def _null_text(array: pa.Array, printing: PrintingRules) -> _Text:  # noqa: ARG001 - a _FORMATTERS entry
     return _Text(pa.nulls(len(array), pa.string()), False)
 
 
-def _nested_text(array: pa.Array, printing: PrintingRules) -> _Text:
+def _nested_text(array: pa.Array, printing: PrintingRules) -> _Text:  # noqa: ARG001 - a _FORMATTERS entry
     """Lists / structs / maps (Parquet): compact JSON text, built in Python (rare)."""
     values = [None if v is None else dumps(v) for v in array.to_pylist()]
     return _Text(pa.array(values, pa.string()), False)
 
 
 def _is_nested(t: pa.DataType) -> bool:
-    return (
+    return bool(
         pa.types.is_list(t)
         or pa.types.is_large_list(t)
         or pa.types.is_fixed_size_list(t)
@@ -344,11 +344,12 @@ def _is_nested(t: pa.DataType) -> bool:
 
 
 def _is_text(t: pa.DataType) -> bool:
-    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t))
 
 
 def _is_binary(t: pa.DataType) -> bool:
-    return pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t)
+    return bool(
+        pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t))
 
 
 # Order matters: the S3 timestamp struct must win over the generic struct rule.

@@ -42,4 +42,4 @@ S3_TIMESTAMP = pa.struct(
 
 def is_s3_timestamp(data_type: pa.DataType) -> bool:
     """True when ``data_type`` is the s3-select timestamp struct."""
-    return data_type == S3_TIMESTAMP
+    return bool(data_type == S3_TIMESTAMP)

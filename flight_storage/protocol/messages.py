@@ -138,7 +138,7 @@ def pack_any(message: Message) -> bytes:
     if _ANY_MESSAGES.get(name) is not type(message):
         raise ProtocolError(f"not a Flight SQL message: {message.DESCRIPTOR.full_name}")
     wrapped = any_pb2.Any(type_url=TYPE_URL_PREFIX + name, value=message.SerializeToString())
-    return wrapped.SerializeToString()
+    return bytes(wrapped.SerializeToString())
 
 
 def unpack_any(data: bytes) -> tuple[str, Message]:

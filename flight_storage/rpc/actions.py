@@ -109,7 +109,7 @@ def _cancel_query(host: ActionHost, call: CallContext, body: bytes) -> list[flig
     result = pb.ActionCancelQueryResult(result=_CANCEL_RESULTS[status])
     return [flight.Result(protocol.pack_any(result))]
 
-def _begin_transaction(host: ActionHost, call: CallContext,
+def _begin_transaction(host: ActionHost, call: CallContext,  # noqa: ARG001 - an ACTIONS handler
                        body: bytes) -> list[flight.Result]:
     """A transaction id for clients that turn autocommit off. Only SELECT runs, so there is
     nothing to isolate or undo: each statement reads its objects' versions current when it is
@@ -118,7 +118,7 @@ def _begin_transaction(host: ActionHost, call: CallContext,
     result = pb.ActionBeginTransactionResult(transaction_id=secrets.token_bytes(16))
     return [flight.Result(protocol.pack_any(result))]
 
-def _end_transaction(host: ActionHost, call: CallContext, body: bytes) -> list[flight.Result]:
+def _end_transaction(host: ActionHost, call: CallContext, body: bytes) -> list[flight.Result]:  # noqa: ARG001 - an ACTIONS handler
     """COMMIT or ROLLBACK: nothing was written, so both succeed with nothing to do."""
     request = protocol.decode_action("EndTransaction", body)
     if not request.transaction_id:
@@ -139,7 +139,7 @@ def _list_objects(host: ActionHost, call: CallContext, body: bytes) -> list[flig
         raise InvalidRequestError(f"ListObjects takes JSON {{bucket, prefix, start_after, "
                                   f"max_keys}} ({exc})") from None
     host.check_access(call, bucket)
-    page = host.bounded(call, "ListObjects", lambda stop: host.catalog.list_page(
+    page = host.bounded(call, "ListObjects", lambda _stop: host.catalog.list_page(
         bucket, prefix, start_after, min(max_keys, 10000)))
     document = {
         "objects": [{"key": o.key, "size": o.size, "mtime_ns": o.mtime_ns}
@@ -148,7 +148,7 @@ def _list_objects(host: ActionHost, call: CallContext, body: bytes) -> list[flig
     }
     return [flight.Result(json.dumps(document).encode())]
 
-def _health(host: ActionHost, call: CallContext, body: bytes) -> list[flight.Result]:
+def _health(host: ActionHost, call: CallContext, body: bytes) -> list[flight.Result]:  # noqa: ARG001 - an ACTIONS handler
     status = {
         "status": "stopping" if host.aborting.is_set() else "ok",
         "server": SERVER_NAME,

@@ -91,9 +91,10 @@ def error_document(exc: StorageError | SelectDialectError) -> dict[str, Any]:
     return doc
 
 
-def _flight_error(cls: type[flight.FlightError], doc: dict[str, Any]) -> flight.FlightError:
+def _flight_error(cls: type[flight.FlightError], doc: dict[str, Any]) -> Exception:
     text = json.dumps(doc, ensure_ascii=False)
-    return cls(text, extra_info=text.encode())
+    error: Exception = cls(text, extra_info=text.encode())  # pyarrow's FlightError is an Exception
+    return error
 
 
 _BY_STATUS: dict[str, Callable[[dict[str, Any]], BaseException]] = {

@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -44,6 +44,8 @@ from flight_storage.protocol import ENDPOINTS_HEADER
 from flight_storage.rpc.middleware import CallContext, log_event
 from flight_storage.rpc.peers import FORWARDED_HEADER, Peers, PeerUnreachable
 from flight_storage.storage.cluster import ClusterDescription, Holding
+
+T = TypeVar("T")
 
 MERGED_METADATA: Final = frozenset({"CommandGetDbSchemas", "CommandGetTables"})
 """Metadata commands whose rows are the union of every node's rows."""
@@ -93,13 +95,13 @@ class ClusterRole:
         nodes = self.peers.live_first(mine[0].nodes, confirm=mine[0].owner != self.me)
         return [flight.Location(self.cluster.node(n).location) for n in nodes]
 
-    def endpoint_locations(self, bucket: str, key: str, partition: Mapping[str, Any]
+    def endpoint_locations(self, bucket: str, key: str, partition: Mapping[str, Any]  # noqa: ARG002 - ClusterRole.endpoint_locations (FleetRole places by partition)
                            ) -> list[flight.Location]:
         """The locations of one endpoint: here, those of its object's holding."""
         return self.locations(bucket, key)
 
     def endpoint_metadata(self, bucket: str, key: str,
-                          partition: Mapping[str, Any] | None = None) -> bytes:
+                          partition: Mapping[str, Any] | None = None) -> bytes:  # noqa: ARG002 - ClusterRole.endpoint_metadata (FleetRole places by partition)
         """An endpoint's ``app_metadata`` in a cluster: the nodes holding its data, with their
         machine names (``host``) for compute-side locality, e.g. Spark's preferred hosts."""
         mine = [h for h in self.holdings(bucket, key) if self.me in h.nodes]
@@ -167,7 +169,7 @@ class ClusterRole:
                   headers: Mapping[str, list[str]]) -> flight.FlightCallOptions:
         return self.peers.options(call, headers, self.planning_timeout_s)
 
-    def _forward(self, holding: Holding, what: str, call: Callable[[str], Any]) -> Any:
+    def _forward(self, holding: Holding, what: str, call: Callable[[str], T]) -> T:
         failures: dict[str, str] = {}
         for node in self.peers.live_first(holding.nodes):
             try:
@@ -270,29 +272,29 @@ class FleetRole(ClusterRole):
     node plans and serves everything itself, and only the endpoints' locations and cancels
     involve the others."""
 
-    def holds(self, bucket: str, key: str) -> bool:
+    def holds(self, bucket: str, key: str) -> bool:  # noqa: ARG002 - ClusterRole.holds
         return True
 
     def check_holds(self, bucket: str, key: str) -> None:
         """Any node serves any ticket of a fleet."""
 
     def flight_info(
-        self, call: CallContext, headers: Mapping[str, list[str]],
-        descriptor: flight.FlightDescriptor, bucket: str, key: str,
+        self, call: CallContext, headers: Mapping[str, list[str]],  # noqa: ARG002 - ClusterRole.flight_info
+        descriptor: flight.FlightDescriptor, bucket: str, key: str,  # noqa: ARG002 - ClusterRole.flight_info
         local: Callable[[], flight.FlightInfo],
     ) -> flight.FlightInfo:
         return local()
 
-    def forward_action(self, call: CallContext, headers: Mapping[str, list[str]],
-                       action: flight.Action, bucket: str, key: str) -> list[bytes] | None:
+    def forward_action(self, call: CallContext, headers: Mapping[str, list[str]],  # noqa: ARG002 - ClusterRole.forward_action
+                       action: flight.Action, bucket: str, key: str) -> list[bytes] | None:  # noqa: ARG002 - ClusterRole.forward_action
         return None
 
-    def merged_metadata(self, call: CallContext, headers: Mapping[str, list[str]],
-                        ticket: flight.Ticket, local: pa.Table) -> pa.Table:
+    def merged_metadata(self, call: CallContext, headers: Mapping[str, list[str]],  # noqa: ARG002 - ClusterRole.merged_metadata
+                        ticket: flight.Ticket, local: pa.Table) -> pa.Table:  # noqa: ARG002 - ClusterRole.merged_metadata
         return local  # every node sees the same buckets
 
-    def list_objects(self, call: CallContext, headers: Mapping[str, list[str]],
-                     request: Mapping[str, Any], local: Callable[[], bytes]) -> bytes:
+    def list_objects(self, call: CallContext, headers: Mapping[str, list[str]],  # noqa: ARG002 - ClusterRole.list_objects
+                     request: Mapping[str, Any], local: Callable[[], bytes]) -> bytes:  # noqa: ARG002 - ClusterRole.list_objects
         return local()
 
     def order(self, bucket: str, key: str, partition: Mapping[str, Any]) -> list[str]:

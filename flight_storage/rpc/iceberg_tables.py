@@ -113,7 +113,7 @@ def plan_statement(host: IcebergHost, call: CallContext, query: str, flavor: str
     host.check_query_length(query)
     refuse_writes(query)
 
-    def plan(stop: threading.Event) -> IcebergPlan:
+    def plan(stop: threading.Event) -> IcebergPlan:  # noqa: ARG001 - bounded()'s work takes the stop event
         _, sql = split_table_reference(query)
         reference = iceberg_reference(query, host.iceberg)
         assert reference is not None
@@ -167,7 +167,7 @@ def serve_partition(host: IcebergHost, context: flight.ServerCallContext, call: 
                              "snapshot": partition.snapshot, "split": list(partition.split)})
     name = _name(reference)
     bound = bound_sql(sql, ticket.parameters)
-    plan, ids = host.bounded(call, "planning", lambda stop: replan(
+    plan, ids = host.bounded(call, "planning", lambda _stop: replan(
         host.engine, host.iceberg, name, bound, flavor=ticket.flavor,
         snapshot_id=partition.snapshot or 0))
 

@@ -65,7 +65,7 @@ class MetadataHost(Protocol):
         ...
 
 
-def _sql_info(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
+def _sql_info(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:  # noqa: ARG001 - a METADATA_COMMANDS builder
     writable = host.config.writable
     values: dict[int, Any] = {
         SqlInfo.FLIGHT_SQL_SERVER_NAME: SERVER_NAME,
@@ -136,7 +136,7 @@ _DIALECT_INFO: Final[Mapping[int, Any]] = {
 """What the SQL surface supports, for GetSqlInfo (each claim is checked by a test)."""
 
 
-def _catalogs(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
+def _catalogs(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:  # noqa: ARG001 - a METADATA_COMMANDS builder
     names = _readable_catalogs(host, call)
     # Buckets have no catalog. With no Iceberg catalog there is none to list (as before), and
     # ADBC's get_objects shows buckets under a null catalog; beside named catalogs, ADBC lists
@@ -273,20 +273,20 @@ def _table_schema(host: MetadataHost, call: CallContext, bucket: str, name: str)
     return describe_columns(plan.arrow_schema)
 
 
-def _table_types(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
+def _table_types(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:  # noqa: ARG001 - a METADATA_COMMANDS builder
     return pa.Table.from_pylist(
         [{"table_type": t} for t in TABLE_TYPES], schema=protocol.TABLE_TYPES_SCHEMA
     )
 
 
-def _xdbc_type_info(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
+def _xdbc_type_info(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:  # noqa: ARG001 - a METADATA_COMMANDS builder
     rows = [dict(zip(_XDBC_COLUMNS, row, strict=True)) for row in _XDBC_TYPES]
     if message.HasField("data_type"):
         rows = [r for r in rows if r["data_type"] == message.data_type]
     return pa.Table.from_pylist(rows, schema=protocol.XDBC_TYPE_INFO_SCHEMA)
 
 
-def _no_keys(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
+def _no_keys(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:  # noqa: ARG001 - a METADATA_COMMANDS builder
     name = message.DESCRIPTOR.name
     return METADATA_COMMANDS[name].schema(message).empty_table()
 
@@ -300,27 +300,27 @@ class MetadataCommand:
 
 
 METADATA_COMMANDS: Final[Mapping[str, MetadataCommand]] = {
-    "CommandGetSqlInfo": MetadataCommand(lambda m: protocol.SQL_INFO_SCHEMA,
+    "CommandGetSqlInfo": MetadataCommand(lambda _m: protocol.SQL_INFO_SCHEMA,
                                           _sql_info),
-    "CommandGetCatalogs": MetadataCommand(lambda m: protocol.CATALOGS_SCHEMA,
+    "CommandGetCatalogs": MetadataCommand(lambda _m: protocol.CATALOGS_SCHEMA,
                                            _catalogs),
-    "CommandGetDbSchemas": MetadataCommand(lambda m: protocol.DB_SCHEMAS_SCHEMA,
+    "CommandGetDbSchemas": MetadataCommand(lambda _m: protocol.DB_SCHEMAS_SCHEMA,
                                             _db_schemas),
     "CommandGetTables": MetadataCommand(
         lambda m: protocol.TABLES_SCHEMA_WITH_SCHEMA if m.include_schema else
         protocol.TABLES_SCHEMA,
         _tables),
-    "CommandGetTableTypes": MetadataCommand(lambda m: protocol.TABLE_TYPES_SCHEMA,
+    "CommandGetTableTypes": MetadataCommand(lambda _m: protocol.TABLE_TYPES_SCHEMA,
                                              _table_types),
-    "CommandGetXdbcTypeInfo": MetadataCommand(lambda m: protocol.XDBC_TYPE_INFO_SCHEMA,
+    "CommandGetXdbcTypeInfo": MetadataCommand(lambda _m: protocol.XDBC_TYPE_INFO_SCHEMA,
                                                _xdbc_type_info),
-    "CommandGetPrimaryKeys": MetadataCommand(lambda m: protocol.PRIMARY_KEYS_SCHEMA,
+    "CommandGetPrimaryKeys": MetadataCommand(lambda _m: protocol.PRIMARY_KEYS_SCHEMA,
                                               _no_keys),
-    "CommandGetExportedKeys": MetadataCommand(lambda m: protocol.FOREIGN_KEYS_SCHEMA,
+    "CommandGetExportedKeys": MetadataCommand(lambda _m: protocol.FOREIGN_KEYS_SCHEMA,
                                                _no_keys),
-    "CommandGetImportedKeys": MetadataCommand(lambda m: protocol.FOREIGN_KEYS_SCHEMA,
+    "CommandGetImportedKeys": MetadataCommand(lambda _m: protocol.FOREIGN_KEYS_SCHEMA,
                                                _no_keys),
-    "CommandGetCrossReference": MetadataCommand(lambda m: protocol.FOREIGN_KEYS_SCHEMA,
+    "CommandGetCrossReference": MetadataCommand(lambda _m: protocol.FOREIGN_KEYS_SCHEMA,
                                                  _no_keys),
 }
 """Every metadata command, one record each (GetFlightInfo's schema, DoGet's result)."""

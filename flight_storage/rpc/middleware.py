@@ -79,7 +79,7 @@ class CallContext:
     session_cookie: str | None = None
     """The signed session cookie the client echoed (``flight_storage.rpc.sessions``)."""
     add_header: Callable[[str, str], None] = dataclasses.field(
-        default=lambda name, value: None, compare=False)
+        default=lambda _name, _value: None, compare=False)
     """Adds a header to the call's answer (``set-cookie`` of a session)."""
 
     @property
@@ -183,8 +183,8 @@ class CallFactory(flight.ServerMiddlewareFactory):
 class HandshakeHandler(flight.ServerAuthHandler):
     """Lets ``Handshake`` succeed; credentials travel in headers (see :class:`CallFactory`)."""
 
-    def authenticate(self, outgoing: Any, incoming: Any) -> None:
+    def authenticate(self, outgoing: Any, incoming: Any) -> None:  # noqa: ARG002 - pyarrow's ServerAuthHandler.authenticate
         return None
 
-    def is_valid(self, token: bytes) -> bytes:
+    def is_valid(self, token: bytes) -> bytes:  # noqa: ARG002 - pyarrow's ServerAuthHandler.is_valid
         return b""

@@ -513,8 +513,8 @@ class StorageServer(flight.FlightServerBase):
         return self._flight_info(schema, descriptor, tickets, plan, total_records, fields)
 
     def _info_metadata(
-        self, call: CallContext, descriptor: flight.FlightDescriptor, message: Any,
-        fields: dict[str, Any],
+        self, call: CallContext, descriptor: flight.FlightDescriptor, message: Any,  # noqa: ARG002 - an _INFO_HANDLERS entry
+        fields: dict[str, Any],  # noqa: ARG002 - an _INFO_HANDLERS entry
     ) -> flight.FlightInfo:
         name = message.DESCRIPTOR.name
         schema = METADATA_COMMANDS[name].schema(message)
@@ -534,7 +534,7 @@ class StorageServer(flight.FlightServerBase):
         if command is None:
             raise protocol.UnknownCommandError(name)
         # Metadata may plan (GetTables with schemas): the same slot and deadline as queries.
-        table = self.bounded(call, name, lambda stop: command.build(self, call, message))
+        table = self.bounded(call, name, lambda _stop: command.build(self, call, message))
         cluster = self._cluster_call(context)
         if cluster is not None and name in MERGED_METADATA:
             table = cluster.merged_metadata(call, self._headers(context), ticket, table)
@@ -618,13 +618,13 @@ class StorageServer(flight.FlightServerBase):
 
     # ------------------------------------------------------------------ unsupported RPCs
     @rpc_boundary
-    def do_exchange(self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor,
-                    reader: Any, writer: Any) -> None:
+    def do_exchange(self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor,  # noqa: ARG002 - pyarrow's FlightServerBase.do_exchange
+                    reader: Any, writer: Any) -> None:  # noqa: ARG002 - pyarrow's FlightServerBase.do_exchange
         raise protocol.UnknownCommandError("DoExchange")
 
     @rpc_boundary
-    def list_flights(self, context: flight.ServerCallContext,
-                     criteria: bytes) -> Iterator[flight.FlightInfo]:
+    def list_flights(self, context: flight.ServerCallContext,  # noqa: ARG002 - pyarrow's FlightServerBase.list_flights
+                     criteria: bytes) -> Iterator[flight.FlightInfo]:  # noqa: ARG002 - pyarrow's FlightServerBase.list_flights
         raise protocol.UnknownCommandError(
             "ListFlights (list tables with GetTables, objects with the ListObjects action)")
 
@@ -646,7 +646,7 @@ class StorageServer(flight.FlightServerBase):
                 return iter(clustered(self, cluster, self._headers(context), call, action, body))
         return iter(entry.handle(self, call, body))
 
-    def list_actions(self, context: flight.ServerCallContext) -> list[tuple[str, str]]:
+    def list_actions(self, context: flight.ServerCallContext) -> list[tuple[str, str]]:  # noqa: ARG002 - pyarrow's FlightServerBase.list_actions
         return [(name, action.description) for name, action in ACTIONS.items()]
 
     def cancel_endpoints(self, call: CallContext, info_bytes: bytes) -> pb.CancelStatus:
@@ -672,7 +672,8 @@ class StorageServer(flight.FlightServerBase):
         name, message = protocol.unpack_any(_descriptor_command(descriptor))
         if name == "CommandStatementIngest":
             self._fields(context)["ingest"] = message.table
-            return ingest(self, call, message, reader, writer)
+            ingest(self, call, message, reader, writer)
+            return
         if name != "CommandPreparedStatementQuery":
             raise AccessDeniedError(f"{name}: this server is read-only", code="ReadOnly")
         raw = bytes(message.prepared_statement_handle)

@@ -195,7 +195,7 @@ def _set_catalog(host: SessionHost, call: CallContext, session: Session,
     return Session(name, session.schema if name == session.catalog else None)
 
 
-def _set_schema(host: SessionHost, call: CallContext, session: Session,
+def _set_schema(host: SessionHost, call: CallContext, session: Session,  # noqa: ARG001 - an _OPTIONS setter
                 value: pb.SessionOptionValue) -> Session | None:
     if value.WhichOneof("option_value") is None:  # erase
         return replace(session, schema=None)
@@ -248,7 +248,7 @@ def get_session_options(host: SessionHost, call: CallContext,
     return [flight.Result(result.SerializeToString())]
 
 
-def close_session(host: SessionHost, call: CallContext, body: bytes) -> list[flight.Result]:
+def close_session(host: SessionHost, call: CallContext, body: bytes) -> list[flight.Result]:  # noqa: ARG001 - an ACTIONS handler
     """Forget the session: the client drops its cookie (there is nothing to free here)."""
     protocol.decode_action("CloseSession", body)
     if call.session_cookie is not None:

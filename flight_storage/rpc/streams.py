@@ -222,7 +222,7 @@ class StreamPool:
     """
 
     def __init__(self, limits: StreamLimits,
-                 is_cancelled: Callable[[bytes], bool] = lambda key: False) -> None:
+                 is_cancelled: Callable[[bytes], bool] = lambda _key: False) -> None:
         self.limits = limits
         self.is_cancelled = is_cancelled
         self.aborting = threading.Event()

@@ -156,14 +156,7 @@ def _table_config(entry: object) -> TableConfig:
         raise _ConfigError(f"'InputSerialization' of {what} must be a JSON object")
     columns = table.get("columns")
     if columns is not None:
-        if not isinstance(columns, list) or not columns:
-            raise _ConfigError(f"'columns' of {what} must be a non-empty list")
-        for column in columns:
-            column = _known_keys(column, _COLUMN_KEYS, f"a column of {what}")
-            if not isinstance(column.get("name"), str) or not column["name"]:
-                raise _ConfigError(f"every column of {what} needs a 'name' (a string)")
-            if not isinstance(column.get("type", "string"), str):
-                raise _ConfigError(f"the 'type' of column {column['name']!r} must be a string")
+        _check_columns(columns, what)
     sniff = table.get("sniff", False)
     if not isinstance(sniff, bool):
         raise _ConfigError(f"'sniff' of {what} must be true or false")
@@ -176,6 +169,17 @@ def _table_config(entry: object) -> TableConfig:
     return TableConfig(prefix, dict(serialization),
                        tuple(dict(c) for c in columns) if columns is not None else None,
                        sniff, bad_values)
+
+
+def _check_columns(columns: object, what: str) -> None:
+    if not isinstance(columns, list) or not columns:
+        raise _ConfigError(f"'columns' of {what} must be a non-empty list")
+    for column in columns:
+        column = _known_keys(column, _COLUMN_KEYS, f"a column of {what}")
+        if not isinstance(column.get("name"), str) or not column["name"]:
+            raise _ConfigError(f"every column of {what} needs a 'name' (a string)")
+        if not isinstance(column.get("type", "string"), str):
+            raise _ConfigError(f"the 'type' of column {column['name']!r} must be a string")
 
 
 def describe_key(key: str) -> tuple[str | None, str, bool]:
@@ -234,8 +238,8 @@ class Catalog:
                 return store
         raise ObjectNotFoundError(f"no such bucket: {bucket}", code="NoSuchBucket")
 
-    def bucket_set(self, bucket: str) -> BucketSet:
-        """The location a new bucket ``bucket`` would be created in (the first one)."""
+    def bucket_set(self) -> BucketSet:
+        """The location new buckets are created in (the first one)."""
         return self.sets[0]
 
     def bucket_config(self, bucket: str) -> BucketConfig:

@@ -244,7 +244,7 @@ class FolderBucket:
     def temporary_folder(self) -> Path | None:
         return self._resolved
 
-    def put_file(self, key: str, file: Path, size: int) -> StoredObject:
+    def put_file(self, key: str, file: Path, size: int) -> StoredObject:  # noqa: ARG002 - BucketStore.put_file
         """Rename ``file`` over ``key`` (running scans keep the old inode)."""
         path = self.new_path(key)
         path.parent.mkdir(parents=True, exist_ok=True)

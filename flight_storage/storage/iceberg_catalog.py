@@ -199,12 +199,12 @@ class IcebergCatalogs:
     def _load(self, spec: IcebergCatalogSpec) -> Any:
         from pyiceberg.catalog import load_catalog
 
-        properties = {**self._file_io_properties(spec), **spec.properties,
+        properties = {**self._file_io_properties(), **spec.properties,
                       "type": spec.kind, "uri": spec.uri}
         return iceberg_call(f"Iceberg catalog {spec.name}",
                         lambda: load_catalog(spec.name, **properties))
 
-    def _file_io_properties(self, spec: IcebergCatalogSpec) -> dict[str, str]:
+    def _file_io_properties(self) -> dict[str, str]:
         """pyiceberg's S3 settings from the server's store settings (a catalog's own
         properties win); nothing when no ``s3://`` is involved."""
         store = self.connection()

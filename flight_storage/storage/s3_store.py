@@ -464,7 +464,7 @@ class S3Bucket:
             return None
         body = answer["Body"]
         try:
-            return body.read(1 << 20).decode("utf-8", errors="replace")
+            return str(body.read(1 << 20).decode("utf-8", errors="replace"))
         finally:
             body.close()
 
@@ -475,7 +475,7 @@ class S3Bucket:
     def temporary_folder(self) -> Path | None:
         return None
 
-    def put_file(self, key: str, file: Path, size: int) -> StoredObject:
+    def put_file(self, key: str, file: Path, size: int) -> StoredObject:  # noqa: ARG002 - BucketStore.put_file
         """Upload the finished ``file`` (multipart when large: boto3's transfer manager);
         the store makes it visible whole, and it is removed here either way."""
         store_key = self._key(key)

@@ -72,7 +72,8 @@ def byte_range(partition: Partition) -> tuple[int, int] | None:
     """The readers' ``(start, stop)`` for a byte-range partition (both end exclusive)."""
     if partition.kind != "byte_range":
         return None
-    assert partition.start is not None and partition.end is not None
+    assert partition.start is not None
+    assert partition.end is not None
     return (partition.start, partition.end)
 
 
@@ -93,4 +94,3 @@ def named(error: InputFormatError, object_name: str) -> InputFormatError:
 
 def never_native(*_: Any) -> None:
     """The verification of a format DataFusion never reads itself."""
-    return None

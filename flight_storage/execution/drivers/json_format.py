@@ -29,7 +29,7 @@ class JsonDriver:
     """The JSON format driver (see the module docstring)."""
 
     def translate(self, engine: SelectEngine, expression: str,
-                  sources: tuple[ObjectSource, ...], input: InputSpec, flavor: str
+                  sources: tuple[ObjectSource, ...], input: InputSpec, flavor: str  # noqa: ARG002 - FormatDriver.translate
                   ) -> tuple[Translation, pa.Schema, list[str] | None]:
         translation = engine.translate(expression, input_format="json", flavor=flavor)
         schema = pa.schema([pa.field(name, pa.string()) for name in translation.json_paths])
@@ -39,13 +39,13 @@ class JsonDriver:
                    scan_range: tuple[int, int] | None) -> tuple[PlannedPartition, ...]:
         return byte_partitions(engine, source, input, scan_range)
 
-    def with_native(self, engine: SelectEngine, plan: SelectPlan,
-                    scan_range: tuple[int, int] | None) -> SelectPlan:
+    def with_native(self, engine: SelectEngine, plan: SelectPlan,  # noqa: ARG002 - FormatDriver.with_native
+                    scan_range: tuple[int, int] | None) -> SelectPlan:  # noqa: ARG002 - FormatDriver.with_native
         return plan  # DataFusion's JSON reader is not s3-select's (paths, MISSING, text)
 
-    def verified(self, engine: SelectEngine, plan: SelectPlan,
-                 native: NativeCsvTable | NativeParquetTable | DeferredCsvTable,
-                 chosen: Sequence[Partition], everything: bool
+    def verified(self, engine: SelectEngine, plan: SelectPlan,  # noqa: ARG002 - FormatDriver.verified
+                 native: NativeCsvTable | NativeParquetTable | DeferredCsvTable,  # noqa: ARG002 - FormatDriver.verified
+                 chosen: Sequence[Partition], everything: bool  # noqa: ARG002 - FormatDriver.verified
                  ) -> NativeCsvTable | NativeParquetTable | None:
         return None
 

@@ -53,7 +53,7 @@ class ParquetDriver:
 
     # ------------------------------------------------------------------ planning
     def translate(self, engine: SelectEngine, expression: str,
-                  sources: tuple[ObjectSource, ...], input: InputSpec, flavor: str
+                  sources: tuple[ObjectSource, ...], input: InputSpec, flavor: str  # noqa: ARG002 - FormatDriver.translate
                   ) -> tuple[Translation, pa.Schema, list[str] | None]:
         file_schema = without_views(metadata(engine, sources[0]).schema.to_arrow_schema())
         columns = [Column(f.name, dialect_type(f.type)) for f in file_schema]
@@ -61,7 +61,7 @@ class ParquetDriver:
                                        columns=columns)
         return translation, file_schema, None
 
-    def partitions(self, engine: SelectEngine, source: ObjectSource, input: InputSpec,
+    def partitions(self, engine: SelectEngine, source: ObjectSource, input: InputSpec,  # noqa: ARG002 - FormatDriver.partitions
                    scan_range: tuple[int, int] | None) -> tuple[PlannedPartition, ...]:
         footer = metadata(engine, source)
         if scan_range is not None:
@@ -136,7 +136,8 @@ class ParquetDriver:
         if partition.kind == "row_groups":
             groups = list(partition.row_groups)
         elif partition.kind == "byte_range":  # a ScanRange request
-            assert partition.start is not None and partition.end is not None
+            assert partition.start is not None
+            assert partition.end is not None
             starts = row_group_starts(metadata(engine, source))
             groups = row_groups_starting_in(starts, partition.start, partition.end)
         schema = plan.input_schema

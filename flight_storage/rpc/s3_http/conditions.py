@@ -43,6 +43,13 @@ def check(headers: Mapping[str, str], etag: str, mtime_ns: int, *,
     names = COPY_HEADERS if copy_source else GET_HEADERS
     if_match, if_none_match, modified_since, unmodified_since = (headers.get(n) for n in names)
     seconds = mtime_ns // 1_000_000_000
+    _check_unchanged(names, if_match, unmodified_since, etag, seconds)
+    _check_changed(names, if_none_match, modified_since, etag, seconds, copy_source)
+
+
+def _check_unchanged(names: tuple[str, ...], if_match: str | None,
+                     unmodified_since: str | None, etag: str, seconds: int) -> None:
+    """``If-Match``, else ``If-Unmodified-Since``: 412 when the object changed."""
     if if_match is not None:
         if not _matches(if_match, etag):
             raise _failed(names[0])
@@ -50,6 +57,12 @@ def check(headers: Mapping[str, str], etag: str, mtime_ns: int, *,
         limit = _seconds(unmodified_since)
         if limit is not None and seconds > limit:
             raise _failed(names[3])
+
+
+def _check_changed(names: tuple[str, ...], if_none_match: str | None,
+                   modified_since: str | None, etag: str, seconds: int,
+                   copy_source: bool) -> None:
+    """``If-None-Match``, else ``If-Modified-Since``: 304 (412 for a copy) when unchanged."""
     if if_none_match is not None:
         if _matches(if_none_match, etag):
             if copy_source:

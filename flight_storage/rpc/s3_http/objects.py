@@ -129,7 +129,7 @@ def create_bucket(catalog: Catalog, bucket: str) -> None:
         raise S3HttpError("InvalidBucketName", f"invalid bucket name {bucket!r}")
     if bucket in catalog.buckets():
         return  # S3 (us-east-1) and Ceph answer 200 to a bucket's owner
-    catalog.bucket_set(bucket).create_bucket(bucket)
+    catalog.bucket_set().create_bucket(bucket)
 
 
 def delete_bucket(catalog: Catalog, bucket: str) -> None:

@@ -259,7 +259,7 @@ class _DeclaredPayload(S3SigV4Auth):
         super().__init__(credentials, service, region)
         self._declared = declared
 
-    def payload(self, request: AWSRequest) -> str:
+    def payload(self, request: AWSRequest) -> str:  # noqa: ARG002 - botocore's SigV4Auth.payload
         return self._declared
 
 
