@@ -35,14 +35,13 @@ DataFusion expression that gives s3-select's answer; sqlglot's type annotation k
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from sqlglot import exp
 
 from select_dialect import udf_names as U
 from select_dialect.errors import QuerySemanticError, UnsupportedFeatureError
-from select_dialect.flavors import Flavor
 from select_dialect.kinds import (
     AGGREGATE_KINDS,
     BOOL,
@@ -58,7 +57,6 @@ from select_dialect.kinds import (
     SQL_ORDERED,
     STRING,
     TS,
-    Column,
     Kind,
     Typed,
 )
@@ -92,34 +90,12 @@ CEPH_S3SELECT_VERSION = "41.a"
 
 
 class Lowering(OperatorLowering):
-    """Typed lowering of one statement (state lives only as long as one translation).
+    """Typed lowering of one statement (state lives only as long as one translation): the
+    tables of nodes and functions over the operators; its arguments are
+    :class:`~select_dialect.lowering_base.LoweringBase`'s."""
 
-    Args:
-        input_format: ``csv``, ``json`` or ``parquet``.
-        flavor: the flavour whose rules apply (its flags; never its name).
-        columns: Parquet columns (name, type) in file order.
-        header: CSV header names (``FileHeaderInfo USE``), in file order.
-        table_names: names that may prefix a column (``s3object``, the FROM alias, ...).
-        aliases: projection aliases (lower-case name -> parsed expression).
-        empty_fields_are_null: the reader gives CSV empty fields as ``''``; each field
-            reference reads one as NULL (``NULLIF(field, '')``), as the ceph flavour does.
-    """
-
-    def __init__(
-        self,
-        *,
-        input_format: str,
-        flavor: Flavor,
-        columns: Sequence[Column] | None,
-        header: Sequence[str] | None,
-        table_names: Iterable[str],
-        aliases: dict[str, exp.Expression],
-        empty_fields_are_null: bool = False,
-    ) -> None:
-        super().__init__(input_format=input_format, flavor=flavor, columns=columns,
-                         header=header, table_names=table_names, aliases=aliases,
-                         empty_fields_are_null=empty_fields_are_null)
-        self._dispatch = {
+    def _dispatch_table(self) -> dict[type[exp.Expression], Callable[[Any], Typed]]:
+        return {
             exp.Literal: self._literal,
             exp.Boolean: lambda node: (exp.Boolean(this=bool(node.this)), BOOL),
             exp.Null: lambda _node: (exp.Null(), NULL),
@@ -171,7 +147,9 @@ class Lowering(OperatorLowering):
             exp.Array: self._json_array,
             exp.DPipe: self._concat,
         }
-        self._functions = {
+
+    def _function_table(self) -> dict[str, Callable[[list[exp.Expression]], Typed]]:
+        return {
             "INT": lambda args: self._cast(self._one(args, "int"), "int"),
             "FLOAT": lambda args: self._cast(self._one(args, "float"), "float"),
             "TO_TIMESTAMP": lambda args: (self.as_ts(self._one(args, "to_timestamp")), TS),

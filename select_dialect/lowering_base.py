@@ -121,8 +121,16 @@ class LoweringBase:
         self.materialized: dict[str, tuple[str, exp.Expression, int]] = {}
         self._reads: list[set[str]] = []
         self._json_by_steps: dict[tuple[tuple[Any, ...], ...], str] = {}
-        self._dispatch: dict[type[exp.Expression], Callable[[Any], Typed]] = {}
-        self._functions: dict[str, Callable[[list[exp.Expression]], Typed]] = {}
+        self._dispatch = self._dispatch_table()
+        self._functions = self._function_table()
+
+    def _dispatch_table(self) -> dict[type[exp.Expression], Callable[[Any], Typed]]:
+        """How each kind of node lowers (the subclass that lowers whole statements says)."""
+        return {}
+
+    def _function_table(self) -> dict[str, Callable[[list[exp.Expression]], Typed]]:
+        """How each s3-select function by name lowers (as :meth:`_dispatch_table`)."""
+        return {}
 
     # ------------------------------------------------------------------ entry points
 
