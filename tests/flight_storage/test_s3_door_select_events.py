@@ -76,7 +76,9 @@ def test_progress_of_an_aggregate_that_datafusion_scans(door: tuple[Path, str]) 
     kinds = [next(iter(e)) for e in events]
     during = [e["Progress"]["Details"]["BytesScanned"]
               for e in events[:kinds.index("Records")] if "Progress" in e]
-    assert 0 < max(during) < size, during
+    # a Progress while the second range is read counts the first; one sent after the scan
+    # ends but before the record is written may say the whole size (as S3's may)
+    assert any(0 < scanned < size for scanned in during), during
     assert progress[-1]["BytesScanned"] == size
 
 
