@@ -194,8 +194,11 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
                           help="PEM CA that client certificates must chain to (mutual TLS)")
     limits = serve.add_argument_group("limits")
     limits.add_argument("--partition-mb", type=int, default=engine.partition_bytes >> 20,
-                        help="split CSV/NDJSON objects into byte ranges of at most this size (and "
-                        "at least one per core for objects over 1 MiB)")
+                        help="split CSV/NDJSON objects into byte ranges of at most this size")
+    limits.add_argument("--endpoint-min-mb", type=int, default=engine.endpoint_min_bytes >> 20,
+                        help="cut an object into one byte range (endpoint) per core only while "
+                        "each keeps at least this size; a smaller object is one endpoint read on "
+                        "every core")
     limits.add_argument("--memory-limit-mb", type=int,
                         default=(engine.memory_limit_bytes or 0) >> 20,
                         help="DataFusion memory pool per query")
@@ -388,6 +391,7 @@ def _server_config(args: argparse.Namespace, cluster: ClusterDescription | None,
                              bad_values=args.bad_values),
         engine=EngineConfig(
             partition_bytes=args.partition_mb << 20,
+            endpoint_min_bytes=args.endpoint_min_mb << 20,
             memory_limit_bytes=args.memory_limit_mb << 20,
             max_query_chars=args.max_query_chars,
             max_record_bytes=args.max_record_kb << 10,
