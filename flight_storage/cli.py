@@ -141,6 +141,10 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
                        "the node's address in --cluster)")
     serve.add_argument("--port", type=int, help="port; 0 picks a free one (default: 8815, or "
                        "the node's port in --cluster)")
+    serve.add_argument("--metrics-port", type=int,
+                       help="serve Prometheus /metrics and the /healthz and /readyz probes over "
+                       "HTTP on this port of --host; 0 picks a free one (default: off; README, "
+                       "Operating)")
     serve.add_argument(
         "--ticket-secret-file",
         type=Path,
@@ -296,20 +300,31 @@ def _serve(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGINT, lambda _signum, _frame: stopping.set())
         signal.signal(signal.SIGTERM, lambda _signum, _frame: stopping.set())
         server = _listen(config, workers)
+        operations = (_start_operations(server, args.metrics_port, stopping)
+                      if args.metrics_port is not None else None)
     except _Refused as exc:
         print(f"flight-select: {exc}", file=sys.stderr)
         return 2
     print(f"listening on {server.location}", flush=True)
+    if operations is not None:
+        print(f"metrics listening on {operations.location}", flush=True)
     gateway = _start_s3_door(args, server, config) if args.s3_port is not None else None
     if gateway is not None:
         print(f"s3 listening on {gateway.location}", flush=True)
     while not stopping.wait(0.5):
         pass
-    if gateway is not None:
-        gateway.stop()
-    if workers is not None:
-        workers.stop()
-    if not server.stop_gracefully():
+    return _stop(server, [d for d in (gateway, workers) if d is not None], operations, log)
+
+
+def _stop(server: Any, doors: list[Any], operations: Any, log: logging.Logger) -> int:
+    """Stop the doors (the S3 door, a local fleet's workers), then the server, letting its
+    streams finish, then the operations port (``/readyz`` says draining until the end)."""
+    for door in doors:
+        door.stop()
+    stopped = server.stop_gracefully()
+    if operations is not None:
+        operations.stop()
+    if not stopped:
         # a client that stopped reading keeps a gRPC write pending: leave without it (the
         # listening socket closes with the process, so no half-stopped server stays behind)
         log.warning("stopped with calls still pending; exiting")
@@ -425,6 +440,24 @@ def _listen(config: ServerConfig, workers: Workers | None) -> StorageServer:
                 if peer.name != server.cluster.me:
                     server.cluster.peers.check(peer)
     return server
+
+
+def _start_operations(server: Any, port: int, stopping: threading.Event) -> Any:
+    """The operations port (metrics, probes) of ``server``; ``/readyz`` turns false as soon as
+    ``stopping`` is set (SIGTERM), while running streams still finish."""
+    from flight_storage import telemetry
+    from flight_storage.rpc.operations_http import OperationsServer, Readiness
+    from flight_storage.storage.reachability import unreachable
+
+    telemetry.track(telemetry.OPEN_STREAMS, lambda: server.streams.open_streams)
+    telemetry.track(telemetry.SLOTS_IN_USE, lambda: server.streams.computing)
+    telemetry.track(telemetry.SLOTS_WAITING, lambda: server.streams.waiting)
+    readiness = Readiness(stopping, lambda: unreachable(server.catalog, server.iceberg))
+    try:
+        return OperationsServer(server.config.host, port, readiness)
+    except OSError as exc:
+        server.stop_gracefully(0)
+        raise _Refused(f"cannot serve --metrics-port {port}: {exc.strerror or exc}") from None
 
 
 def _start_s3_door(args: argparse.Namespace, server: Any, config: Any) -> Any:
