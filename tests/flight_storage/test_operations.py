@@ -14,9 +14,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.flight as flight
 import pytest
+from botocore.exceptions import ClientError
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import ServerProcess, running_server
+from tests.flight_storage.test_s3_door import s3_client
 from tests.flight_storage.test_server_support import statement_descriptor
 from tests.s3_proxy import S3Proxy
 from tests.seaweedfs import SeaweedFS
@@ -68,6 +70,26 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def server(data: Path) -> Iterator[tuple[ServerProcess, str]]:
     with running_server(data, "--metrics-port", "0") as process:
         yield process, _operations_url(process)
+
+
+def test_s3_door_requests_by_operation_and_status(data: Path) -> None:
+    with running_server(data, "--metrics-port", "0", "--s3-port", "0") as process:
+        url = _operations_url(process)
+        assert process.process.stdout is not None
+        door = process.process.stdout.readline().split("s3 listening on ", 1)[1].strip()
+        s3 = s3_client(door)
+        before = _scrape(url)
+        assert s3.get_object(Bucket="shop", Key="orders.csv")["Body"].read().startswith(b"id,")
+        with pytest.raises(ClientError):
+            s3.head_object(Bucket="shop", Key="nothing.csv")
+        s3.list_objects_v2(Bucket="shop")
+        after = _scrape(url)
+    assert _moved(before, after, "flight_select_s3_requests_total",
+                  operation="GetObject", status="200") == 1
+    assert _moved(before, after, "flight_select_s3_requests_total",
+                  operation="HeadObject", status="404") == 1
+    assert _moved(before, after, "flight_select_s3_requests_total",
+                  operation="ListObjectsV2", status="200") == 1
 
 
 def test_metrics_move_by_what_the_calls_did(server: tuple[ServerProcess, str]) -> None:
