@@ -210,6 +210,10 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
                         help="longest statement accepted")
     limits.add_argument("--max-record-kb", type=int, default=engine.max_record_bytes >> 10,
                         help="longest CSV/JSON record accepted")
+    limits.add_argument("--engine-cores", type=int, default=engine.cores, metavar="N",
+                        help="plan and compute as on an N-core host: DataFusion partitions, "
+                        "byte ranges and endpoints per core (default 0: the cores this process "
+                        "may use, its CPU affinity); benchmarks plan for a bigger host with it")
     limits.add_argument("--max-columns", type=int, default=engine.max_columns,
                         help="widest table a CSV query may make (select * of wide records)")
     limits.add_argument("--max-concurrent-queries", type=int,
@@ -411,6 +415,7 @@ def _server_config(args: argparse.Namespace, cluster: ClusterDescription | None,
             max_query_chars=args.max_query_chars,
             max_record_bytes=args.max_record_kb << 10,
             max_columns=args.max_columns,
+            cores=args.engine_cores,
         ),
     )
 
