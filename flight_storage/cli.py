@@ -152,6 +152,12 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         "and cluster nodes: required with --cluster); default: $FLIGHT_SELECT_TICKET_SECRET or "
         "a random key per process",
     )
+    serve.add_argument(
+        "--previous-ticket-secret-file", type=Path, action="append", default=[],
+        metavar="FILE",
+        help="a key that signed before --ticket-secret-file's (repeatable): what it signed "
+        "(tickets, handles, tokens, session cookies, staged ingests) is still accepted, nothing "
+        "new is signed with it; drop it once --ticket-max-age has passed (key rotation)")
     reading = serve.add_argument_group(
         "reading CSV tables (Flight SQL statements; see README, Configuration reference)")
     reading.add_argument("--no-sniff", dest="sniff", action="store_false",
@@ -296,8 +302,9 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         cluster, node, workers = _topology(args)
         config = _server_config(args, cluster, node, workers)
-        if config.ticket_secret and len(config.ticket_secret) < 16:
-            raise _Refused("the ticket secret must be at least 16 bytes")
+        keys = [k for k in (config.ticket_secret, *config.previous_ticket_secrets) if k]
+        if any(len(k) < 16 for k in keys):
+            raise _Refused("every ticket secret must be at least 16 bytes")
         if not config.ticket_secret:
             log.warning("no ticket secret configured: tickets are valid only for this process")
         stopping = threading.Event()
@@ -388,6 +395,8 @@ def _server_config(args: argparse.Namespace, cluster: ClusterDescription | None,
         cluster=cluster,
         node_name=node.name if node is not None else None,
         ticket_secret=_ticket_secret(args.ticket_secret_file),
+        previous_ticket_secrets=tuple(_ticket_secret(path)
+                                      for path in args.previous_ticket_secret_file),
         ticket_max_age_s=args.ticket_max_age,
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
