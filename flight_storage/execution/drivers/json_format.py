@@ -1,6 +1,8 @@
 """JSON (LINES and DOCUMENT): always the reference reader (``formats/json_input.py``), one
 Utf8 column of compact JSON text per path the statement uses; JSON LINES is cut in byte
-ranges like CSV."""
+ranges like CSV. A typed JSON Lines table (the standard surface's: sniffed or configured
+columns, ``request/json_sniffing.py``) is translated as a Parquet table of those columns and
+its cells converted to their types (``formats/json_typed.py``)."""
 
 from __future__ import annotations
 
@@ -12,12 +14,18 @@ import pyarrow as pa
 from flight_storage.execution.drivers.base import byte_range, open_input
 from flight_storage.execution.drivers.csv_format import byte_partitions
 from flight_storage.execution.engine_errors import guard_reader
-from flight_storage.execution.plan_types import InputSpec, PlannedPartition, SelectPlan
+from flight_storage.execution.plan_types import (
+    InputSpec,
+    PlannedPartition,
+    SelectPlan,
+    dialect_type,
+)
 from flight_storage.execution.streaming_dataset import ScanFunction, generic_scan
 from flight_storage.formats import json_input
+from flight_storage.formats.json_typed import column_paths, typed_batch
 from flight_storage.protocol import Partition
 from flight_storage.storage.sources import ObjectSource
-from select_dialect import Translation
+from select_dialect import Column, Translation
 
 if TYPE_CHECKING:
     from flight_storage.execution.engine import SelectEngine
@@ -31,6 +39,12 @@ class JsonDriver:
     def translate(self, engine: SelectEngine, expression: str,
                   sources: tuple[ObjectSource, ...], input: InputSpec, flavor: str  # noqa: ARG002 - FormatDriver.translate
                   ) -> tuple[Translation, pa.Schema, list[str] | None]:
+        if input.columns is not None:
+            schema = input.columns.schema
+            columns = [Column(f.name, dialect_type(f.type)) for f in schema]
+            translation = engine.translate(expression, input_format="parquet", flavor=flavor,
+                                           columns=columns)
+            return translation, schema, None
         translation = engine.translate(expression, input_format="json", flavor=flavor)
         schema = pa.schema([pa.field(name, pa.string()) for name in translation.json_paths])
         return translation, schema, None
@@ -61,14 +75,29 @@ def _read(engine: SelectEngine, plan: SelectPlan, source: ObjectSource,
           partition: Partition) -> Iterator[pa.RecordBatch]:
     options = json_input.JsonInputOptions.from_request(plan.input.options)
     translation = plan.translation
+    typed = plan.input.columns
+    span = byte_range(partition)
+    from_path = translation.json_from_path or ()
+    paths = translation.json_paths
+    if typed is not None:  # every column its key under the document
+        from_path, paths = (), column_paths(typed)
     with open_input(source, plan.input) as stream:
-        yield from json_input.iter_json_batches(
+        batches = json_input.iter_json_batches(
             stream,
             options,
-            from_path=translation.json_from_path or (),
-            paths=translation.json_paths,
+            from_path=from_path,
+            paths=paths,
             reading=plan.reading,
-            byte_range=byte_range(partition),
+            byte_range=span,
             batch_rows=min(engine.config.batch_rows, 8192),
             max_record_size=engine.config.max_record_bytes,
         )
+        if typed is None:
+            yield from batches
+            return
+        where = f" of the range from byte {span[0]}" if span is not None and span[0] else ""
+        record = 1
+        for batch in batches:
+            yield typed_batch(batch, typed, first_record=record, object_name=source.name,
+                              where=where)
+            record += batch.num_rows
