@@ -46,18 +46,20 @@ _NO_STRING: Final = pa.scalar(None, pa.string())
 _DATE_TEXT: Final = r'^"\d{4}-\d\d-\d\d"$'
 
 
-def column_paths(columns: TypedColumns) -> dict[str, tuple[tuple[Any, ...], ...]]:
-    """The reader's paths of a typed table: each column its key, matched in its own case
-    (the last of duplicate keys wins)."""
-    return {name: (("exact_key", name),) for name in columns.names}
+def column_paths(columns: TypedColumns, names: Sequence[str] | None = None
+                 ) -> dict[str, tuple[tuple[Any, ...], ...]]:
+    """The reader's paths of a typed table's columns (``names``: those only): each column its
+    key, matched in its own case (the last of duplicate keys wins)."""
+    return {name: (("exact_key", name),) for name in (columns.names if names is None else names)}
 
 
 def typed_batch(batch: pa.RecordBatch, columns: TypedColumns, *, first_record: int,
                 object_name: str, where: str = "") -> pa.RecordBatch:
-    """The reader's JSON text cells of ``columns`` converted to their types.
+    """The reader's JSON text cells converted to their columns' types.
 
     Args:
-        batch: one Utf8 column of JSON text per column (:func:`column_paths`).
+        batch: one Utf8 column of JSON text per column read, named as the column
+            (:func:`column_paths`): all of ``columns`` or some of them.
         columns: the table's columns.
         first_record: the number of the batch's first record (1-based).
         object_name: ``bucket/key``, for errors.
@@ -72,16 +74,18 @@ def typed_batch(batch: pa.RecordBatch, columns: TypedColumns, *, first_record: i
         >>> typed_batch(cells, cols, first_record=1, object_name="b/k").to_pylist()
         [{'a': 1, 's': 'x'}, {'a': None, 's': '2'}]
     """
-    schema = columns.schema
+    fields = []
     arrays = []
-    for index, target in enumerate(schema):
-        cells = batch.column(index)
-        converted, bad = _convert(cells, columns.types[index], target.type)
+    for name, cells in zip(batch.schema.names, batch.columns, strict=True):
+        index = columns.names.index(name)
+        target = arrow_type(columns.types[index])
+        converted, bad = _convert(cells, columns.types[index], target)
         if bad is not None:
             raise _cast_failed(columns, index, first_record + bad, cells[bad].as_py(),
                                object_name, where)
+        fields.append(pa.field(name, target))
         arrays.append(converted)
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+    return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
 
 
 def converts(texts: Sequence[str], type_name: str) -> bool:

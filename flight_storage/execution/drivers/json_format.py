@@ -10,6 +10,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from flight_storage.execution.drivers.base import byte_range, open_input
 from flight_storage.execution.drivers.csv_format import byte_partitions
@@ -20,7 +21,7 @@ from flight_storage.execution.plan_types import (
     SelectPlan,
     dialect_type,
 )
-from flight_storage.execution.streaming_dataset import ScanFunction, generic_scan
+from flight_storage.execution.streaming_dataset import Columns, ScanFunction, generic_scan
 from flight_storage.formats import json_input
 from flight_storage.formats.json_typed import column_paths, typed_batch
 from flight_storage.protocol import Partition
@@ -65,22 +66,41 @@ class JsonDriver:
 
     def scan(self, engine: SelectEngine, plan: SelectPlan, source: ObjectSource,
              partition: Partition) -> ScanFunction:
+        if plan.input.columns is not None:
+            return _typed_scan(engine, plan, source, partition)
         return generic_scan(
             lambda: guard_reader(_read(engine, plan, source, partition), source.name),
             plan.input_schema,
         )
 
 
+def _typed_scan(engine: SelectEngine, plan: SelectPlan, source: ObjectSource,
+                partition: Partition) -> ScanFunction:
+    """A typed table's scan, reading and converting only the projected columns (all of them
+    under a pushed filter, whose columns the projection may leave out)."""
+    columns = plan.input.columns
+    assert columns is not None
+
+    def scan(projection: Columns, filter: pc.Expression | None) -> Iterator[pa.RecordBatch]:
+        names = columns.names if projection is None or filter is not None else projection
+        read = generic_scan(
+            lambda: guard_reader(_read(engine, plan, source, partition, names), source.name),
+            plan.input_schema)
+        yield from read(projection, filter)
+
+    return scan
+
+
 def _read(engine: SelectEngine, plan: SelectPlan, source: ObjectSource,
-          partition: Partition) -> Iterator[pa.RecordBatch]:
+          partition: Partition, names: Sequence[str] = ()) -> Iterator[pa.RecordBatch]:
     options = json_input.JsonInputOptions.from_request(plan.input.options)
     translation = plan.translation
     typed = plan.input.columns
     span = byte_range(partition)
     from_path = translation.json_from_path or ()
     paths = translation.json_paths
-    if typed is not None:  # every column its key under the document
-        from_path, paths = (), column_paths(typed)
+    if typed is not None:  # the columns read, each its key under the document
+        from_path, paths = (), column_paths(typed, names)
     with open_input(source, plan.input) as stream:
         batches = json_input.iter_json_batches(
             stream,
