@@ -74,6 +74,8 @@ def typed_batch(batch: pa.RecordBatch, columns: TypedColumns, *, first_record: i
         >>> typed_batch(cells, cols, first_record=1, object_name="b/k").to_pylist()
         [{'a': 1, 's': 'x'}, {'a': None, 's': '2'}]
     """
+    if not batch.num_columns:
+        return batch  # no column read (count(*)): its rows still count
     fields = []
     arrays = []
     for name, cells in zip(batch.schema.names, batch.columns, strict=True):

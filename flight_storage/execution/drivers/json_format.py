@@ -23,6 +23,7 @@ from flight_storage.execution.plan_types import (
 )
 from flight_storage.execution.streaming_dataset import Columns, ScanFunction, generic_scan
 from flight_storage.formats import json_input
+from flight_storage.formats.json_lines_arrow import arrow_reads, iter_arrow_lines
 from flight_storage.formats.json_typed import column_paths, typed_batch
 from flight_storage.protocol import Partition
 from flight_storage.storage.sources import ObjectSource
@@ -93,6 +94,35 @@ def _typed_scan(engine: SelectEngine, plan: SelectPlan, source: ObjectSource,
 
 def _read(engine: SelectEngine, plan: SelectPlan, source: ObjectSource,
           partition: Partition, names: Sequence[str] = ()) -> Iterator[pa.RecordBatch]:
+    typed = plan.input.columns
+    if typed is None:
+        yield from _reference(engine, plan, source, partition)
+        return
+    served = 0
+    if arrow_reads(typed, names):
+        with open_input(source, plan.input) as stream:
+            fast = iter_arrow_lines(stream, typed, names, byte_range=byte_range(partition),
+                                    max_record_size=engine.config.max_record_bytes,
+                                    batch_rows=engine.config.batch_rows)
+            while True:
+                try:
+                    batch = next(fast)
+                except StopIteration as done:
+                    if done.value:
+                        return
+                    break
+                served += batch.num_rows
+                yield batch
+    # the reference reader from the partition's start: the rows pyarrow served are skipped
+    for batch in _reference(engine, plan, source, partition, names):
+        skip = min(served, batch.num_rows)
+        served -= skip
+        if skip < batch.num_rows:
+            yield batch.slice(skip)
+
+
+def _reference(engine: SelectEngine, plan: SelectPlan, source: ObjectSource,
+               partition: Partition, names: Sequence[str] = ()) -> Iterator[pa.RecordBatch]:
     options = json_input.JsonInputOptions.from_request(plan.input.options)
     translation = plan.translation
     typed = plan.input.columns
