@@ -178,6 +178,19 @@ def test_nested_values_read_as_their_json_text(server: ServerProcess) -> None:
         {"id": 3, "geo": "[]", "any": '{"k":null}'}]
 
 
+def test_a_path_into_a_nested_column_is_refused_naming_where_it_reads(
+        server: ServerProcess) -> None:
+    import adbc_driver_manager
+
+    with pytest.raises(adbc_driver_manager.Error) as info:
+        _query(server, 'SELECT s.geo.lat FROM "shop"."nested.ndjson" s')
+    message = str(info.value)
+    assert "UnsupportedSyntax" in message and "s.geo.lat" in message
+    assert "aws flavour" in message and "Traceback" not in message
+    table = _query(server, 'SELECT s.geo.lat FROM "shop"."nested.ndjson" s', flavor="aws")
+    assert table.column(0).to_pylist() == ["1.5", None, None]
+
+
 def test_a_later_value_that_does_not_fit_fails_naming_record_and_column(
         server: ServerProcess) -> None:
     import adbc_driver_manager

@@ -28,11 +28,26 @@ from flight_storage.formats.json_typed import column_paths, typed_batch
 from flight_storage.protocol import Partition
 from flight_storage.storage.sources import ObjectSource
 from select_dialect import Column, Translation
+from select_dialect.errors import UnsupportedFeatureError
 
 if TYPE_CHECKING:
     from flight_storage.execution.engine import SelectEngine
     from flight_storage.execution.native_csv import DeferredCsvTable, NativeCsvTable
     from flight_storage.execution.native_parquet import NativeParquetTable
+
+
+_NESTED_PATHS = "nested paths"
+"""How the dialect's refusal of a path into a column begins (``lowering_base._reference``)."""
+
+
+def _with_json_hint(error: UnsupportedFeatureError) -> UnsupportedFeatureError:
+    """A refused path into a typed JSON table's column, with where such paths are read."""
+    if not error.message.startswith(_NESTED_PATHS):
+        return error
+    return UnsupportedFeatureError(
+        f"{error.message}: on the standard surface a JSON Lines object is a table of its keys, "
+        "a nested object or array a column of its JSON text; read paths into it in the aws "
+        "flavour", code=error.code, line=error.line, column=error.column)
 
 
 class JsonDriver:
@@ -44,8 +59,11 @@ class JsonDriver:
         if input.columns is not None:
             schema = input.columns.schema
             columns = [Column(f.name, dialect_type(f.type)) for f in schema]
-            translation = engine.translate(expression, input_format="parquet", flavor=flavor,
-                                           columns=columns)
+            try:
+                translation = engine.translate(expression, input_format="parquet",
+                                               flavor=flavor, columns=columns)
+            except UnsupportedFeatureError as exc:
+                raise _with_json_hint(exc) from None
             return translation, schema, None
         translation = engine.translate(expression, input_format="json", flavor=flavor)
         schema = pa.schema([pa.field(name, pa.string()) for name in translation.json_paths])
