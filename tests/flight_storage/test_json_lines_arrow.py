@@ -97,6 +97,18 @@ def test_arrow_stops_where_the_reference_reads_otherwise(data: bytes) -> None:
     assert batches == [] and not finished
 
 
+@pytest.mark.parametrize("cut", [1, 1000, 500_000, 1 << 20])
+def test_adjacent_byte_ranges_read_every_line_once(cut: int) -> None:
+    data = _corpus(9000)
+    cut = min(cut, len(data) - 1)
+    pieces = []
+    for span in ((0, cut), (cut, len(data))):
+        reader = iter_arrow_lines(io.BytesIO(data), COLUMNS, ("id",), byte_range=span,
+                                  max_record_size=1 << 20, batch_rows=4096)
+        pieces += [i for b in reader for i in b.column(0).to_pylist()]
+    assert pieces == list(range(9000))
+
+
 def test_a_line_over_the_record_limit_is_the_references() -> None:
     data = b'{"id": 1, "s": "' + b"x" * 100 + b'"}\n'
     reader = iter_arrow_lines(io.BytesIO(data), COLUMNS, COLUMNS.names, byte_range=None,

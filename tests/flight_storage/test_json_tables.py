@@ -52,9 +52,9 @@ def _record(i: int, rng: random.Random) -> dict[str, Any]:
     return record
 
 
-def _lines(rows: int, seed: int = 7) -> str:
+def _lines(rows: int, seed: int = 7, first: int = 1) -> str:
     rng = random.Random(seed)
-    return "".join(json.dumps(_record(i, rng)) + "\n" for i in range(1, rows + 1))
+    return "".join(json.dumps(_record(i, rng)) + "\n" for i in range(first, first + rows))
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +74,9 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (shop / "nested.ndjson").write_text(
         '{"id": 1, "geo": {"lat": 1.5, "tags": ["a"]}, "any": 1}\n'
         '{"id": 2, "geo": null, "any": "two"}\n{"id": 3, "geo": [], "any": {"k": null}}\n')
+    (shop / "parts").mkdir()
+    (shop / "parts" / "a.jsonl").write_text(_lines(40, seed=1))
+    (shop / "parts" / "b.jsonl").write_text(_lines(30, seed=2, first=41))
     (shop / "typed").mkdir()
     (shop / "typed" / "events.jsonl").write_text(_lines(20))
     (shop / "raw").mkdir()
@@ -141,6 +144,15 @@ def test_json_lines_answer_as_duckdb_does(server: ServerProcess, data: Path, key
                                           statement: str) -> None:
     ours = _query(server, statement.format(t=f'"shop"."{key}"'))
     theirs = _duckdb(statement.format(t=f"read_json_auto('{data / 'shop' / key}')"))
+    assert _rows(ours) == _rows(theirs)
+
+
+@pytest.mark.parametrize("statement", [STATEMENTS[0], STATEMENTS[2], STATEMENTS[5]])
+def test_a_prefix_table_answers_as_duckdb_over_its_objects(server: ServerProcess, data: Path,
+                                                            statement: str) -> None:
+    ours = _query(server, statement.format(t='"shop"."parts/"'))
+    files = [str(data / "shop" / "parts" / name) for name in ("a.jsonl", "b.jsonl")]
+    theirs = _duckdb(statement.format(t=f"read_json_auto({files})"))
     assert _rows(ours) == _rows(theirs)
 
 
