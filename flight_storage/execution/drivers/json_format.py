@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from flight_storage.errors import InvalidRequestError
 from flight_storage.execution.drivers.base import byte_range, open_input
 from flight_storage.execution.drivers.csv_format import byte_partitions
 from flight_storage.execution.engine_errors import guard_reader
@@ -57,6 +58,12 @@ class JsonDriver:
                   sources: tuple[ObjectSource, ...], input: InputSpec, flavor: str  # noqa: ARG002 - FormatDriver.translate
                   ) -> tuple[Translation, pa.Schema, list[str] | None]:
         if input.columns is not None:
+            if len(input.columns.names) > engine.config.max_columns:
+                raise InvalidRequestError(
+                    f"the table would have {len(input.columns.names)} columns (keys); the "
+                    f"limit is {engine.config.max_columns} (--max-columns): declare the "
+                    "columns you need in the bucket's .flight-select.json",
+                    code="TooManyColumns")
             schema = input.columns.schema
             columns = [Column(f.name, dialect_type(f.type)) for f in schema]
             try:
