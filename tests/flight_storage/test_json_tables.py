@@ -23,6 +23,7 @@ import pytest
 
 from flight_storage.protocol import FLAVOR_HEADER
 from tests.conftest import ServerProcess, running_server
+from tests.flight_storage.test_server_support import statement_descriptor
 from tests.seaweedfs import SeaweedFS
 
 ROWS = 3000
@@ -164,6 +165,19 @@ def test_select_star_has_duckdbs_columns_and_types(server: ServerProcess, data: 
                                  pa.int64(), pa.float64(), pa.bool_(), pa.string()]
     assert [pa.types.is_timestamp(t) and t.tz is not None for t in theirs.schema.types] == [
         pa.types.is_timestamp(t) for t in ours.schema.types]
+
+
+@pytest.mark.parametrize("key, origin", [("events.jsonl", "sniffed"),
+                                         ("typed/events.jsonl", "configured")])
+def test_the_flight_info_says_where_the_columns_come_from_and_who_reads(
+        server: ServerProcess, key: str, origin: str) -> None:
+    import pyarrow.flight as flight
+
+    info = flight.FlightClient(server.location).get_flight_info(
+        statement_descriptor(f'SELECT * FROM "shop"."{key}"'))
+    about = json.loads(info.app_metadata)
+    assert about["columns"] == origin
+    assert about["reader"] == "reference" and "pyarrow's JSON parser" in about["reason"]
 
 
 def test_a_sum_of_integers_is_a_bigint(server: ServerProcess) -> None:

@@ -6,6 +6,7 @@ its cells converted to their types (``formats/json_typed.py``)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -37,6 +38,9 @@ if TYPE_CHECKING:
     from flight_storage.execution.native_parquet import NativeParquetTable
 
 
+_TYPED_READER = ("typed JSON Lines: pyarrow's JSON parser where it proves it reads as the "
+                 "reference JSON reader does (formats/json_lines_arrow.py), that reader otherwise")
+"""The reader note of a typed JSON table's plan (the FlightInfo's ``reason``)."""
 _NESTED_PATHS = "nested paths"
 """How the dialect's refusal of a path into a column begins (``lowering_base._reference``)."""
 
@@ -82,6 +86,8 @@ class JsonDriver:
 
     def with_native(self, engine: SelectEngine, plan: SelectPlan,  # noqa: ARG002 - FormatDriver.with_native
                     scan_range: tuple[int, int] | None) -> SelectPlan:  # noqa: ARG002 - FormatDriver.with_native
+        if plan.input.columns is not None:
+            return dataclasses.replace(plan, native_reason=_TYPED_READER)
         return plan  # DataFusion's JSON reader is not s3-select's (paths, MISSING, text)
 
     def verified(self, engine: SelectEngine, plan: SelectPlan,  # noqa: ARG002 - FormatDriver.verified
