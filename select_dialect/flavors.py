@@ -237,6 +237,7 @@ FLAVORS: Final[dict[str, Flavor]] = {
                      standard_sql=True, sql_types=True, sniffs_csv_tables=True,
                      unnamed_as_sql=True,
                      reading=replace(AWS_READING, csv_unclosed_quote_error=True,
+                                     csv_quoted_record_delimiter=True,
                                      csv_typed_empty_is_null=True)),
     CEPH: Flavor(CEPH, "exactly Ceph RGW's s3select", limit_counts_input=True,
                  grammar=CephS3Select, syntax_error_code="UnsupportedSyntax",
