@@ -106,8 +106,8 @@ def _duckdb(path: Path) -> tuple[Callable[[str], Any], str]:
             duckdb.sql(f"SELECT count(*) FROM {table}").fetchall()
         except duckdb.Error:
             continue
-        return (lambda sql: duckdb.connect().sql(sql.format(t=table)).to_arrow_table().num_rows,
-                options.strip(", "))
+        return (lambda sql, table=table: duckdb.connect().sql(sql.format(t=table))
+                .to_arrow_table().num_rows, options.strip(", "))
     raise RuntimeError(f"DuckDB cannot read {path}")
 
 
@@ -147,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 about = _about(server.location, sql)  # cold: sniff and survey
                 cold = time.perf_counter() - started
                 ours, _ = common.measure(lambda sql=sql: _adbc(server.location, sql), args.runs)
-                theirs, _ = common.measure(lambda t=template: duck(t), args.runs)
+                theirs, _ = common.measure(lambda t=template, duck=duck: duck(t), args.runs)
                 ratio = theirs.median / ours.median if ours.median else float("inf")
                 results[f"{trait} {query_name}"] = {
                     "server": ours.to_json(), "duckdb": theirs.to_json(), "ratio": ratio,
