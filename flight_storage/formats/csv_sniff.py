@@ -160,6 +160,12 @@ def read_sample(stream: BinaryIO, options: CsvInputOptions, sample_bytes: int) -
         return data
     delimiter = options.record_delimiter.encode("utf-8")
     end = data.rfind(delimiter, 0, sample_bytes)
+    quote = options.quote.encode("utf-8") if options.quote else b""
+    if options.quoted_record_delimiter and quote:
+        # a delimiter after an odd number of quotes is inside a quoted field (RFC 4180: a
+        # doubled quote counts twice), not a record's end
+        while end != -1 and data.count(quote, 0, end) % 2:
+            end = data.rfind(delimiter, 0, end)
     return data[: end + len(delimiter)] if end != -1 else None
 
 
