@@ -17,10 +17,12 @@ them (mixed line ends, short rows).
 
     python -m benchmarks.analyst_csv --quick      # 40 MB per variant
     python -m benchmarks.analyst_csv              # 340 MB (--size-mb N for another size)
+    python -m benchmarks.analyst_csv --traits all # only the analyst's whole shape
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 import time
@@ -127,18 +129,24 @@ def _about(location: str, sql: str) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    args = common.bench_args(__doc__ or NAME, argv, lambda parser: parser.add_argument(
-        "--size-mb", type=int, default=None, help="CSV size (default: 40 quick, 340 full)"))
+    def extra(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--size-mb", type=int, default=None,
+                            help="CSV size (default: 40 quick, 340 full)")
+        parser.add_argument("--traits", nargs="+", choices=TRAITS, default=list(TRAITS),
+                            help="the variants to run (default: all six)")
+
+    args = common.bench_args(__doc__ or NAME, argv, extra)
     size = args.size_mb or SIZES_MB["quick" if args.quick else "full"]
+    traits = args.traits
     root = common.WORK / NAME / f"{size}mb"
-    for trait in TRAITS:
+    for trait in traits:
         path = root / "bench" / f"{trait}.csv"
         if not path.exists():
             write_variant(path, size, trait)
     server = common.start_server(root, "--query-timeout", "1200")
     results: dict[str, Any] = {}
     try:
-        for trait in TRAITS:
+        for trait in traits:
             path = root / "bench" / f"{trait}.csv"
             duck, duck_options = _duckdb(path)
             for query_name, template in QUERIES.items():

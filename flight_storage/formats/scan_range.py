@@ -130,7 +130,8 @@ class _QuoteScanner:
         delimiters = np.flatnonzero(array == self.delimiter[0])
         before = np.searchsorted(quotes, delimiters) + self.in_quote
         self.in_quote = (self.in_quote + len(quotes)) % 2
-        return base + delimiters[before % 2 == 0] + 1
+        ends: np.ndarray = delimiters[before % 2 == 0] + (base + 1)
+        return ends
 
     def _loop(self, data: bytes, base: int) -> Iterator[int]:
         quote, delim = self.quote, self.delimiter
