@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from flight_storage.errors import StorageError
+from flight_storage.rpc.auth import add_user_arguments, run_add_user
 from flight_storage.rpc.s3_http.door_config import S3DoorConfig
 from select_dialect.flavors import AWS, FLAVOR_NAMES, FLAVORS
 
@@ -85,10 +86,9 @@ def _build_parser() -> argparse.ArgumentParser:
                         "$FLIGHT_SELECT_PASSWORD)")
     status.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
-    add_user = commands.add_parser(
-        "add-user", add_help=False,
-        help="add a user to a users file: USERS_FILE NAME [--bucket B ...] [--password-stdin]")
-    add_user.add_argument("rest", nargs=argparse.REMAINDER)
+    add_user_arguments(commands.add_parser(
+        "add-user", description="add or replace a user in a users file",
+        help="add a user to a users file: USERS_FILE NAME [--bucket B ...] [--password-stdin]"))
 
     query = commands.add_parser("query", help="run one S3 Select query on a local object",
                                 formatter_class=shows_defaults)
@@ -569,9 +569,7 @@ def _cluster(args: argparse.Namespace) -> int:
 
 
 def _add_user(args: argparse.Namespace) -> int:
-    from flight_storage.rpc import auth
-
-    return auth.main(["add-user", *args.rest])
+    return run_add_user(args)
 
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

@@ -238,7 +238,7 @@ class SelectPlan:
     def arrow_schema(self) -> pa.Schema:
         """The schema of :meth:`SelectEngine.execute_arrow` batches (what Flight clients see);
         computed once per plan (every DoGet of a cached plan asks)."""
-        names = list(self.translation.output_names)
+        names = list(self.translation.result_names or self.translation.output_names)
         if len(names) != len(self.result_schema):  # select * of a CSV without a header
             names = self.result_schema.names
         schema = arrow_result_schema(self.result_schema, names)

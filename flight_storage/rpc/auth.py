@@ -420,23 +420,24 @@ def add_user(path: Path, name: str, password: str, buckets: Sequence[str], *,
     return pair
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m flight_storage.rpc.auth add-user USERS_FILE NAME [--bucket B ...]``."""
-    parser = argparse.ArgumentParser(prog="python -m flight_storage.rpc.auth")
-    commands = parser.add_subparsers(dest="command", required=True)
-    add = commands.add_parser("add-user", help="add or replace a user in a users file")
-    add.add_argument("users_file", type=Path)
-    add.add_argument("name")
-    add.add_argument("--bucket", action="append", default=[],
-                     help="bucket the user may read (repeat; '*' for all)")
-    add.add_argument("--write", action="append", default=[], metavar="BUCKET",
-                     help="bucket the user may also write with bulk ingest (repeat; '*' for "
-                     "all; the server must run --writable)")
-    add.add_argument("--password-stdin", action="store_true",
-                     help="read the password from standard input instead of prompting")
-    add.add_argument("--s3-access-key", action="store_true",
-                     help="also make an S3 access key pair (SigV4 on the S3 door); printed once")
-    args = parser.parse_args(argv)
+def add_user_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``add-user`` (this module's ``main`` and ``flight-select add-user``)."""
+    parser.add_argument("users_file", type=Path)
+    parser.add_argument("name")
+    parser.add_argument("--bucket", action="append", default=[],
+                        help="bucket the user may read (repeat; '*' for all)")
+    parser.add_argument("--write", action="append", default=[], metavar="BUCKET",
+                        help="bucket the user may also write with bulk ingest (repeat; '*' for "
+                        "all; the server must run --writable)")
+    parser.add_argument("--password-stdin", action="store_true",
+                        help="read the password from standard input instead of prompting")
+    parser.add_argument("--s3-access-key", action="store_true",
+                        help="also make an S3 access key pair (SigV4 on the S3 door); printed "
+                        "once")
+
+
+def run_add_user(args: argparse.Namespace) -> int:
+    """Add or replace the user ``args`` (:func:`add_user_arguments`) names; the exit status."""
     if args.password_stdin:
         password = sys.stdin.readline().rstrip("\n")
     else:
@@ -449,6 +450,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if pair is not None:
         print(f"aws_access_key_id = {pair[0]}\naws_secret_access_key = {pair[1]}")
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m flight_storage.rpc.auth add-user USERS_FILE NAME [--bucket B ...]``."""
+    parser = argparse.ArgumentParser(prog="python -m flight_storage.rpc.auth")
+    commands = parser.add_subparsers(dest="command", required=True)
+    add_user_arguments(commands.add_parser("add-user",
+                                           help="add or replace a user in a users file"))
+    return run_add_user(parser.parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -119,6 +119,22 @@ def test_add_user_command_line(tmp_path: Path) -> None:
     assert Users.load(path).check("carol", "secret-pw").name == "carol"
 
 
+def test_flight_select_add_user_has_help_and_adds_a_user(tmp_path: Path) -> None:
+    """``flight-select add-user -h`` was an argparse error (issue #39 item 10)."""
+    helped = subprocess.run([sys.executable, "-m", "flight_storage", "add-user", "-h"],
+                            capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert helped.returncode == 0, helped.stderr
+    assert helped.stdout.startswith("usage: flight-select add-user")
+    assert "--password-stdin" in helped.stdout and "users_file" in helped.stdout
+    path = tmp_path / "users.json"
+    added = subprocess.run(
+        [sys.executable, "-m", "flight_storage", "add-user", str(path), "dave", "--bucket", "*",
+         "--password-stdin"], input="pw-dave\n", capture_output=True, text=True, cwd=ROOT,
+        timeout=60)
+    assert added.returncode == 0, added.stderr
+    assert Users.load(path).check("dave", "pw-dave").name == "dave"
+
+
 def test_login_throttle_locks_a_name_after_failures_and_forgets_on_success() -> None:
     from flight_storage.rpc.auth import AuthenticationError, LoginThrottle
 
