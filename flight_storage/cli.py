@@ -409,6 +409,10 @@ def _listen(config: ServerConfig, workers: Workers | None) -> StorageServer:
     except pa.ArrowException as exc:  # gRPC could not bind: pyarrow says only that
         raise _Refused(f"could not listen on {config.host}:{config.port} (is the port "
                        f"in use, or the address not this machine's?): {exc}") from None
+    if config.writable:  # what a crashed ingest left is swept now and then
+        from flight_storage.rpc.ingest import start_sweeper
+
+        start_sweeper(server.catalog, config)
     if workers is not None:
         try:
             workers.start(sys.argv[2:], config.host)
