@@ -220,6 +220,9 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     limits.add_argument("--max-ingest-mb", type=int,
                         default=defaults["max_ingest_bytes"] >> 20,
                         help="Arrow data one bulk ingest may send (with --writable)")
+    limits.add_argument("--max-abort-marks", type=int, default=defaults["max_abort_marks"],
+                        help="aborted write jobs one bucket remembers at once (AbortIngest "
+                        "past it: TooManyAbortedJobs)")
     limits.add_argument("--idle-timeout", type=float, default=defaults["idle_timeout_s"],
                         help="seconds a client may leave a stream unread before it is cancelled")
     limits.add_argument("--query-timeout", type=float, default=defaults["query_timeout_s"],
@@ -381,6 +384,7 @@ def _server_config(args: argparse.Namespace, cluster: ClusterDescription | None,
         writable=args.writable,
         default_catalog=args.default_catalog,
         max_ingest_bytes=args.max_ingest_mb << 20,
+        max_abort_marks=args.max_abort_marks,
         query_timeout_s=args.query_timeout,
         keepalive_s=args.keepalive,
         shutdown_grace_s=args.shutdown_grace,
