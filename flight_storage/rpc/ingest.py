@@ -123,7 +123,8 @@ def ingest(host: IngestHost, call: CallContext, command: Any,
     store = host.catalog.store(target.bucket)
     _check_not_object(host.catalog, target)
     existing = list(store.list(target.prefix))
-    _check_mode(command, target, store, reader.schema)(existing, None)
+    check = _check_mode(command, target, store, reader.schema)
+    check(existing, lambda: None)  # before the data is read: the commit checks again
 
     def work(stop: threading.Event) -> tuple[Path, int, int]:
         return _write_parquet(store, reader, host.config.max_ingest_bytes, stop,
@@ -144,9 +145,7 @@ def ingest(host: IngestHost, call: CallContext, command: Any,
         mode = "replace" if replace else "append" if existing else "create"
         try:
             table_commits.commit(store, target.prefix, [Pending(key, written, size)],
-                                 mode=mode, check=_check_mode(command, target, store,
-                                                              reader.schema),
-                                 cancelled=call.is_cancelled)
+                                 mode=mode, check=check, cancelled=call.is_cancelled)
         except StoppedError:
             raise flight.FlightCancelledError(_GONE) from None
     finally:
@@ -203,22 +202,27 @@ def _check_not_object(catalog: Catalog, target: Target) -> None:
 
 
 def _check_mode(command: Any, target: Target, store: BucketStore, schema: pa.Schema
-                ) -> Callable[[list[StoredObject], Record | None], None]:
+                ) -> table_commits.Check:
     """The check of the command's mode against a table's objects (and its newest commit,
-    which names who wrote it), run before the data is read and at each commit attempt."""
+    which names who wrote it), run before the data is read and at each commit attempt; an
+    object's schema is read once per version."""
     options = command.table_definition_options
     where = f"{target.bucket}/{target.prefix}"
+    same_schema: set[str] = set()
 
-    def check(existing: list[StoredObject], head: Record | None) -> None:
+    def check(existing: list[StoredObject], head: Callable[[], Record | None]) -> None:
         if not existing:
             if options.if_not_exist != _OPTIONS.TABLE_NOT_EXIST_OPTION_CREATE:
                 raise ObjectNotFoundError(f"table {where} does not exist (mode append needs "
                                           "it)", code="NoSuchTable")
             return
         if options.if_exists == _OPTIONS.TABLE_EXISTS_OPTION_APPEND:
-            _check_schema(where, store, existing[0], schema)
+            if existing[0].version not in same_schema:
+                _check_schema(where, store, existing[0], schema)
+                same_schema.add(existing[0].version)
         elif options.if_exists != _OPTIONS.TABLE_EXISTS_OPTION_REPLACE:
-            by = f" (written by {head.describe()})" if head is not None else ""
+            writer = head()
+            by = f" (written by {writer.describe()})" if writer is not None else ""
             raise InvalidRequestError(f"table {where} already exists{by}; mode create "
                                       "refuses it: append or replace it",
                                       code="TableAlreadyExists")

@@ -35,6 +35,7 @@ about to remove; objects written by other means (the S3 door's PutObject) take n
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -98,27 +99,32 @@ class Pending:
     size: int
 
 
-def latest(store: BucketStore, table: str) -> Record | None:
-    """The newest commit record of ``table``, None when it has none."""
-    for generation in reversed(store.commit_generations(table)):
+def latest(store: BucketStore, table: str,
+           generations: Sequence[int] | None = None) -> Record | None:
+    """The newest commit record of ``table`` (among ``generations`` when the caller listed
+    them), None when it has none."""
+    listed = store.commit_generations(table) if generations is None else generations
+    for generation in reversed(listed):
         body = store.read_commit(table, generation)
         if body is not None:
             return Record.parse(body, generation)
     return None
 
 
+Check = Callable[[list[StoredObject], Callable[[], "Record | None"]], None]
+"""Raises when an ingest's mode refuses the table as it is: its objects (the ingest's own
+left out) and, read only when a message needs it, its newest record (who wrote it)."""
+
+
 def commit(store: BucketStore, table: str, pending: Sequence[Pending], *, mode: str,
-           check: Callable[[list[StoredObject], Record | None], None],
-           cancelled: Callable[[], bool] = lambda: False) -> Record:
+           check: Check, cancelled: Callable[[], bool] = lambda: False) -> Record:
     """Store ``pending`` as new objects of the prefix table ``table`` and commit them.
 
     Args:
         mode: ``replace`` deletes the table's other objects once committed; any other mode
             keeps them (``create``, ``append``: ``check`` says whether the table may be
             written).
-        check: raises when the mode refuses the table as it is (its objects, ours left out,
-            and its newest record); called before the objects are stored and after every
-            lost race.
+        check: called before the objects are stored and after every lost race.
         cancelled: whether the caller went away; checked before the commit, so that an
             ingest whose client vanished stores nothing.
 
@@ -132,29 +138,33 @@ def commit(store: BucketStore, table: str, pending: Sequence[Pending], *, mode: 
     base = 0
     try:
         for attempt in range(MAX_ATTEMPTS):
-            head = latest(store, table)
-            generation = head.generation if head is not None else 0
+            generations = store.commit_generations(table)
+            generation = generations[-1] if generations else 0
+            # the newest record: whether a replace came since ours were stored (a retry), and
+            # what a record not replacing the table carries on (replace needs neither)
+            head = (latest(store, table, generations)
+                    if generations and (stored or mode != "replace") else None)
             if stored and head is not None and head.replaced > base:
                 raise ConflictError(
                     f"table {table} was replaced by {head.describe()} while this ingest was "
                     "stored; nothing of it was kept: send it again")
             existing = [o for o in store.list(table) if o.key not in keys]
-            check(existing, head)
+            check(existing, functools.partial(_newest, store, table, head))
             if not stored:
                 for item in pending:
                     store.put_file(item.key, item.file, item.size)
                 stored, base = True, generation
             if cancelled():
                 raise StoppedError("the client went away before the commit")
-            record = Record(generation + 1, mode,
-                            generation + 1 if mode == "replace" else
-                            (head.replaced if head is not None else 0),
-                            keys, _NODE, time.time())
-            if _create(store, table, record):
+            replaced = (generation + 1 if mode == "replace" else
+                        head.replaced if head is not None else 0)
+            record = Record(generation + 1, mode, replaced, keys, _NODE, time.time())
+            newest = _create(store, table, record)
+            if newest is not None:
                 stored = False  # committed: ours to keep, whatever follows
                 if mode == "replace":
                     _delete(store, table, [o.key for o in existing])
-                _prune(store, table, record.generation)
+                _prune(store, table, newest, record.generation)
                 return record
             time.sleep(random.uniform(0.005, 0.02) * (attempt + 1))
         raise ConflictError(f"table {table}: {MAX_ATTEMPTS} commits of other ingests won "
@@ -165,17 +175,21 @@ def commit(store: BucketStore, table: str, pending: Sequence[Pending], *, mode: 
         raise
 
 
-def _create(store: BucketStore, table: str, record: Record) -> bool:
-    """Create ``record``; False when another writer's record of its generation is there, or
-    ours was made again on a generation already pruned (the newest is ``KEEP_RECORDS`` or
-    more past it: our read was that old)."""
+def _newest(store: BucketStore, table: str, known: Record | None) -> Record | None:
+    return known if known is not None else latest(store, table)
+
+
+def _create(store: BucketStore, table: str, record: Record) -> Sequence[int] | None:
+    """Create ``record``: the generations there then, or None when another writer's record
+    of its generation is there, or ours was made again on a generation already pruned (the
+    newest is ``KEEP_RECORDS`` or more past it: our read was that old)."""
     if not store.create_commit(table, record.generation, record.body(table)):
-        return False
+        return None
     newest = store.commit_generations(table)
     if newest and newest[-1] >= record.generation + KEEP_RECORDS:
         store.delete_commit(table, record.generation)
-        return False
-    return True
+        return None
+    return newest
 
 
 def _delete(store: BucketStore, table: str, keys: list[str]) -> None:
@@ -186,8 +200,9 @@ def _delete(store: BucketStore, table: str, keys: list[str]) -> None:
             log.warning("ingest into %s: could not delete %s (%s)", table, key, exc)
 
 
-def _prune(store: BucketStore, table: str, generation: int) -> None:
-    for old in store.commit_generations(table):
+def _prune(store: BucketStore, table: str, generations: Sequence[int],
+           generation: int) -> None:
+    for old in generations:
         if old <= generation - KEEP_RECORDS:
             try:
                 store.delete_commit(table, old)
