@@ -156,19 +156,21 @@ def ingest(host: IngestHost, call: CallContext, command: Any,
 def _check_write(host: IngestHost, call: CallContext, bucket: str) -> None:
     """Refuse a write into ``bucket`` on a read-only server or by a user without its write
     right (ingests and every staged-ingest action alike)."""
-    if not host.config.writable:
-        raise AccessDeniedError("bulk ingest writes objects, and this server is read-only "
-                                "(start it with --writable)", code="ReadOnly")
+    _check_writable(host)
     host.check_access(call, bucket)
     if call.user is not None and not call.user.may_write(bucket):
         raise AccessDeniedError(f"user {call.user.name} may not write bucket {bucket} "
                                 '(users file: "write")')
 
 
-def _target(host: IngestHost, call: CallContext, command: Any) -> Target:
+def _check_writable(host: IngestHost) -> None:
     if not host.config.writable:
         raise AccessDeniedError("bulk ingest writes objects, and this server is read-only "
                                 "(start it with --writable)", code="ReadOnly")
+
+
+def _target(host: IngestHost, call: CallContext, command: Any) -> Target:
+    _check_writable(host)  # before the command's other faults
     if command.temporary:
         raise InvalidRequestError("temporary tables are not supported: every table is "
                                   "objects in a bucket", code="NotImplemented")

@@ -46,6 +46,7 @@ import pyarrow as pa
 
 from flight_storage.errors import (
     AccessDeniedError,
+    ConflictError,
     InvalidRequestError,
     ObjectNotFoundError,
     StaleTicketError,
@@ -54,12 +55,8 @@ from flight_storage.errors import (
 )
 from flight_storage.storage.folder_store import BUCKET_CONFIG, check_name
 from flight_storage.storage.object_cache import ObjectCache
-from flight_storage.storage.stores import (
-    StoredObject,
-    commit_folder,
-    commit_generation,
-    commit_name,
-)
+from flight_storage.storage.s3_commits import S3CommitRecords
+from flight_storage.storage.stores import StoredObject
 
 if TYPE_CHECKING:
     from datafusion import SessionContext
@@ -75,9 +72,6 @@ _STORE_TTL_S = 300.0
 
 STORE_TEMPORARIES = "flight-select-stores"
 """The folder, under the system's temporary folder, of object-store buckets' temporaries."""
-
-_LOST_CONDITION = frozenset({"PreconditionFailed", "ConditionalRequestConflict"})
-"""The codes of a conditional write another writer won."""
 
 _CONFIG_TTL_S = 1.0
 """A bucket's configuration is fetched at most once a second (a query's GetFlightInfo and its
@@ -222,6 +216,8 @@ _CODES: dict[str, tuple[type[StorageError], str]] = {
     "InvalidToken": (AccessDeniedError, "AccessDenied"),
     "PreconditionFailed": (StaleTicketError, "PreconditionFailed"),
     "412": (StaleTicketError, "PreconditionFailed"),
+    "ConditionalRequestConflict": (ConflictError, "ConditionalRequestConflict"),
+    "409": (ConflictError, "ConditionalRequestConflict"),
     "SlowDown": (StoreUnavailableError, "SlowDown"),
     "503": (StoreUnavailableError, "ServiceUnavailable"),
     "ServiceUnavailable": (StoreUnavailableError, "ServiceUnavailable"),
@@ -523,67 +519,17 @@ class S3Bucket:
         return self.head(key)
 
     # ------------------------------------------------------------------ commit records
-    def _commits(self, table: str) -> str:
-        check_name("table", table.rstrip("/") or "-")
-        return f"{self.prefix}{commit_folder(table)}/"
-
     def commit_generations(self, table: str) -> Sequence[int]:
-        folder = self._commits(table)
-        pages = self.connection.client.get_paginator("list_objects_v2").paginate(
-            Bucket=self.bucket, Prefix=folder)
-        iterator = iter(pages)
-        found: set[int] = set()
-        while True:
-            page = self._call(f"ListObjectsV2 {self.name}/{table} commits",
-                              lambda: next(iterator, None))
-            if page is None:
-                return sorted(found)
-            for entry in page.get("Contents", []):
-                generation = commit_generation(entry["Key"][len(folder):])
-                if generation is not None:
-                    found.add(generation)
+        return S3CommitRecords(self).generations(table)
 
     def read_commit(self, table: str, generation: int) -> bytes | None:
-        key = self._commits(table) + commit_name(generation)
-        try:
-            answer = self._call(f"GetObject {self.name}/{table} commit {generation}",
-                                lambda: self.connection.client.get_object(
-                                    Bucket=self.bucket, Key=key))
-        except ObjectNotFoundError:
-            return None
-        body = answer["Body"]
-        try:
-            return bytes(body.read(1 << 20))
-        finally:
-            body.close()
+        return S3CommitRecords(self).read(table, generation)
 
     def create_commit(self, table: str, generation: int, body: bytes) -> bool:
-        """PutObject with ``If-None-Match: *``: the store refuses it (412, or 409 while
-        another conditional write of the key runs) when the record exists. SeaweedFS 4.48
-        honours it atomically (one winner of 20 concurrent writers, measured); its
-        ``If-Match`` is not, so records are never overwritten, only created."""
-        import botocore.exceptions
-
-        key = self._commits(table) + commit_name(generation)
-        try:
-            self.connection.client.put_object(Bucket=self.bucket, Key=key, Body=body,
-                                              IfNoneMatch="*")
-        except botocore.exceptions.ClientError as exc:
-            error = exc.response.get("Error", {})
-            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-            if error.get("Code") in _LOST_CONDITION or status in (409, 412):
-                return False
-            raise store_error(exc, f"PutObject {self.name}/{table} commit {generation}",
-                              self.connection.endpoint) from None
-        except Exception as exc:
-            raise store_error(exc, f"PutObject {self.name}/{table} commit {generation}",
-                              self.connection.endpoint) from None
-        return True
+        return S3CommitRecords(self).create(table, generation, body)
 
     def delete_commit(self, table: str, generation: int) -> None:
-        key = self._commits(table) + commit_name(generation)
-        self._call(f"DeleteObject {self.name}/{table} commit {generation}",
-                   lambda: self.connection.client.delete_object(Bucket=self.bucket, Key=key))
+        S3CommitRecords(self).delete(table, generation)
 
     def delete(self, key: str) -> None:
         store_key = self._key(key)
@@ -650,5 +596,8 @@ class S3Buckets:
         if self._name is not None:
             raise InvalidRequestError(f"{self.description} is served as a bucket; it cannot be "
                                       "deleted through the server")
+        bucket = S3Bucket(self.connection, name, name)
+        if next(bucket.list(), None) is None:  # no object: its tables' records go with it
+            S3CommitRecords(bucket).drop_all()
         self.connection.call(f"DeleteBucket {name}",
                              lambda: self.connection.client.delete_bucket(Bucket=name))

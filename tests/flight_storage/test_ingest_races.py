@@ -18,11 +18,17 @@ from pathlib import Path
 import adbc_driver_flightsql.dbapi as flightsql
 import adbc_driver_manager
 import pyarrow as pa
+import pyarrow.parquet
 import pytest
 
 from compute_client.errors import RemoteQueryError
 from compute_client.flight import ConnectionOptions, FlightSelectClient
 from flight_storage.rpc.auth import add_user
+from flight_storage.storage import table_commits
+from flight_storage.storage.folder_store import FolderBuckets
+from flight_storage.storage.s3_store import S3Buckets, S3Connection, S3Settings
+from flight_storage.storage.stores import BucketSet
+from flight_storage.storage.table_commits import Pending
 from tests.conftest import ServerProcess, running_server, start_server
 from tests.flight_storage.test_server_support import wait_for_event
 from tests.seaweedfs import SeaweedFS
@@ -261,3 +267,43 @@ def test_a_restart_sweeps_old_temporaries(tmp_path: Path) -> None:
     assert sorted(swept["removed"]) == sorted(str(paths[n].resolve())
                                               for n in ("old", "old store"))
     assert [n for n, p in paths.items() if p.exists()] == ["young", "old staged"]
+
+
+@pytest.mark.parametrize("kind", ["folder", "seaweedfs"])
+def test_records_are_created_once_pruned_and_leave_with_their_bucket(
+        kind: str, request: pytest.FixtureRequest, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stores' side of commits, with no server: a generation is created once, old records
+    are pruned, and an objectless bucket is deleted with its tables' records."""
+    sets: BucketSet
+    if kind == "folder":
+        (tmp_path / "b").mkdir()
+        sets, name = FolderBuckets(tmp_path), "b"
+    else:
+        seaweedfs: SeaweedFS = request.getfixturevalue("seaweedfs")
+        name = seaweedfs.new_bucket(f"records-{os.getpid()}")
+        for variable, value in seaweedfs.env().items():
+            monkeypatch.setenv(variable, value)
+        sets = S3Buckets(S3Connection(S3Settings(endpoint_url=seaweedfs.endpoint)))
+    store = sets.bucket(name)
+    assert store is not None
+    assert store.create_commit("t/", 1, b"{}") and not store.create_commit("t/", 1, b"[]")
+    assert store.read_commit("t/", 1) == b"{}" and store.read_commit("t/", 2) is None
+    store.delete_commit("t/", 1)
+    for n in range(12):
+        part = tmp_path / f"part-{n}.parquet"
+        pa.parquet.write_table(_rows(str(n)), part)
+        table_commits.commit(store, "t/", [Pending(f"t/p{n:02d}.parquet", part,
+                                                   part.stat().st_size)],
+                             mode="replace" if n % 3 == 0 else "append",
+                             check=lambda _objects, _head: None)
+    assert list(store.commit_generations("t/")) == list(range(5, 13))  # KEEP_RECORDS behind
+    newest = table_commits.latest(store, "t/")
+    assert newest is not None and (newest.mode, newest.replaced) == ("append", 10)
+    assert [o.key for o in store.list("t/")] == ["t/p09.parquet", "t/p10.parquet",
+                                                  "t/p11.parquet"]
+    assert [o.key for o in store.list("")] == [o.key for o in store.list("t/")]  # hidden
+    for obj in list(store.list("")):
+        store.delete(obj.key)
+    sets.delete_bucket(name)
+    assert name not in sets.names()
