@@ -307,3 +307,29 @@ def test_records_are_created_once_pruned_and_leave_with_their_bucket(
         store.delete(obj.key)
     sets.delete_bucket(name)
     assert name not in sets.names()
+
+
+def test_an_abort_reaches_only_its_buckets_staged_files(seaweedfs: SeaweedFS,
+                                                         tmp_path: Path) -> None:
+    """Object-store buckets stage in folders of their own: aborting a job in one bucket
+    leaves what the same job id staged for another."""
+    first = seaweedfs.new_bucket(f"staged-a-{os.getpid()}")
+    second = seaweedfs.new_bucket(f"staged-b-{os.getpid()}")
+    schema = pa.schema([("n", pa.int64())])
+    batch = pa.record_batch([pa.array([1, 2, 3], pa.int64())], schema=schema)
+    with running_server(f"{first}=s3://{first}", "--data", f"{second}=s3://{second}",
+                        "--writable", env={"TMPDIR": str(tmp_path), **seaweedfs.env()}
+                        ) as server:
+        client = FlightSelectClient(ConnectionOptions(server.location))
+        _, kept = client.ingest(second, "t", schema, [batch], staged_job="ab")
+        _, dropped = client.ingest(first, "t", schema, [batch], staged_job="ab")
+        assert kept is not None and dropped is not None
+        client.finish_ingest([], commit=False, job="ab", bucket=first)
+        with pytest.raises(RemoteQueryError) as gone:
+            client.finish_ingest([dropped], commit=True)
+        assert gone.value.code == "NoSuchKey"
+        client.finish_ingest([kept], commit=True)
+    keys = [o["Key"] for o in seaweedfs.client().list_objects_v2(
+        Bucket=second, Prefix="t/").get("Contents", [])]
+    assert len(keys) == 1 and keys[0].endswith(".parquet")
+    assert len(list((tmp_path / "flight-select-stores").iterdir())) == 2
