@@ -237,6 +237,9 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     limits.add_argument("--max-ingest-mb", type=int,
                         default=defaults["max_ingest_bytes"] >> 20,
                         help="Arrow data one bulk ingest may send (with --writable)")
+    limits.add_argument("--max-abort-marks", type=int, default=defaults["max_abort_marks"],
+                        help="aborted write jobs one bucket remembers at once (AbortIngest "
+                        "past it: TooManyAbortedJobs)")
     limits.add_argument("--idle-timeout", type=float, default=defaults["idle_timeout_s"],
                         help="seconds a client may leave a stream unread before it is cancelled")
     limits.add_argument("--query-timeout", type=float, default=defaults["query_timeout_s"],
@@ -412,6 +415,7 @@ def _server_config(args: argparse.Namespace, cluster: ClusterDescription | None,
         writable=args.writable,
         default_catalog=args.default_catalog,
         max_ingest_bytes=args.max_ingest_mb << 20,
+        max_abort_marks=args.max_abort_marks,
         query_timeout_s=args.query_timeout,
         keepalive_s=args.keepalive,
         shutdown_grace_s=args.shutdown_grace,
@@ -442,6 +446,10 @@ def _listen(config: ServerConfig, workers: Workers | None) -> StorageServer:
     except pa.ArrowException as exc:  # gRPC could not bind: pyarrow says only that
         raise _Refused(f"could not listen on {config.host}:{config.port} (is the port "
                        f"in use, or the address not this machine's?): {exc}") from None
+    if config.writable:  # what a crashed ingest left is swept now and then
+        from flight_storage.rpc.ingest import start_sweeper
+
+        start_sweeper(server.catalog, config)
     if workers is not None:
         try:
             workers.start(sys.argv[2:], config.host)
