@@ -157,14 +157,27 @@ def _served(engine: SelectEngine, plan: SelectPlan, path: Path) -> SelectPlan:
     count = table.partition_count(engine.range_count(plan.source.size))
     if count > 1 and _datafusion_partitions(engine, plan, table, count) != count:
         count = 1  # DataFusion keeps this query's scan whole
-    partitions = tuple(
-        PlannedPartition(Partition("row_groups", row_groups=groups),
-                         bytes=sum(footer.row_group(g).total_byte_size for g in groups),
-                         rows=sum(footer.row_group(g).num_rows for g in groups))
-        for groups in table.split(count) if groups
-    ) or (PlannedPartition(Partition("object"), bytes=0, rows=0),)
+    partitions = _partitions(footer, [g for g in table.split(count) if g], plan.source.size)
     return dataclasses.replace(plan, native=table, native_reason="", partitions=partitions,
                                cache="hit", uncached=plan)
+
+
+def _partitions(footer: pq.FileMetaData, splits: list[tuple[int, ...]], object_bytes: int
+                ) -> tuple[PlannedPartition, ...]:
+    """The entry's row-group partitions; each counts its share of the *object's* bytes (by
+    rows), so S3's Stats and FlightInfo totals say what they say without the cache."""
+    if not splits:
+        return (PlannedPartition(Partition("object"), bytes=object_bytes, rows=0),)
+    total = max(footer.num_rows, 1)
+    planned, rows_before = [], 0
+    for groups in splits:
+        rows = sum(footer.row_group(g).num_rows for g in groups)
+        start = object_bytes * rows_before // total
+        rows_before += rows
+        end = object_bytes if rows_before >= total else object_bytes * rows_before // total
+        planned.append(PlannedPartition(Partition("row_groups", row_groups=groups),
+                                        bytes=end - start, rows=rows))
+    return tuple(planned)
 
 
 def _datafusion_partitions(engine: SelectEngine, plan: SelectPlan, table: DecodedTable,

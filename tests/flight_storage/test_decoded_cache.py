@@ -123,7 +123,7 @@ def test_a_rewrite_with_the_same_size_and_mtime_is_not_answered_from_the_old_ent
     _, first = _run(engine, "select _2 from s3object", path, {}, "aws")
     path.write_text("1,zzz\n2,yyy\n")  # same size
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # same mtime
-    plan, second = _run(engine, "select _2 from s3object", path, {}, "aws")
+    _, second = _run(engine, "select _2 from s3object", path, {}, "aws")
     assert first == [{"c0": "aaa"}, {"c0": "bbb"}]
     assert second == [{"c0": "zzz"}, {"c0": "yyy"}]
     assert engine.decoded is not None
