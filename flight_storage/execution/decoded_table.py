@@ -56,7 +56,7 @@ from flight_storage.execution.plan_types import TABLE, PlannedPartition, SelectP
 from flight_storage.execution.session import READ_ONLY, new_session
 from flight_storage.protocol import Partition
 from flight_storage.storage.decoded_cache import SUFFIX, DecodedCache, entry_name
-from flight_storage.storage.sources import DataFusionLocation, content_identity
+from flight_storage.storage.sources import DataFusionLocation, content_identity, unwrapped
 
 if TYPE_CHECKING:
     from flight_storage.execution.engine import SelectEngine
@@ -227,10 +227,13 @@ def for_partitions(plan: SelectPlan, chosen: Sequence[Partition]) -> SelectPlan:
 
 
 def request_fill(engine: SelectEngine, plan: SelectPlan) -> None:
-    """Fill a missed plan's entry in the background (after its query's stream ended)."""
+    """Fill a missed plan's entry in the background (after its query's stream ended; the
+    fill reads the stored object, not the query's source, whose reads stop with the
+    query)."""
     if engine.decoded is not None and plan.cache == "miss" and plan.cache_entry:
+        alone = dataclasses.replace(plan, sources=(unwrapped(plan.source),))
         engine.decoded.fill(plan.cache_entry,
-                            lambda target: fill_entry(engine, plan, target))
+                            lambda target: fill_entry(engine, alone, target))
 
 
 def fill_entry(engine: SelectEngine, plan: SelectPlan, target: Path) -> int:

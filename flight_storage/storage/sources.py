@@ -192,6 +192,7 @@ def content_identity(source: ObjectSource, *, ask_store: bool = False) -> Hashab
         OSError: the object can no longer be stat'ed.
         StorageError: the store no longer has it (``ask_store``).
     """
+    source = unwrapped(source)
     if isinstance(source, StoredSource):
         info = source.info
         version = info.store.head(info.key).version if ask_store else info.version
@@ -199,3 +200,10 @@ def content_identity(source: ObjectSource, *, ask_store: bool = False) -> Hashab
     if isinstance(source, FileSource):
         return (str(source.path), file_version(os.stat(source.path)))
     return None
+
+
+def unwrapped(source: ObjectSource) -> ObjectSource:
+    """The stored object under a query's wrapper (``rpc/streams.StoppableSource``: its reads
+    stop with its query), for work that outlives the query (a decoded cache's fill)."""
+    stored = getattr(source, "stored", None)
+    return stored if isinstance(stored, StoredSource) else source
