@@ -22,7 +22,7 @@ reads more gets NULLs beyond ``_N`` as the CSV reader does. The entry's name is 
   InputSerialization as given, and the typed table's columns (configured or sniffed).
 
 A fill reads the object once with the native CSV reader (one partition: record order) and
-writes zstd Parquet with statistics and page indexes, row groups of :data:`ROW_GROUP_ROWS`;
+writes zstd Parquet with statistics and page indexes (``decoded_shadows.write_batches``), and typed shadows (``decoded_shadows.py``);
 the object's version is asked again after the fill and the entry dropped if it changed. An
 object the native reader refuses (a malformed record, a value that does not convert) never
 gets an entry: its queries keep failing the same way. A miss fills only after a query's
@@ -50,6 +50,13 @@ import pyarrow.parquet as pq
 from datafusion import SessionContext
 
 from flight_storage.errors import StorageError
+from flight_storage.execution.decoded_shadows import (
+    add_shadows,
+    cheap_filter,
+    fragments,
+    rewrite,
+    write_batches,
+)
 from flight_storage.execution.native_csv import DeferredCsvTable, NativeCsvTable, native_csv_table
 from flight_storage.execution.native_parquet import NativeParquetTable, row_group_starts
 from flight_storage.execution.plan_types import TABLE, PlannedPartition, SelectPlan
@@ -65,9 +72,6 @@ log = logging.getLogger(__name__)
 
 ENV_MODE = "FLIGHT_SELECT_DECODED_CACHE"
 """``fill-first``: a miss fills the entry before the query is answered (a test mode)."""
-ROW_GROUP_ROWS = 1 << 17
-"""Rows per row group of an entry: statistics fine enough to prune, groups large enough to
-decode fast."""
 _FORMAT_VERSION = "decoded-csv-1"
 """Part of every entry's name: a change to what entries hold gives new names."""
 
@@ -86,9 +90,12 @@ class DecodedTable(NativeParquetTable):
     """
 
     columns_sql: tuple[str, ...] = ()
+    row_filter: bool = True
 
     def register(self, ctx: SessionContext, name: str) -> None:
         """Register the view ``name`` over the entry (``name_file``) on ``ctx``."""
+        if not self.row_filter:  # an expensive predicate: evaluated above the scan
+            ctx.sql("SET datafusion.execution.parquet.pushdown_filters = false")
         file_table = f"{name}_file"
         ctx.register_parquet(file_table, self.location.url, file_extension=SUFFIX)
         ctx.register_view(name, ctx.sql(
@@ -97,7 +104,8 @@ class DecodedTable(NativeParquetTable):
     @property
     def signature(self) -> tuple[object, ...]:
         """What a physical plan over the table depends on (see NativeParquetTable)."""
-        return (type(self).__name__, self.location.url, self.size, self.columns_sql)
+        return (type(self).__name__, self.location.url, self.size, self.columns_sql,
+                self.row_filter)
 
 
 def cache_rules(plan: SelectPlan) -> Hashable | None:
@@ -151,15 +159,21 @@ def decoded_plan(engine: SelectEngine, plan: SelectPlan) -> SelectPlan:
 def _served(engine: SelectEngine, plan: SelectPlan, path: Path) -> SelectPlan:
     footer = engine.parquet_footers.get((str(path),), lambda: pq.read_metadata(path))
     entry_schema = footer.schema.to_arrow_schema()
+    sql = rewrite(plan.translation.sql, entry_schema)
+    shadows = tuple(f'"{n}"' for n in entry_schema.names
+                    if n not in plan.input_schema.names and f'"{n}"' in sql)
     table = DecodedTable(DataFusionLocation(str(path), _register_nothing, True),
                          path.stat().st_size, tuple(row_group_starts(footer)),
-                         columns_sql=_select_list(plan.input_schema, entry_schema))
+                         columns_sql=_select_list(plan.input_schema, entry_schema) + shadows,
+                         row_filter=cheap_filter(sql))
+    plan = dataclasses.replace(plan, translation=dataclasses.replace(plan.translation, sql=sql),
+                               uncached=plan)
     count = table.partition_count(engine.range_count(plan.source.size))
     if count > 1 and _datafusion_partitions(engine, plan, table, count) != count:
         count = 1  # DataFusion keeps this query's scan whole
     partitions = _partitions(footer, [g for g in table.split(count) if g], plan.source.size)
     return dataclasses.replace(plan, native=table, native_reason="", partitions=partitions,
-                               cache="hit", uncached=plan)
+                               cache="hit")
 
 
 def _partitions(footer: pq.FileMetaData, splits: list[tuple[int, ...]], object_bytes: int
@@ -250,20 +264,18 @@ def fill_entry(engine: SelectEngine, plan: SelectPlan, target: Path) -> int:
     table.register(ctx, TABLE)
     frame = ctx.sql_with_options(f'SELECT * FROM "{TABLE}"', READ_ONLY)
     schema = pa.schema(frame.schema())
-    rows, pending, held = 0, [], 0
-    with pq.ParquetWriter(target, schema, compression="zstd", write_statistics=True,
-                          write_page_index=True) as writer:
-        for batch in frame.execute_stream():
-            pending.append(batch.to_pyarrow())
-            held += pending[-1].num_rows
-            if held >= ROW_GROUP_ROWS:
-                writer.write_table(pa.Table.from_batches(pending, schema),
-                                   row_group_size=ROW_GROUP_ROWS)
-                rows, pending, held = rows + held, [], 0
-        if pending:
-            writer.write_table(pa.Table.from_batches(pending, schema),
-                               row_group_size=ROW_GROUP_ROWS)
-            rows += held
+    batches = (b.to_pyarrow() for b in frame.execute_stream())
+    if plan.input.columns is not None:  # a typed table: its columns are typed already
+        rows = write_batches(target, schema, batches)
+    else:
+        text = target.with_name(target.name + ".text")
+        try:
+            rows = write_batches(text, schema, batches)
+            templates = fragments(lambda statement: engine.translate(
+                statement, input_format="csv", flavor=plan.flavor).sql)
+            add_shadows(engine.config, text, target, templates)
+        finally:
+            text.unlink(missing_ok=True)
     if content_identity(plan.source, ask_store=True) != before:
         raise StorageError(f"{plan.source.name} changed while it was cached")
     return rows

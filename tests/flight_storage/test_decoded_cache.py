@@ -198,15 +198,24 @@ def test_an_unusable_folder_falls_back_to_the_object(tmp_path: Path,
 def test_lru_eviction_keeps_the_bytes_bounded(tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FLIGHT_SELECT_DECODED_CACHE", "fill-first")
-    engine = _engine(tmp_path / "cache", cache_bytes=300 << 10)
+    paths = []
     for n in range(8):
         path = tmp_path / f"o{n}.csv"
         path.write_text("".join(f"{i},{n}-{i * 7919 % 100003}\n" for i in range(12000)))
+        paths.append(path)
+    probe = _engine(tmp_path / "probe")
+    _run(probe, "select count(*) from s3object", paths[0], {}, "aws")
+    assert probe.decoded is not None
+    entry = int(probe.decoded.stats()["bytes"])
+    bound = entry * 9 // 2  # room for four entries
+    engine = _engine(tmp_path / "cache", cache_bytes=bound)
+    for path in paths:
         _run(engine, "select count(*) from s3object", path, {}, "aws")
     assert engine.decoded is not None
     stats = engine.decoded.stats()
-    assert stats["evictions"] > 0
-    assert stats["bytes"] <= 300 << 10
+    assert stats["fills"] == 8
+    assert stats["evictions"] == 4
+    assert stats["bytes"] <= bound
 
 
 _KILLED_FILL = """
@@ -258,3 +267,35 @@ def test_a_fill_killed_midway_leaves_nothing_used_and_a_restart_reuses_entries(
 def _fill(engine: SelectEngine, plan: SelectPlan, target: Path) -> int:
     from flight_storage.execution.decoded_table import fill_entry
     return fill_entry(engine, plan, target)
+
+
+_CASTS = [
+    "select sum(cast(_1 as int)), max(cast(_2 as float)) from s3object",
+    "select _3 from s3object where cast(_1 as int) > 4990",
+    "select count(*) from s3object where cast(_2 as float) between 10 and 20",
+    "select cast(_1 as int) as i, cast(_4 as int) from s3object limit 5",
+    "select count(*) from s3object where cast(_4 as int) = 1",
+    "select _1 from s3object where _3 = 'COALESCE(TRY_CAST(\"_1\" AS BIGINT), s3_cast_int(\"_1\"))'",
+]
+
+
+@pytest.mark.parametrize("flavor", FLAVOR_NAMES)
+def test_typed_shadows_answer_casts_as_the_text_does(tmp_path: Path, flavor: str,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "numbers.csv"
+    # _1 integers (signs, zeros, spaces), _2 floats (exponents), _3 text, _4 mostly integers
+    # with one cell no cast converts: no shadow of _4, and its error stays
+    path.write_text("".join(
+        f"{i if i % 3 else f' {i}'},{i * 0.5 if i % 5 else f'{i}e-1'},t{i},"
+        f"{'x' if i == 4000 else i % 3}\n" for i in range(-20, 5000)))
+    plain, cached = _engine(None), _engine(tmp_path / "cache")
+    rewritten = 0
+    for query in _CASTS:
+        _, expected = _run(plain, query, path, {}, flavor)
+        monkeypatch.setenv("FLIGHT_SELECT_DECODED_CACHE", "fill-first")
+        plan, got = _run(cached, query, path, {}, flavor)
+        monkeypatch.delenv("FLIGHT_SELECT_DECODED_CACHE")
+        assert got == expected, query
+        if plan is not None and plan.uncached is not None:
+            rewritten += plan.translation.sql != plan.uncached.translation.sql
+    assert rewritten >= 3  # the casts of _1 and _2 read their shadows
