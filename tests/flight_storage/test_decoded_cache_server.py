@@ -106,3 +106,34 @@ def test_a_store_bucket_answers_from_its_entries(tmp_path: Path, seaweedfs: Seaw
         about, rewritten = _ask(server, statement_descriptor(sql))
         assert about["cache"] == "miss"
         assert rewritten.column(1)[0].as_py().startswith("z")
+
+
+def test_the_s3_door_answers_from_the_entries(tmp_path: Path) -> None:
+    from tests.flight_storage.test_s3_door import s3_client, start_door
+
+    bucket = tmp_path / "data" / "b"
+    bucket.mkdir(parents=True)
+    (bucket / "t.csv").write_text(_text("a"))
+    server, url = start_door(tmp_path / "data", "--cache-dir", str(tmp_path / "cache"))
+    try:
+        s3 = s3_client(url)
+
+        def select() -> tuple[bytes, dict[str, Any]]:
+            answer = s3.select_object_content(
+                Bucket="b", Key="t.csv", ExpressionType="SQL",
+                Expression="SELECT s._2 FROM s3object s WHERE CAST(s._3 AS INT) = 7",
+                InputSerialization={"CSV": {}}, OutputSerialization={"CSV": {}})
+            events = list(answer["Payload"])
+            records = b"".join(e["Records"]["Payload"] for e in events if "Records" in e)
+            stats = next(e["Stats"]["Details"] for e in events if "Stats" in e)
+            return records, stats
+
+        cold = select()
+        _filled(server, 1)
+        hits = _health(server)["hits"]
+        warm = select()
+        assert warm == cold  # the same records and the same Stats
+        assert cold[0].count(b"\n") == 20000 // 97 + (20000 % 97 > 7)
+        assert _health(server)["hits"] > hits
+    finally:
+        server.stop()
