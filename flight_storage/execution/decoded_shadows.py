@@ -67,16 +67,23 @@ def add_shadows(config: EngineConfig, text: Path, target: Path,
     texts = [f.name for f in schema if f.type == pa.string() and f.name.startswith("_")]
     chosen = [(shadow_name(column, kind), template.replace(_PROBE, f'"{column}"'))
               for column in _numeric(text, texts) for kind, template in templates.items()]
-    if chosen and not _evaluates(ctx, [fragment for _, fragment in chosen]):
+    try:  # the usual case: every sieved column converts; one pass writes the entry
+        _write(ctx, schema, chosen, target)
+    except Exception:  # DataFusion raises plain exceptions: a cell some fragment refuses
         chosen = [(name, fragment) for name, fragment in chosen
                   if _evaluates(ctx, [fragment])]
+        _write(ctx, schema, chosen, target)
+    return chosen
+
+
+def _write(ctx: SessionContext, schema: pa.Schema, chosen: list[tuple[str, str]],
+           target: Path) -> None:
     select = ", ".join([f'"{c}"' for c in schema.names]
                        + [f'{fragment} AS "{name}"' for name, fragment in chosen])
     frame = ctx.sql_with_options(f'SELECT {select} FROM "{TABLE}"', READ_ONLY)
     out_schema = pa.schema(frame.schema()).with_metadata(
         {METADATA_KEY: json.dumps(chosen).encode()})
     write_batches(target, out_schema, (b.to_pyarrow() for b in frame.execute_stream()))
-    return chosen
 
 
 def _numeric(text: Path, columns: list[str]) -> list[str]:
