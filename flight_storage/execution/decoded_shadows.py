@@ -34,6 +34,8 @@ METADATA_KEY = b"flight-select.shadows"
 _CASTS = {"int": "INT", "float": "FLOAT"}
 """The dialect's cast of each shadow kind (``CAST(_1 AS INT)``)."""
 _PROBE = '"_1"'
+SAMPLE_ROWS = 1 << 16
+"""Rows whose cells decide which shadows a one-pass fill tries."""
 ROW_GROUP_ROWS = 1 << 17
 """Rows per row group of an entry: statistics fine enough to prune, groups large enough to
 decode fast."""
@@ -54,6 +56,22 @@ def fragments(translate: Callable[[str], str]) -> dict[str, str]:
         if sql.startswith(head) and tail in sql and _PROBE in sql:
             out[kind] = sql[len(head):sql.index(tail)]
     return out
+
+
+def shadows_in_one_pass(ctx: SessionContext, templates: dict[str, str], target: Path) -> bool:
+    """Write the table ``TABLE`` of ``ctx`` (the object's CSV reader) with the shadows its
+    first :data:`SAMPLE_ROWS` rows suggest, in one pass, or return False when a later cell
+    refuses a fragment (or the object cannot be read: the caller's second try says which)."""
+    sample = ctx.sql(f'SELECT * FROM "{TABLE}" LIMIT {SAMPLE_ROWS}').to_arrow_table()
+    texts = [f.name for f in sample.schema if f.type == pa.string() and f.name.startswith("_")]
+    chosen = [(shadow_name(column, kind), template.replace(_PROBE, f'"{column}"'))
+              for kind, template in templates.items() for column in texts
+              if _converts(sample.column(column))]
+    try:
+        _write(ctx, sample.schema, chosen, target)
+    except Exception:  # DataFusion raises plain exceptions
+        return False
+    return True
 
 
 def add_shadows(config: EngineConfig, text: Path, target: Path,
@@ -89,16 +107,18 @@ def _write(ctx: SessionContext, schema: pa.Schema, chosen: list[tuple[str, str]]
 def _numeric(text: Path, columns: list[str]) -> list[str]:
     """The columns whose every cell pyarrow reads as a number (a cheap first sieve; the
     fragment's own evaluation decides)."""
-    found = []
     file = pq.ParquetFile(text)
-    for column in columns:
-        try:
-            for batch in file.iter_batches(columns=[column], batch_size=1 << 16):
-                pc.cast(pc.utf8_trim_whitespace(batch.column(0)), pa.float64(), safe=True)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            continue
-        found.append(column)
-    return found
+    return [column for column in columns
+            if all(_converts(batch.column(0))
+                   for batch in file.iter_batches(columns=[column], batch_size=1 << 16))]
+
+
+def _converts(cells: pa.Array | pa.ChunkedArray) -> bool:
+    try:
+        pc.cast(pc.utf8_trim_whitespace(cells), pa.float64(), safe=True)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return False
+    return True
 
 
 def _evaluates(ctx: SessionContext, expressions: list[str]) -> bool:

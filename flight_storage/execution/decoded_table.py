@@ -57,6 +57,7 @@ from flight_storage.execution.decoded_shadows import (
     cheap_filter,
     fragments,
     rewrite,
+    shadows_in_one_pass,
     write_batches,
 )
 from flight_storage.execution.native_csv import DeferredCsvTable, NativeCsvTable, native_csv_table
@@ -264,23 +265,29 @@ def fill_entry(engine: SelectEngine, plan: SelectPlan, target: Path) -> int:
     table = _full_width(engine, plan)
     ctx = new_session(engine.config, partitions=1)
     table.register(ctx, TABLE)
-    frame = ctx.sql_with_options(f'SELECT * FROM "{TABLE}"', READ_ONLY)
-    schema = pa.schema(frame.schema())
-    batches = (b.to_pyarrow() for b in frame.execute_stream())
     if plan.input.columns is not None:  # a typed table: its columns are typed already
-        rows = write_batches(target, schema, batches)
+        rows = _write_all(ctx, target)
     else:
-        text = target.with_name(target.name + ".text")
-        try:
-            rows = write_batches(text, schema, batches)
-            templates = fragments(lambda statement: engine.translate(
-                statement, input_format="csv", flavor=plan.flavor).sql)
-            add_shadows(engine.config, text, target, templates)
-        finally:
-            text.unlink(missing_ok=True)
+        templates = fragments(lambda statement: engine.translate(
+            statement, input_format="csv", flavor=plan.flavor).sql)
+        if shadows_in_one_pass(ctx, templates, target):
+            rows = pq.read_metadata(target).num_rows
+        else:  # a cell past the sample refused a cast: text first, then the shadows it allows
+            text = target.with_name(target.name + ".text")
+            try:
+                rows = _write_all(ctx, text)
+                add_shadows(engine.config, text, target, templates)
+            finally:
+                text.unlink(missing_ok=True)
     if content_identity(plan.source, ask_store=True) != before:
         raise StorageError(f"{plan.source.name} changed while it was cached")
     return rows
+
+
+def _write_all(ctx: SessionContext, target: Path) -> int:
+    frame = ctx.sql_with_options(f'SELECT * FROM "{TABLE}"', READ_ONLY)
+    return write_batches(target, pa.schema(frame.schema()),
+                         (b.to_pyarrow() for b in frame.execute_stream()))
 
 
 def _full_width(engine: SelectEngine, plan: SelectPlan) -> NativeCsvTable:
