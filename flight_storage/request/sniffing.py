@@ -30,6 +30,7 @@ from flight_storage.formats.compression import open_decompressed
 from flight_storage.formats.csv_options import CsvInputOptions
 from flight_storage.formats.csv_sniff import SniffedTable, TableReading, read_sample, sniff_csv
 from flight_storage.formats.typed_columns import TypedColumns
+from flight_storage.request.json_sniffing import JsonTableSniffer
 from flight_storage.storage.catalog import TableConfig
 from flight_storage.storage.sources import ObjectSource, version_key
 from flight_storage.storage.version_cache import VersionCache
@@ -54,6 +55,8 @@ class TableSniffer:
     def __init__(self, reading: TableReading | None = None, max_entries: int = 4096) -> None:
         self.reading = reading or TableReading()
         self._cache: VersionCache[SniffedTable] = VersionCache(max_entries)
+        self.json = JsonTableSniffer(self.reading, max_entries)
+        """JSON Lines tables' columns (``json_sniffing.py``)."""
 
     @property
     def sniffs(self) -> int:
@@ -75,6 +78,8 @@ class TableSniffer:
             entry: the configuration entry covering it, if any.
             overrides: the statement's ``WITH (...)`` options.
         """
+        if spec.format == "json":
+            return self.json.typed_spec(source, spec, entry, overrides)
         if spec.format != "csv" or spec.columns is not None:
             return spec
         if entry is not None and not entry.sniff:

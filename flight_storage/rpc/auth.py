@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from flight_storage.errors import StorageError
+from flight_storage.protocol.signing import SignatureError, Signer
 
 
 class AuthenticationError(StorageError):
@@ -315,11 +316,12 @@ class TokenSigner:
     """Issues and checks stateless bearer tokens: ``base64url(json).base64url(hmac)``.
 
     Args:
-        secret: the server's signing secret (shared by replicas).
+        signer: the server's bearer-token keys (derived from its secret, shared by replicas;
+            ``flight_storage.protocol.signing``: the first signs, every one verifies).
         ttl_s: lifetime of a token in seconds.
     """
 
-    secret: bytes
+    signer: Signer
     ttl_s: float
 
     def issue(self, user: str, *, now: float | None = None) -> str:
@@ -345,18 +347,16 @@ class TokenSigner:
     def _issue(self, domain: bytes, name: str, now: float | None) -> str:
         issued = time.time() if now is None else now
         body = json.dumps({"u": name, "e": issued + self.ttl_s}, separators=(",", ":")).encode()
-        mac = hmac.new(self.secret, domain + body, hashlib.sha256).digest()
-        return f"{_b64url(body)}.{_b64url(mac)}"
+        return self.signer.seal_text(domain, body)
 
     def _check(self, domain: bytes, token: str, now: float | None) -> str:
-        body_text, _, mac_text = token.partition(".")
         try:
-            body, mac = _unb64url(body_text), _unb64url(mac_text)
-        except (ValueError, binascii.Error):
-            raise AuthenticationError("malformed bearer token") from None
-        expected = hmac.new(self.secret, domain + body, hashlib.sha256).digest()
-        if not hmac.compare_digest(mac, expected):
-            raise AuthenticationError("bearer token is not valid (forged or from another server)")
+            body = self.signer.open_text(domain, token)
+        except SignatureError as exc:
+            if "malformed" in str(exc):
+                raise AuthenticationError("malformed bearer token") from None
+            raise AuthenticationError(
+                "bearer token is not valid (forged or from another server)") from None
         try:
             payload = json.loads(body)
             user, expires = str(payload["u"]), float(payload["e"])
@@ -365,14 +365,6 @@ class TokenSigner:
         if (time.time() if now is None else now) >= expires:
             raise AuthenticationError("bearer token expired; log in again", code="ExpiredToken")
         return user
-
-
-def _b64url(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
-def _unb64url(text: str) -> bytes:
-    return base64.urlsafe_b64decode((text + "=" * (-len(text) % 4)).encode("ascii"))
 
 
 def parse_basic(value: str) -> tuple[str, str]:

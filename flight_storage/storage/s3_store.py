@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 import pyarrow as pa
 
+from flight_storage import telemetry
 from flight_storage.errors import (
     AccessDeniedError,
     InvalidRequestError,
@@ -132,6 +133,7 @@ class S3Connection:
         self._session = session
         self.client: Any = session.client("s3", endpoint_url=settings.endpoint_url,
                                           region_name=settings.region or None, config=config)
+        self.client.meta.events.register("response-received.s3", _count_response)
         self.endpoint: str = self.client.meta.endpoint_url
         self.region: str = self.client.meta.region_name or "us-east-1"
         self._lock = threading.Lock()
@@ -570,3 +572,15 @@ class S3Buckets:
                                       "deleted through the server")
         self.connection.call(f"DeleteBucket {name}",
                              lambda: self.connection.client.delete_bucket(Bucket=name))
+
+
+def _count_response(event_name: str, response_dict: Any = None, exception: Any = None,
+                    **_details: Any) -> None:
+    """Count one HTTP attempt of a boto3 call (botocore's ``response-received`` event fires
+    per attempt, retries included) by operation and result."""
+    operation = event_name.rsplit(".", 1)[-1]
+    status = int((response_dict or {}).get("status_code") or 0)
+    result = ("ok" if exception is None and 0 < status < 400
+              else "client_error" if exception is None and 400 <= status < 500
+              else "server_error")
+    telemetry.STORE_REQUESTS.labels(telemetry.bounded_code(operation), result).inc()
