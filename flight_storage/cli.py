@@ -137,6 +137,15 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
                        "many MiB (one file per object version; 0: off; docs/storage.md)")
     store.add_argument("--store-cache-dir", type=Path,
                        help="where the copies go (default: the system's temporary folder)")
+    decoded = serve.add_argument_group(
+        "decoded cache (docs/storage.md, Decoded cache): CSV objects kept decoded as Parquet, "
+        "so repeated queries read columns instead of parsing text")
+    decoded.add_argument("--cache-dir", type=Path,
+                         help="where the decoded cache keeps its entries (default: no decoded "
+                         "cache); entries found there are reused after a restart")
+    decoded.add_argument("--cache-mb", type=int, default=engine.cache_bytes >> 20,
+                         help="the most MiB of entries (least recently used evicted first; "
+                         "an entry over a quarter of it is not kept)")
     serve.add_argument("--host", help="address to bind (default: loopback, 127.0.0.1, or "
                        "the node's address in --cluster)")
     serve.add_argument("--port", type=int, help="port; 0 picks a free one (default: 8815, or "
@@ -429,6 +438,8 @@ def _server_config(args: argparse.Namespace, cluster: ClusterDescription | None,
             max_record_bytes=args.max_record_kb << 10,
             max_columns=args.max_columns,
             cores=args.engine_cores,
+            cache_dir=str(args.cache_dir) if args.cache_dir is not None else None,
+            cache_bytes=args.cache_mb << 20,
         ),
     )
 
