@@ -485,6 +485,8 @@ def _start_operations(server: Any, port: int, stopping: threading.Event) -> Any:
     telemetry.track(telemetry.OPEN_STREAMS, lambda: server.streams.open_streams)
     telemetry.track(telemetry.SLOTS_IN_USE, lambda: server.streams.computing)
     telemetry.track(telemetry.SLOTS_WAITING, lambda: server.streams.waiting)
+    if server.engine.decoded is not None:
+        telemetry.watch_decoded_cache(server.engine.decoded.stats)
     readiness = Readiness(stopping, lambda: unreachable(server.catalog, server.iceberg))
     try:
         return OperationsServer(server.config.host, port, readiness)

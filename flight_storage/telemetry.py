@@ -21,17 +21,19 @@ which ``flight_storage.rpc.operations_http`` serves on ``/metrics``.
 | ``flight_select_s3_requests_total`` | counter | ``operation``, ``status`` (HTTP status) |
 | ``flight_select_ingest_bytes_total``, ``flight_select_ingest_rows_total`` | counter | |
 | ``flight_select_store_requests_total`` | counter | ``operation`` (S3 API call), ``result`` (``ok``, ``client_error``, ``server_error``: each HTTP attempt, retries included) |
-| ``flight_select_decoded_cache_*`` | gauges and counters | see the decoded cache |
+| ``flight_select_decoded_cache_{entries,bytes,filling}`` | gauge | (read from the cache at each scrape) |
+| ``flight_select_decoded_cache_{hits,misses,fills,evictions,failures}_total`` | counter | |
 | ``flight_select_ready`` | gauge | 1 while ``/readyz`` answers 200 |
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import Final
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 _LATENCY_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
                            5.0, 10.0, 30.0, 60.0, 300.0)
@@ -92,3 +94,36 @@ def bounded_code(code: str | None, ok: str = "ok") -> str:
 def track(gauge: Gauge, read: Callable[[], float]) -> None:
     """Let ``gauge`` read its value from ``read`` at each scrape (the latest owner wins)."""
     gauge.set_function(read)
+
+
+_CACHE_GAUGES: Final = {"entries": "entries kept", "bytes": "bytes on disk",
+                        "filling": "fills running now"}
+_CACHE_COUNTERS: Final = {"hits": "lookups answered from an entry",
+                          "misses": "lookups that found no entry",
+                          "fills": "entries written", "evictions": "entries evicted (LRU)",
+                          "failures": "fills that failed (the query read the object)"}
+
+
+class _DecodedCacheCollector:
+    """The decoded cache's figures, read from its ``stats()`` at each scrape."""
+
+    def __init__(self, stats: Callable[[], Mapping[str, object]]) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self._stats()
+        for name, what in _CACHE_GAUGES.items():
+            yield GaugeMetricFamily(f"flight_select_decoded_cache_{name}",
+                                    f"Decoded cache: {what}", value=_number(stats.get(name)))
+        for name, what in _CACHE_COUNTERS.items():
+            yield CounterMetricFamily(f"flight_select_decoded_cache_{name}",
+                                      f"Decoded cache: {what}", value=_number(stats.get(name)))
+
+
+def _number(value: object) -> float:
+    return float(value) if isinstance(value, int | float) else 0.0
+
+
+def watch_decoded_cache(stats: Callable[[], Mapping[str, object]]) -> None:
+    """Expose the decoded cache whose figures ``stats`` returns (once per process)."""
+    REGISTRY.register(_DecodedCacheCollector(stats))

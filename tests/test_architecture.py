@@ -234,3 +234,13 @@ def test_no_module_is_over_700_lines() -> None:
             for path in sorted((ROOT / package).rglob("*.py"))
             if (count := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES]
     assert long == [], "split by job (STYLE.md, one job per file)"
+
+
+def test_one_module_signs() -> None:
+    """Issue 40: everything the server signs (tickets, handles, tokens, cookies, staged-ingest
+    tokens) goes through ``flight_storage/protocol/signing.py``, the one place that computes an
+    HMAC and rotates keys; the S3 door's SigV4 checks use botocore's signer."""
+    owner = ROOT / "flight_storage" / "protocol" / "signing.py"
+    signing = [str(path.relative_to(ROOT)) for path in (ROOT / "flight_storage").rglob("*.py")
+               if "hmac.new(" in path.read_text() or "hmac.digest(" in path.read_text()]
+    assert signing == [str(owner.relative_to(ROOT))]

@@ -198,3 +198,31 @@ def test_readyz_follows_the_object_store(seaweedfs: SeaweedFS) -> None:
                           operation="ListObjectsV2", result="server_error") > 0
     finally:
         proxy.close()
+
+
+def test_decoded_cache_figures(data: Path, tmp_path: Path) -> None:
+    """The decoded cache's entries, hits and misses on /metrics (a miss fills in the
+    background after the first answer; the next query over the object is a hit)."""
+    with running_server(data, "--metrics-port", "0", "--cache-dir",
+                        str(tmp_path / "cache")) as process:
+        url = _operations_url(process)
+        client = flight.connect(process.location)
+        query = statement_descriptor('SELECT count(*) FROM "shop"."orders.csv"')
+
+        def run() -> None:
+            info = client.get_flight_info(query)
+            for endpoint in info.endpoints:
+                client.do_get(endpoint.ticket).read_all()
+
+        before = _scrape(url)
+        run()
+        deadline = time.monotonic() + 20
+        while _value(_scrape(url), "flight_select_decoded_cache_entries") < 1:
+            assert time.monotonic() < deadline, "no entry was filled"
+            time.sleep(0.2)
+        run()
+        after = _scrape(url)
+    assert _moved(before, after, "flight_select_decoded_cache_misses_total") >= 1
+    assert _moved(before, after, "flight_select_decoded_cache_hits_total") >= 1
+    assert _moved(before, after, "flight_select_decoded_cache_fills_total") == 1
+    assert _value(after, "flight_select_decoded_cache_bytes") > 0
