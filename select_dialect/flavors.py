@@ -65,6 +65,10 @@ class ReadingRules:
             elsewhere is data.
         csv_escape: the ``QuoteEscapeCharacter`` when the request names none (None: none).
         csv_empty_is_null: an empty CSV field is NULL (Ceph) rather than ``""`` (AWS).
+        csv_typed_empty_is_null: an empty field of a typed CSV table (configured or sniffed
+            columns) is NULL in every column, text ones included, as DuckDB, Spark, pandas and
+            DataFusion's reader read a table (the standard surface); off, a text column keeps
+            :attr:`csv_empty_is_null`'s reading.
         csv_skip_empty_lines: an empty line is no record (AWS); off, it is a record of one
             empty field (Ceph).
         csv_comment: the ``Comments`` character when the request names none (None: none).
@@ -84,6 +88,7 @@ class ReadingRules:
     csv_quotes_anywhere: bool = False
     csv_escape: str | None = '"'
     csv_empty_is_null: bool = False
+    csv_typed_empty_is_null: bool = False
     csv_skip_empty_lines: bool = True
     csv_comment: str | None = None
     csv_quoted_record_delimiter: bool = False
@@ -189,6 +194,10 @@ class Flavor:
             ``_N``, as an expression has).
         unnamed_by_position: an output column without a name is ``_N`` for its position N in
             the SELECT list (AWS); off, ``_k`` for the k-th unnamed one (Ceph).
+        unnamed_as_sql: on the SQL surface (a statement's Arrow result), an output column
+            without a name is named by its expression's SQL text, as DataFusion and DuckDB
+            name it (``count(*)``, ``max(amount)``: :mod:`select_dialect.sql_names`); S3
+            records (JSON keys) keep :attr:`unnamed_by_position`'s ``_N``. Off: ``_N`` on both.
         alias_clashes_with_header: an alias spelled like a CSV header name (any case) is an
             error, "multiple definition of column" (Ceph).
         star_keeps_empty_fields: ``SELECT *`` on CSV prints each record with its own fields,
@@ -221,6 +230,7 @@ class Flavor:
     missing_column_code: str = "MissingHeaderName"
     unnamed_index_paths: bool = True
     unnamed_by_position: bool = True
+    unnamed_as_sql: bool = False
     alias_clashes_with_header: bool = False
     star_keeps_empty_fields: bool = False
     substring_start_clamped: bool = True
@@ -239,7 +249,10 @@ MINIO: Final = "minio"
 FLAVORS: Final[dict[str, Flavor]] = {
     STANDARD: Flavor(STANDARD, "standard SQL over S3 Select's functions (AWS reading rules)",
                      standard_sql=True, sql_types=True, sniffs_csv_tables=True,
-                     reading=replace(AWS_READING, csv_unclosed_quote_error=True)),
+                     unnamed_as_sql=True,
+                     reading=replace(AWS_READING, csv_unclosed_quote_error=True,
+                                     csv_quoted_record_delimiter=True,
+                                     csv_typed_empty_is_null=True)),
     CEPH: Flavor(CEPH, "exactly Ceph RGW's s3select", limit_counts_input=True,
                  grammar=CephS3Select, syntax_error_code="UnsupportedSyntax",
                  reading=CEPH_READING, printing=CEPH_PRINTING,

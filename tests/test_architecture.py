@@ -63,7 +63,7 @@ def test_flight_storage_package_init_is_empty() -> None:
 # The server's stages, top (closest to the client) to bottom. A module may import its own
 # stage and the stages below it, never one above: request -> translate -> plan -> read.
 SERVER_STAGES = ("cli", "rpc", "request", "execution", "storage", "formats", "leaf")
-_LEAF_MODULES = {"protocol", "_flight_sql_pb2", "errors", "cores"}
+_LEAF_MODULES = {"protocol", "_flight_sql_pb2", "errors", "cores", "telemetry"}
 _TOP_MODULES = {"cli", "__main__", "__init__", "workers"}
 
 
@@ -107,10 +107,10 @@ def test_flight_storage_imports_point_only_downward() -> None:
 # Inside the RPC surface, top to bottom: the server dispatches to the action handlers and the
 # metadata builders, which use the call context, limits and streams; auth and the error
 # boundary are at the bottom. A module imports only modules after it in this order.
-RPC_LAYERS = ("server", "cluster_actions", "partition_streams", "cancellations", "cluster",
-              "actions", "iceberg_tables", "prepared_parameters", "ingest", "sessions",
-              "metadata", "column_metadata", "endpoints", "endpoint_readers", "config", "peers",
-              "middleware", "streams", "auth", "boundary")
+RPC_LAYERS = ("operations_http", "server", "cluster_actions", "partition_streams",
+              "cancellations", "cluster", "actions", "iceberg_tables", "prepared_parameters",
+              "ingest", "sessions", "metadata", "column_metadata", "endpoints",
+              "endpoint_readers", "config", "peers", "middleware", "streams", "auth", "boundary")
 
 
 def test_rpc_modules_import_only_downward() -> None:

@@ -55,6 +55,10 @@ class EngineConfig:
         batch_rows: rows per Arrow batch read from CSV/JSON.
         partition_bytes: CSV/NDJSON objects larger than this are split into byte ranges, and
             small objects of a prefix table are grouped up to this size.
+        endpoint_min_bytes: an object is cut into one byte range per core only while every
+            range keeps at least this many bytes: an endpoint costs a few milliseconds of
+            server CPU however small it is, so it must carry enough work to hide that (a
+            smaller object is one endpoint, read on every core when its order does not matter).
         row_groups_per_partition: Parquet row groups per partition.
         memory_limit_bytes: DataFusion memory pool per query (None: unbounded).
         max_query_chars: longest statement accepted (AWS allows 256 KiB).
@@ -69,6 +73,7 @@ class EngineConfig:
 
     batch_rows: int = 16384
     partition_bytes: int = 128 << 20
+    endpoint_min_bytes: int = 64 << 20
     row_groups_per_partition: int = 4
     memory_limit_bytes: int | None = 1 << 30
     max_query_chars: int = 256 * 1024
@@ -233,7 +238,7 @@ class SelectPlan:
     def arrow_schema(self) -> pa.Schema:
         """The schema of :meth:`SelectEngine.execute_arrow` batches (what Flight clients see);
         computed once per plan (every DoGet of a cached plan asks)."""
-        names = list(self.translation.output_names)
+        names = list(self.translation.result_names or self.translation.output_names)
         if len(names) != len(self.result_schema):  # select * of a CSV without a header
             names = self.result_schema.names
         schema = arrow_result_schema(self.result_schema, names)

@@ -22,6 +22,11 @@ names, both as tables:
   the same way (``2024-08-16 20:29``, minutes only, is a timestamp to pyarrow and an error to
   DataFusion) stays ``string``: :func:`_datafusion_reads` casts the sample's values with
   DataFusion and keeps a type only when every value converts.
+* **Round trip**: a number column whose texts do not read back as written stays ``string``,
+  as DuckDB keeps them: a value's sign and digits before its point or exponent must be the
+  ones the number prints (:data:`READS_BACK`). ``00611`` prints ``611`` and ``+1`` prints
+  ``1``, so a zip code stays text and ``zip LIKE '0%'`` finds it; ``1.50`` and ``1e3`` are
+  the numbers they spell in a float's notation and stay ``float64``.
 
 The sample is the object's first ``sample_bytes`` cut back to the last record delimiter. A
 later value that does not fit its sniffed type is the reader's business (an error naming the
@@ -31,6 +36,8 @@ object, line and column, or NULL with a warning: ``bad_values``), never silently
 from __future__ import annotations
 
 import io
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import BinaryIO, Final
 
@@ -57,6 +64,29 @@ TYPE_NAMES: Final[tuple[tuple[str, str], ...]] = (
 """pyarrow's inferred type (``str`` of the type, a timestamp by its prefix) -> the column type
 of the bucket configuration. Anything else (``null`` for a column empty in the whole sample,
 ``time32``, ``string``, ``binary``) is ``string``."""
+
+_INTEGER_PART = re.compile(r"\s*([+-]?\d*)")
+
+
+def _integer_part_reads_back(text: str) -> bool:
+    """The sign and digits before the point or exponent are what the number prints."""
+    match = _INTEGER_PART.match(text)
+    written = match.group(1) if match is not None else ""
+    if written in ("", "-"):  # ".5", "-.5": no integer digits written
+        return True
+    try:
+        return str(int(written)) == written
+    except ValueError:  # "+" alone
+        return False
+
+
+READS_BACK: Final[dict[str, Callable[[str], bool]]] = {
+    "int64": _integer_part_reads_back,
+    "float64": _integer_part_reads_back,
+}
+"""A sniffed type -> whether a sample's text reads back as written through it (a column with
+one that does not stays ``string``). Booleans, dates and timestamps have no such loss: their
+spellings (``TRUE``, ``T`` or space) are notation, not digits."""
 
 _DATAFUSION_TYPES: Final = {
     "int64": "BIGINT",
@@ -130,6 +160,12 @@ def read_sample(stream: BinaryIO, options: CsvInputOptions, sample_bytes: int) -
         return data
     delimiter = options.record_delimiter.encode("utf-8")
     end = data.rfind(delimiter, 0, sample_bytes)
+    quote = options.quote.encode("utf-8") if options.quote else b""
+    if options.quoted_record_delimiter and quote:
+        # a delimiter after an odd number of quotes is inside a quoted field (RFC 4180: a
+        # doubled quote counts twice), not a record's end
+        while end != -1 and data.count(quote, 0, end) % 2:
+            end = data.rfind(delimiter, 0, end)
     return data[: end + len(delimiter)] if end != -1 else None
 
 
@@ -327,7 +363,16 @@ def _datafusion_reads(text: pa.Table, types: list[str]) -> list[str]:
         for name, sql in _DATAFUSION_TYPES.items() if name in {types[i] for i in typed})
     failed = ctx.sql(f"SELECT DISTINCT c FROM sample WHERE v IS NOT NULL AND ({fails})")
     bad = {int(c) for batch in failed.collect() for c in batch.column(0).to_pylist()}
-    return ["string" if i in bad else t for i, t in enumerate(types)]
+    return ["string" if i in bad or not _reads_back(text.column(i), t) else t
+            for i, t in enumerate(types)]
+
+
+def _reads_back(column: pa.ChunkedArray, type_name: str) -> bool:
+    """Every text of a sample's column reads back as written through ``type_name``."""
+    reads_back = READS_BACK.get(type_name)
+    if reads_back is None:
+        return True
+    return all(reads_back(value) for value in column.to_pylist() if value is not None)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -46,6 +46,7 @@ _TYPES: dict[str, Callable[[], pa.DataType]] = {
     "bool": pa.bool_,
     "date": pa.date32,
     "timestamp": lambda: pa.timestamp("us", tz="UTC"),
+    "json": pa.string,  # JSON Lines: a value's compact JSON text (formats/json_typed.py)
 }
 
 BAD_VALUES_ERROR = "error"

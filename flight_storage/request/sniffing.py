@@ -33,6 +33,7 @@ from flight_storage.formats.csv_input import peek_width
 from flight_storage.formats.csv_options import CsvInputOptions
 from flight_storage.formats.csv_sniff import SniffedTable, TableReading, read_sample, sniff_csv
 from flight_storage.formats.typed_columns import TypedColumns
+from flight_storage.request.json_sniffing import JsonTableSniffer
 from flight_storage.storage.catalog import TableConfig
 from flight_storage.storage.sources import ObjectSource, version_key
 from flight_storage.storage.version_cache import VersionCache
@@ -65,6 +66,8 @@ class TableSniffer:
         self.reading = reading or TableReading()
         self.max_columns = max_columns
         self._cache: VersionCache[SniffedTable] = VersionCache(max_entries)
+        self.json = JsonTableSniffer(self.reading, max_entries)
+        """JSON Lines tables' columns (``json_sniffing.py``)."""
 
     @property
     def sniffs(self) -> int:
@@ -86,6 +89,8 @@ class TableSniffer:
             entry: the configuration entry covering it, if any.
             overrides: the statement's ``WITH (...)`` options.
         """
+        if spec.format == "json":
+            return self.json.typed_spec(source, spec, entry, overrides)
         if spec.format != "csv" or spec.columns is not None:
             return spec
         if entry is not None and not entry.sniff:

@@ -38,6 +38,8 @@ class ServerConfig:
         port: TCP port; 0 picks a free one.
         ticket_secret: key that signs tickets, prepared-statement handles and bearer tokens;
             replicas that share it serve each other's tickets and accept each other's tokens.
+        previous_ticket_secrets: keys that signed before ``ticket_secret``: what they signed is
+            still accepted, nothing new is signed with them (``protocol/signing.py``).
         ticket_max_age_s: tickets older than this are refused (and endpoints expire then).
         tls_cert, tls_key: PEM files; both set means ``grpc+tls``.
         tls_client_ca: PEM of the CA that client certificates must chain to (mutual TLS).
@@ -70,6 +72,7 @@ class ServerConfig:
     host: str = "127.0.0.1"
     port: int = 0
     ticket_secret: bytes = b""
+    previous_ticket_secrets: tuple[bytes, ...] = ()
     ticket_max_age_s: int = 24 * 3600
     tls_cert: Path | None = None
     tls_key: Path | None = None

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 import pyarrow as pa
 
+from flight_storage import telemetry
 from flight_storage.errors import (
     AccessDeniedError,
     InvalidRequestError,
@@ -132,11 +133,13 @@ class S3Connection:
         self._session = session
         self.client: Any = session.client("s3", endpoint_url=settings.endpoint_url,
                                           region_name=settings.region or None, config=config)
+        self.client.meta.events.register("response-received.s3", _count_response)
         self.endpoint: str = self.client.meta.endpoint_url
         self.region: str = self.client.meta.region_name or "us-east-1"
         self._lock = threading.Lock()
         self._pyarrow: Any = None
         self._datafusion_stores: dict[str, tuple[float, Any]] = {}
+        self._created: dict[str, int] = {}
         self.cache = (ObjectCache(settings.cache_dir or Path(tempfile.gettempdir()),
                                   settings.cache_bytes) if settings.cache_bytes > 0 else None)
 
@@ -151,6 +154,20 @@ class S3Connection:
         (DataFusion's, pyarrow's, pyiceberg's). Never logged."""
         credentials = self._session.get_credentials()
         return credentials.get_frozen_credentials() if credentials is not None else None
+
+    def bucket_created_ns(self, bucket: str) -> int:
+        """The store's CreationDate of ``bucket`` (one ListBuckets answer, kept), 0 when the
+        store does not list it."""
+        with self._lock:
+            known = self._created.get(bucket)
+        if known is not None:
+            return known
+        answer = self.call("ListBuckets", lambda: self.client.list_buckets())
+        listed = {b["Name"]: _ns(b.get("CreationDate")) for b in answer.get("Buckets", [])}
+        with self._lock:
+            self._created.update(listed)
+            self._created.setdefault(bucket, 0)
+        return listed.get(bucket, 0)
 
     def datafusion_store(self, bucket: str) -> Any:
         """DataFusion's object store for ``bucket`` (fresh credentials each time: temporary
@@ -408,7 +425,8 @@ class S3Bucket:
         name = ObjectCache.name(self.bucket, self._key(obj.key), obj.version)
         path = cache.path(name)
         if path is None:
-            cache.request(name, obj.size, lambda: self._ranged(obj, 0, 8 << 20))
+            cache.request(name, obj.size, lambda: self._ranged(obj, 0, 8 << 20),
+                          f"{self.name}/{obj.key}")
         return path
 
     def _ranged(self, obj: StoredObject, start: int, buffer: int) -> BinaryIO:
@@ -469,7 +487,10 @@ class S3Bucket:
             body.close()
 
     def created_ns(self) -> int:
-        return 0
+        try:
+            return self.connection.bucket_created_ns(self.bucket)
+        except StorageError:  # a store that refuses ListBuckets to these credentials
+            return 0
 
     # ------------------------------------------------------------------ writing
     def temporary_folder(self) -> Path | None:
@@ -570,3 +591,15 @@ class S3Buckets:
                                       "deleted through the server")
         self.connection.call(f"DeleteBucket {name}",
                              lambda: self.connection.client.delete_bucket(Bucket=name))
+
+
+def _count_response(event_name: str, response_dict: Any = None, exception: Any = None,
+                    **_details: Any) -> None:
+    """Count one HTTP attempt of a boto3 call (botocore's ``response-received`` event fires
+    per attempt, retries included) by operation and result."""
+    operation = event_name.rsplit(".", 1)[-1]
+    status = int((response_dict or {}).get("status_code") or 0)
+    result = ("ok" if exception is None and 0 < status < 400
+              else "client_error" if exception is None and 400 <= status < 500
+              else "server_error")
+    telemetry.STORE_REQUESTS.labels(telemetry.bounded_code(operation), result).inc()
