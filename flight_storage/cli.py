@@ -137,6 +137,15 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
                        "many MiB (one file per object version; 0: off; docs/storage.md)")
     store.add_argument("--store-cache-dir", type=Path,
                        help="where the copies go (default: the system's temporary folder)")
+    decoded = serve.add_argument_group(
+        "decoded cache (docs/storage.md, Decoded cache): CSV objects kept decoded as Parquet, "
+        "so repeated queries read columns instead of parsing text")
+    decoded.add_argument("--cache-dir", type=Path,
+                         help="where the decoded cache keeps its entries (default: no decoded "
+                         "cache); entries found there are reused after a restart")
+    decoded.add_argument("--cache-mb", type=int, default=engine.cache_bytes >> 20,
+                         help="the most MiB of entries (least recently used evicted first; "
+                         "an entry over a quarter of it is not kept)")
     serve.add_argument("--host", help="address to bind (default: loopback, 127.0.0.1, or "
                        "the node's address in --cluster)")
     serve.add_argument("--port", type=int, help="port; 0 picks a free one (default: 8815, or "
@@ -237,6 +246,9 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     limits.add_argument("--max-ingest-mb", type=int,
                         default=defaults["max_ingest_bytes"] >> 20,
                         help="Arrow data one bulk ingest may send (with --writable)")
+    limits.add_argument("--max-abort-marks", type=int, default=defaults["max_abort_marks"],
+                        help="aborted write jobs one bucket remembers at once (AbortIngest "
+                        "past it: TooManyAbortedJobs)")
     limits.add_argument("--idle-timeout", type=float, default=defaults["idle_timeout_s"],
                         help="seconds a client may leave a stream unread before it is cancelled")
     limits.add_argument("--query-timeout", type=float, default=defaults["query_timeout_s"],
@@ -412,6 +424,7 @@ def _server_config(args: argparse.Namespace, cluster: ClusterDescription | None,
         writable=args.writable,
         default_catalog=args.default_catalog,
         max_ingest_bytes=args.max_ingest_mb << 20,
+        max_abort_marks=args.max_abort_marks,
         query_timeout_s=args.query_timeout,
         keepalive_s=args.keepalive,
         shutdown_grace_s=args.shutdown_grace,
@@ -425,6 +438,8 @@ def _server_config(args: argparse.Namespace, cluster: ClusterDescription | None,
             max_record_bytes=args.max_record_kb << 10,
             max_columns=args.max_columns,
             cores=args.engine_cores,
+            cache_dir=str(args.cache_dir) if args.cache_dir is not None else None,
+            cache_bytes=args.cache_mb << 20,
         ),
     )
 
@@ -442,6 +457,10 @@ def _listen(config: ServerConfig, workers: Workers | None) -> StorageServer:
     except pa.ArrowException as exc:  # gRPC could not bind: pyarrow says only that
         raise _Refused(f"could not listen on {config.host}:{config.port} (is the port "
                        f"in use, or the address not this machine's?): {exc}") from None
+    if config.writable:  # what a crashed ingest left is swept now and then
+        from flight_storage.rpc.ingest import start_sweeper
+
+        start_sweeper(server.catalog, config)
     if workers is not None:
         try:
             workers.start(sys.argv[2:], config.host)

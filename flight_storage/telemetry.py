@@ -65,7 +65,7 @@ S3_REQUESTS: Final = Counter("flight_select_s3_requests",
                              "S3 door requests, by operation and HTTP status",
                              ["operation", "status"])
 INGEST_BYTES: Final = Counter("flight_select_ingest_bytes",
-                              "Arrow bytes received by bulk ingests (DoPut)")
+                              "Bytes of the Parquet files bulk ingests (DoPut) received")
 INGEST_ROWS: Final = Counter("flight_select_ingest_rows", "Rows received by bulk ingests")
 STORE_REQUESTS: Final = Counter("flight_select_store_requests",
                                 "Requests to object stores, by S3 operation and result",

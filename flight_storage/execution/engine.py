@@ -30,6 +30,12 @@ from flight_storage.errors import (
     ResourceLimitError,
 )
 from flight_storage.execution.arrow_result import to_arrow_result
+from flight_storage.execution.decoded_table import (
+    decoded_plan,
+    for_partitions,
+    open_cache,
+    request_fill,
+)
 from flight_storage.execution.drivers import DRIVERS, FormatDriver
 from flight_storage.execution.drivers.base import named
 from flight_storage.execution.engine_errors import engine_error
@@ -118,6 +124,8 @@ class SelectEngine:
         self._partition_lock = threading.Lock()
         self.partition_plans_made = 0
         """Physical plans made for endpoints (not served from the cache); tests read it."""
+        self.decoded = open_cache(self.config.cache_dir, self.config.cache_bytes)
+        """The decoded cache (``execution/decoded_table.py``), or None."""
 
     # ------------------------------------------------------------------ planning
     def translate(self, expression: str, **kwargs: Any) -> Translation:
@@ -145,7 +153,8 @@ class SelectEngine:
         order, all of one format and schema) and split the work into partitions.
 
         Plans are kept per object version (a ticket's DoGet plans what its GetFlightInfo
-        planned: the second time costs a lookup)."""
+        planned: the second time costs a lookup). A plan over an object the decoded cache
+        holds reads the object's entry instead (``decoded_table.decoded_plan``)."""
         sources = _as_sources(source)
         key = _plan_key(expression, sources, input, flavor, scan_range)
         if key is not None:
@@ -153,14 +162,14 @@ class SelectEngine:
                 cached = self._plans.get(key)
                 if cached is not None:
                     self._plans.move_to_end(key)
-                    return dataclasses.replace(cached, sources=sources)
+                    return decoded_plan(self, dataclasses.replace(cached, sources=sources))
         plan = self._plan(expression, sources, input, flavor=flavor, scan_range=scan_range)
         if key is not None:
             with self._plans_lock:
                 self._plans[key] = plan
                 while len(self._plans) > _PLAN_CACHE_ENTRIES:
                     self._plans.popitem(last=False)
-        return plan
+        return decoded_plan(self, plan)
 
     def plan_constant(self, expression: str, *, flavor: str) -> SelectPlan:
         """Plan a statement that reads no object (``SELECT 1``, standard flavour only).
@@ -297,12 +306,19 @@ class SelectEngine:
         read one after another inside one DataFusion partition, so the output keeps the
         object's record order and a LIMIT sees records in order. A caller whose answer has no
         order (a SQL statement without ORDER BY or LIMIT) passes ``ordered=False``: the
-        partitions of one endpoint are then read on every core at once.
+        partitions of one endpoint are then read on every core at once. A plan that missed
+        the decoded cache asks for its entry once its stream has ended.
         """
         ordered = ordered and not order_free(plan.translation)
         chosen = (
             list(partitions) if partitions is not None else [p.partition for p in plan.partitions]
         )
+        plan = for_partitions(plan, chosen)
+        yield from self._execute(plan, chosen, ordered)
+        request_fill(self, plan)
+
+    def _execute(self, plan: SelectPlan, chosen: list[Partition], ordered: bool
+                 ) -> Iterator[pa.RecordBatch]:
         if plan.native is not None:
             native = self._native_stream(plan, plan.native, chosen, ordered)
             if native is not None:

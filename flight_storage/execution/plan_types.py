@@ -69,6 +69,9 @@ class EngineConfig:
             read exactly (False: the reference readers read everything).
         cores: DataFusion partitions an order-free query (an aggregate) runs on at once;
             0 means every core the process may use (its CPU affinity).
+        cache_dir: the decoded cache's folder (None: no decoded cache;
+            ``execution/decoded_table.py``).
+        cache_bytes: the most bytes the decoded cache keeps.
     """
 
     batch_rows: int = 16384
@@ -81,6 +84,8 @@ class EngineConfig:
     max_columns: int = 4096
     native_readers: bool = True
     cores: int = 0
+    cache_dir: str | None = None
+    cache_bytes: int = 4 << 30
 
     @property
     def parallelism(self) -> int:
@@ -175,6 +180,13 @@ class SelectPlan:
     warnings: tuple[str, ...] = ()
     """What clients should know of the answer (fields of a ``bad_values`` ``null`` table read
     as NULL); the result schema's metadata and the FlightInfo carry them."""
+    cache: str = ""
+    """The decoded cache's part: ``hit`` (served from the object's entry), ``miss``,
+    ``filling``, or ``""`` (the plan cannot be served from an entry, or no cache)."""
+    cache_entry: str = ""
+    """The name of the object's entry (a miss's: what a fill writes)."""
+    uncached: SelectPlan | None = None
+    """A served plan's plan over the object itself (tickets planned before the fill read it)."""
 
     @property
     def reading(self) -> ReadingRules:
@@ -217,6 +229,12 @@ class SelectPlan:
     def reader(self) -> str:
         """Which reader serves the plan: ``datafusion`` or ``reference``."""
         return "datafusion" if self.native is not None else "reference"
+
+    @property
+    def about_cache(self) -> dict[str, str]:
+        """What FlightInfo's ``app_metadata`` says of the decoded cache: ``{"cache": "hit" |
+        "miss" | "filling"}``, or nothing where the plan cannot be served from an entry."""
+        return {"cache": self.cache} if self.cache else {}
 
     @property
     def source(self) -> ObjectSource:

@@ -386,7 +386,7 @@ class StorageServer(flight.FlightServerBase):
             about["columns"] = "sniffed" if plan.input.columns.sniffed else "configured"
         if plan.warnings:
             about["warnings"] = list(plan.warnings)
-        about.update(about_plan or {})
+        about.update(plan.about_cache, **(about_plan or {}))
         return flight.FlightInfo(schema, descriptor, endpoints, total_records, total_bytes,
                                  app_metadata=json.dumps(about).encode())
 

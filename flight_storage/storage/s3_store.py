@@ -30,13 +30,14 @@ jitter, on throttling such as 503 ``SlowDown`` and on connection errors; never o
 
 from __future__ import annotations
 
+import hashlib
 import io
 import logging
 import re
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
@@ -46,6 +47,7 @@ import pyarrow as pa
 from flight_storage import telemetry
 from flight_storage.errors import (
     AccessDeniedError,
+    ConflictError,
     InvalidRequestError,
     ObjectNotFoundError,
     StaleTicketError,
@@ -54,6 +56,7 @@ from flight_storage.errors import (
 )
 from flight_storage.storage.folder_store import BUCKET_CONFIG, check_name
 from flight_storage.storage.object_cache import ObjectCache
+from flight_storage.storage.s3_commits import S3CommitRecords
 from flight_storage.storage.stores import StoredObject
 
 if TYPE_CHECKING:
@@ -67,6 +70,9 @@ _S3_BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 
 _STORE_TTL_S = 300.0
 """DataFusion's object store of a bucket is made again after this long (fresh credentials)."""
+
+STORE_TEMPORARIES = "flight-select-stores"
+"""The folder, under the system's temporary folder, of object-store buckets' temporaries."""
 
 _CONFIG_TTL_S = 1.0
 """A bucket's configuration is fetched at most once a second (a query's GetFlightInfo and its
@@ -227,6 +233,8 @@ _CODES: dict[str, tuple[type[StorageError], str]] = {
     "InvalidToken": (AccessDeniedError, "AccessDenied"),
     "PreconditionFailed": (StaleTicketError, "PreconditionFailed"),
     "412": (StaleTicketError, "PreconditionFailed"),
+    "ConditionalRequestConflict": (ConflictError, "ConditionalRequestConflict"),
+    "409": (ConflictError, "ConditionalRequestConflict"),
     "SlowDown": (StoreUnavailableError, "SlowDown"),
     "503": (StoreUnavailableError, "ServiceUnavailable"),
     "ServiceUnavailable": (StoreUnavailableError, "ServiceUnavailable"),
@@ -494,7 +502,14 @@ class S3Bucket:
 
     # ------------------------------------------------------------------ writing
     def temporary_folder(self) -> Path | None:
-        return None
+        """A folder of this bucket's own under the system's temporary folder (``
+        flight-select-stores/<digest of endpoint, bucket and prefix>``): what is staged for
+        one bucket is never within reach of another's."""
+        where = f"{self.connection.endpoint}\x00{self.bucket}\x00{self.prefix}"
+        folder = (Path(tempfile.gettempdir()) / STORE_TEMPORARIES
+                  / hashlib.sha256(where.encode()).hexdigest()[:24])
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
 
     def put_file(self, key: str, file: Path, size: int) -> StoredObject:  # noqa: ARG002 - BucketStore.put_file
         """Upload the finished ``file`` (multipart when large: boto3's transfer manager);
@@ -523,6 +538,19 @@ class S3Bucket:
                        copy_source, self.bucket, store_key, ExtraArgs=extra,
                        Config=TransferConfig(multipart_threshold=5 << 30)))
         return self.head(key)
+
+    # ------------------------------------------------------------------ commit records
+    def commit_generations(self, table: str) -> Sequence[int]:
+        return S3CommitRecords(self).generations(table)
+
+    def read_commit(self, table: str, generation: int) -> bytes | None:
+        return S3CommitRecords(self).read(table, generation)
+
+    def create_commit(self, table: str, generation: int, body: bytes) -> bool:
+        return S3CommitRecords(self).create(table, generation, body)
+
+    def delete_commit(self, table: str, generation: int) -> None:
+        S3CommitRecords(self).delete(table, generation)
 
     def delete(self, key: str) -> None:
         store_key = self._key(key)
@@ -589,6 +617,9 @@ class S3Buckets:
         if self._name is not None:
             raise InvalidRequestError(f"{self.description} is served as a bucket; it cannot be "
                                       "deleted through the server")
+        bucket = S3Bucket(self.connection, name, name)
+        if next(bucket.list(), None) is None:  # no object: its tables' records go with it
+            S3CommitRecords(bucket).drop_all()
         self.connection.call(f"DeleteBucket {name}",
                              lambda: self.connection.client.delete_bucket(Bucket=name))
 
