@@ -1,6 +1,6 @@
 """The dialect's flavours: the one list of their names and what each one means.
 
-A flavour decides how a statement is read and answered. Two follow an S3 Select engine
+A flavour decides how a statement is read and answered. Three follow an S3 Select engine
 exactly (the shared conformance corpus runs against them); ``standard`` is what a SQL user of
 a Flight SQL server expects:
 
@@ -9,6 +9,15 @@ a Flight SQL server expects:
 | ``standard`` | result rows | identifier | AWS's (RFC 4180 CSV, valid JSON) | SQL types | GROUP BY, HAVING, ORDER BY, DISTINCT, SELECT without FROM |
 | ``ceph`` | scanned records | string | Ceph RGW's s3select | s3-select's coercions | no |
 | ``aws`` | result rows | identifier | AWS S3 Select's | s3-select's coercions | no |
+| ``minio`` | result rows | identifier | AWS S3 Select's | s3-select's coercions | no |
+
+``minio`` is MinIO's S3 Select as its own test suite (the shared corpus) and sources show it:
+AWS's reading (with MinIO's defaults: ``Comments`` ``#``, quoted record delimiters read as
+data), typing and printing (``CAST(x AS TIMESTAMP)`` is ``TO_TIMESTAMP``, a
+timestamp prints as it was written: ``2010T``, ``…T04:11Z``, an offset kept), where
+``standard`` would cast text as DataFusion does and refuse or normalise those; it differs from
+``aws`` only in accepting AWS's reserved keywords as unquoted names (``value``, ``time``,
+``first``), as MinIO's parser does.
 
 ``standard`` reads and prints by AWS's rules because they are the standard ones (RFC 4180
 quoting, JSON output that parses, an empty CSV field is the empty string); Ceph's differ from
@@ -132,6 +141,10 @@ CEPH_READING: Final = ReadingRules(csv_quotes_anywhere=True, csv_escape="\\",
                                    csv_empty_is_null=True, csv_skip_empty_lines=False,
                                    json_partiql_rows=False)
 """Ceph RGW's s3select reading rules."""
+MINIO_READING: Final = replace(AWS_READING, csv_comment="#", csv_quoted_record_delimiter=True)
+"""MinIO's reading rules: AWS's, with ``Comments`` ``#`` when the request names none (MinIO's
+``csv.ReaderArgs`` default) and a record delimiter inside quotes read as data (its Go
+``encoding/csv`` reader; the corpus's ``csv.TestReadFailures`` cases need it)."""
 AWS_PRINTING: Final = PrintingRules()
 """AWS S3 Select's printing rules."""
 CEPH_PRINTING: Final = PrintingRules(csv_null="null", csv_quote_as_needed=False,
@@ -231,6 +244,7 @@ class Flavor:
 STANDARD: Final = "standard"
 CEPH: Final = "ceph"
 AWS: Final = "aws"
+MINIO: Final = "minio"
 
 FLAVORS: Final[dict[str, Flavor]] = {
     STANDARD: Flavor(STANDARD, "standard SQL over S3 Select's functions (AWS reading rules)",
@@ -249,6 +263,8 @@ FLAVORS: Final[dict[str, Flavor]] = {
                  year_keeps_month_end=True, utcnow_in_z=False, version_function=True,
                  json_bool_typed_equality=False),
     AWS: Flavor(AWS, "exactly AWS S3 Select", reserved_words=True),
+    MINIO: Flavor(MINIO, "MinIO's S3 Select: AWS's reading, typing and printing, AWS's "
+                         "reserved words accepted as names", reading=MINIO_READING),
 }
 FLAVOR_NAMES: Final = tuple(FLAVORS)
 """Every flavour's name (the order help texts list them in)."""
@@ -282,6 +298,8 @@ __all__ = [
     "CEPH_READING",
     "FLAVORS",
     "FLAVOR_NAMES",
+    "MINIO",
+    "MINIO_READING",
     "S3_REQUEST_DEFAULT",
     "STANDARD",
     "STATEMENT_DEFAULT",

@@ -445,7 +445,7 @@ class SelectEngine:
         def open_stream() -> Any:
             if index is None:
                 ctx = new_session(self.config, plan.translation, partitions=partitions,
-                                  split_min_bytes=MIN_SPLIT_BYTES)
+                                  split_min_bytes=MIN_SPLIT_BYTES, width=_batch_width(native))
                 native.register(ctx, TABLE)
                 frame = ctx.sql_with_options(plan.translation.sql, READ_ONLY)
                 physical = frame.execution_plan()
@@ -501,7 +501,7 @@ class SelectEngine:
                              native: NativeCsvTable | NativeParquetTable, partitions: int
                              ) -> Any:
         ctx = new_session(self.config, plan.translation, partitions=partitions,
-                          split_min_bytes=0)
+                          split_min_bytes=0, width=_batch_width(native))
         native.register(ctx, TABLE)
         physical = ctx.sql_with_options(plan.translation.sql, READ_ONLY).execution_plan()
         self.partition_plans_made += 1
@@ -528,6 +528,13 @@ class SelectEngine:
         if partition.kind == "object":
             return [driver.scan(self, plan, source, partition) for source in plan.sources]
         return [driver.scan(self, plan, plan.source, partition)]
+
+
+def _batch_width(native: NativeCsvTable | NativeParquetTable) -> int:
+    """The width DataFusion's batches are sized for (``new_session``): a CSV table's columns
+    (its reader allocates every column of a batch up front); 0 for Parquet, whose partition
+    count depends on the batch size its endpoints were counted with."""
+    return native.file_width if isinstance(native, NativeCsvTable) else 0
 
 
 def _driver(input: InputSpec) -> FormatDriver:

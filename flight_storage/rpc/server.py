@@ -120,7 +120,7 @@ class StorageServer(flight.FlightServerBase):
         self.catalog = Catalog(config.bucket_sets())
         self.iceberg = config.iceberg_catalogs()  # Iceberg tables: rpc/iceberg_tables.py
         self.engine = SelectEngine(config.engine)
-        self.sniffer = TableSniffer(config.reading)
+        self.sniffer = TableSniffer(config.reading, max_columns=config.engine.max_columns)
         self.secret: Secret = (config.ticket_secret or secrets.token_bytes(32),
                                *config.previous_ticket_secrets)  # the first signs
         self.users = Users.load(config.users_file) if config.users_file is not None else None
