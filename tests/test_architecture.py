@@ -108,7 +108,7 @@ def test_flight_storage_imports_point_only_downward() -> None:
 # metadata builders, which use the call context, limits and streams; auth and the error
 # boundary are at the bottom. A module imports only modules after it in this order.
 RPC_LAYERS = ("server", "cluster_actions", "partition_streams", "cancellations", "cluster",
-              "actions", "iceberg_tables", "prepared_parameters", "ingest", "sessions",
+              "actions", "iceberg_tables", "sql_statements", "prepared_parameters", "ingest", "sessions",
               "metadata", "column_metadata", "endpoints", "endpoint_readers", "config", "peers",
               "middleware", "streams", "auth", "boundary")
 
