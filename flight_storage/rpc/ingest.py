@@ -104,10 +104,10 @@ def ingest(host: IngestHost, call: CallContext, command: Any,
     stage = command.options.get(INGEST_STAGE_OPTION, "").lower() == "true"
     store = host.catalog.store(target.bucket)
     existing = _objects(host.catalog, target)
-    _check_mode(command, target, existing, reader.schema)
+    schema = _check_mode(command, target, existing, reader.schema)
 
     def work(stop: threading.Event) -> tuple[Path, int, int]:
-        return _write_parquet(store, reader, host.config.max_ingest_bytes, stop)
+        return _write_parquet(store, reader, host.config.max_ingest_bytes, stop, schema)
 
     written, size, rows = host.bounded(call, "ingest", work)
     path: Path | None = written
@@ -176,22 +176,43 @@ def _objects(catalog: Catalog, target: Target) -> list[ObjectInfo]:
 
 
 def _check_mode(command: Any, target: Target, existing: list[ObjectInfo],
-                schema: pa.Schema) -> None:
+                schema: pa.Schema) -> pa.Schema:
+    """Refuse what the mode refuses; the schema the data is written with (an append's: the
+    table's, when every column of the data casts to it without loss)."""
     options = command.table_definition_options
     where = f"{target.bucket}/{target.prefix}"
     if not existing:
         if options.if_not_exist != _OPTIONS.TABLE_NOT_EXIST_OPTION_CREATE:
             raise ObjectNotFoundError(f"table {where} does not exist (mode append needs it)",
                                       code="NoSuchTable")
-        return
+        return schema
     if options.if_exists == _OPTIONS.TABLE_EXISTS_OPTION_APPEND:
-        _check_schema(where, existing[0], schema)
-    elif options.if_exists != _OPTIONS.TABLE_EXISTS_OPTION_REPLACE:
+        return _check_schema(where, existing[0], schema)
+    if options.if_exists != _OPTIONS.TABLE_EXISTS_OPTION_REPLACE:
         raise InvalidRequestError(f"table {where} already exists (mode create); append or "
                                   "replace it", code="TableAlreadyExists")
+    return schema
 
 
-def _check_schema(where: str, first: ObjectInfo, schema: pa.Schema) -> None:
+def _lossless(data: pa.DataType, table: pa.DataType) -> bool:
+    """Whether every value of ``data`` casts to ``table`` exactly (a finer timestamp unit in
+    the same zone, a wider integer of the same sign, a wider float); a value outside the
+    finer unit's range is refused when the batch is cast."""
+    if pa.types.is_timestamp(data) and pa.types.is_timestamp(table):
+        units = ("s", "ms", "us", "ns")
+        return bool(data.tz == table.tz) and units.index(data.unit) <= units.index(table.unit)
+    for same_kind in (pa.types.is_signed_integer, pa.types.is_unsigned_integer,
+                      pa.types.is_floating):
+        if same_kind(data) and same_kind(table):
+            return bool(data.bit_width <= table.bit_width)
+    return False
+
+
+def _describe(field: pa.Field) -> str:
+    return f"{field.name}: {field.type}" + ("" if field.nullable else " not null")
+
+
+def _check_schema(where: str, first: ObjectInfo, schema: pa.Schema) -> pa.Schema:
     if first.format != "parquet":
         raise InvalidRequestError(f"table {where} holds {first.key}, not Parquet: ingest "
                                   "appends only to tables of Parquet objects")
@@ -199,39 +220,67 @@ def _check_schema(where: str, first: ObjectInfo, schema: pa.Schema) -> None:
     ours = pa.schema([f.remove_metadata() for f in schema]).remove_metadata()
     theirs = pa.schema([f.remove_metadata() for f in table]).remove_metadata()
     if ours.equals(theirs):
-        return
-    differences = [f"{f.name}: {f.type}" + ("" if f.nullable else " not null") for f in ours
-                   if f not in theirs]
-    expected = [f"{f.name}: {f.type}" + ("" if f.nullable else " not null") for f in theirs
-                if f not in ours]
-    raise InvalidRequestError(
-        f"the data's schema differs from table {where}: the data has "
-        f"[{', '.join(differences) or 'the same columns in another order'}], the table "
-        f"[{', '.join(expected) or 'the same columns in another order'}]",
-        code="SchemaMismatch")
+        return schema
+    problems = []
+    missing = [_describe(f) for f in theirs if f.name not in ours.names]
+    if missing:
+        problems.append(f"the data lacks the table's columns [{', '.join(missing)}]")
+    extra = [_describe(f) for f in ours if f.name not in theirs.names]
+    if extra:
+        problems.append(f"the data has columns the table has not [{', '.join(extra)}]")
+    differing = [
+        f"{_describe(f)} where the table has {_describe(theirs.field(f.name))}"
+        for f in ours if f.name in theirs.names and not _castable(f, theirs.field(f.name))]
+    if differing:
+        problems.append(f"column types differ: {'; '.join(differing)}")
+    if not problems and ours.names == theirs.names:
+        return theirs  # every column casts to the table's without loss
+    if not problems:
+        problems.append(f"the same columns in another order: the data has "
+                        f"[{', '.join(ours.names)}], the table [{', '.join(theirs.names)}]")
+    raise InvalidRequestError(f"the data's schema differs from table {where}: "
+                              + "; ".join(problems), code="SchemaMismatch")
+
+
+def _castable(data: pa.Field, table: pa.Field) -> bool:
+    """A column written into the table's type without loss (NULLs only where allowed)."""
+    if data.nullable and not table.nullable:
+        return False
+    return data.type == table.type or _lossless(data.type, table.type)
 
 
 def _write_parquet(store: BucketStore, reader: flight.MetadataRecordBatchReader, limit: int,
-                   stop: threading.Event) -> tuple[Path, int, int]:
-    """Every batch the client sends into one Parquet file; its path, size and row count."""
+                   stop: threading.Event, schema: pa.Schema) -> tuple[Path, int, int]:
+    """Every batch the client sends into one Parquet file of ``schema`` (the data's, or the
+    table's it casts to without loss); its path, size and row count."""
     fd, name = tempfile.mkstemp(dir=store.temporary_folder(), prefix=_TEMP_PREFIX,
                                 suffix=".parquet")
     path = Path(name)
     received = rows = 0
     try:
-        with os.fdopen(fd, "wb") as sink, pq.ParquetWriter(sink, reader.schema) as out:
+        with os.fdopen(fd, "wb") as sink, pq.ParquetWriter(sink, schema) as out:
             for batch in _batches(reader, stop):
                 received += batch.nbytes
                 if received > limit:
                     raise ResourceLimitError(
                         f"the ingest sent over {limit >> 20} MiB of Arrow data "
                         "(--max-ingest-mb)", code="EntityTooLarge")
-                out.write_batch(batch)
+                out.write_batch(_as_table_schema(batch, schema))
                 rows += batch.num_rows
         return path, path.stat().st_size, rows
     except BaseException:
         path.unlink(missing_ok=True)
         raise
+
+
+def _as_table_schema(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    if batch.schema.equals(schema):
+        return batch
+    try:
+        return batch.cast(schema)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise InvalidRequestError(f"the data does not fit the table's columns {schema.types}: "
+                                  f"{exc}", code="SchemaMismatch") from None
 
 
 def _batches(reader: flight.MetadataRecordBatchReader,

@@ -28,7 +28,7 @@ from flight_storage.rpc.column_metadata import describe_columns
 from flight_storage.rpc.config import ServerConfig
 from flight_storage.rpc.middleware import CallContext
 from flight_storage.rpc.streams import object_sources
-from flight_storage.storage.catalog import Catalog
+from flight_storage.storage.catalog import Catalog, ingested_table
 from flight_storage.storage.iceberg_catalog import IcebergCatalogs
 
 log = logging.getLogger(__name__)
@@ -199,8 +199,11 @@ def _tables(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
             log.warning("bucket %s: %s", bucket, exc)
             configured = ()
         names = [(t.prefix, PREFIX_TABLE_TYPE) for t in configured]
-        names += [(o.key, OBJECT_TABLE_TYPE) for o in host.catalog.objects(bucket)
-                  if o.format is not None]
+        for o in host.catalog.objects(bucket):
+            # an ingested table once, by the name users write, rather than its part files
+            name = ingested_table(o.key) or o.key
+            if o.format is not None and (name, OBJECT_TABLE_TYPE) not in names[-1:]:
+                names.append((name, OBJECT_TABLE_TYPE))
         for name, kind in names:
             if not _like(name, table_pattern) or (types and kind not in types):
                 continue
