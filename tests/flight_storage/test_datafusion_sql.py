@@ -194,7 +194,7 @@ def test_s3_select_flavours_do_not_speak_it(server: ServerProcess, flavor: str) 
     events = "\"shop\".'events.csv'" if flavor == "ceph" else EVENTS
     for statement in (f"SELECT count(DISTINCT _1) FROM {events}",
                       f"SELECT * FROM {events} a JOIN {events} b ON a._1 = b._1"):
-        with pytest.raises(adbc_driver_manager.Error, match="UnsupportedSyntax|ParseUnexpected"):
+        with pytest.raises(adbc_driver_manager.Error, match=r"UnsupportedSyntax|ParseUnexpected"):
             _ours(server, statement, flavor)
 
 
