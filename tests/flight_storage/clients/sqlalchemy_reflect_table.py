@@ -27,7 +27,7 @@ def main(host: str, port: str, bucket: str, table_name: str) -> None:
         inspector = sa.inspect(engine)
         tables = inspector.get_table_names(schema=bucket)
         table = sa.Table(table_name, sa.MetaData(), schema=bucket, autoload_with=engine)
-        query = sa.select(table).order_by(list(table.columns)[0])
+        query = sa.select(table).order_by(next(iter(table.columns)))
         with engine.connect() as connection:
             rows = [list(row) for row in connection.execute(query)]
     engine.dispose()
