@@ -111,17 +111,21 @@ def execute_sql(engine: SelectEngine, plan: SqlPlan) -> Iterator[pa.RecordBatch]
 def _session(engine: SelectEngine, tables: Sequence[SqlTable]) -> Any:
     """A session holding each table under its name (and no other table)."""
     ctx = new_session(engine.config, partitions=engine.config.parallelism)
+    views = []
     for table in tables:
-        _create_namespace(ctx, table.name)
         engine.register_input(ctx, table.plan)
         translation = table.plan.translation
         whole = ctx.sql(translation.sql)
-        view = whole.select(*[col(f'"{_escaped(inner)}"').alias(name) for inner, name in
-                              zip(whole.schema().names, translation.output_names, strict=True)])
-        ctx.register_view(table.name.sql, view)
-        # the view holds its providers; the next table is registered under the same names
+        views.append(whole.select(*[
+            col(f'"{_escaped(inner)}"').alias(name)
+            for inner, name in zip(whole.schema().names, translation.output_names, strict=True)]))
+        # a view holds its providers: the next table is registered under the same names, and
+        # the statement's own names (``s3object`` too) are free once every input is
         for name in (TABLE, f"{TABLE}_file"):
             ctx.deregister_table(name)
+    for table, view in zip(tables, views, strict=True):
+        _create_namespace(ctx, table.name)
+        ctx.register_view(table.name.sql, view)
     return ctx
 
 
