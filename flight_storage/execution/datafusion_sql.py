@@ -92,7 +92,9 @@ def plan_sql(engine: SelectEngine, sql: str, tables: Sequence[SqlTable], *,
     """
     ctx = _session(engine, tables)
     try:
-        schema = pa.schema(ctx.sql_with_options(sql, READ_ONLY).schema())
+        frame = ctx.sql_with_options(sql, READ_ONLY)
+        frame.optimized_logical_plan()  # type errors now, not when an endpoint is read
+        schema = pa.schema(frame.schema())
     except Exception as exc:  # DataFusion raises plain exceptions with text only
         raise _planning_error(exc) from None
     return SqlPlan(sql, flavor, tuple(tables), schema, version)

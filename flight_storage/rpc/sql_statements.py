@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from flight_storage import protocol
-from flight_storage.errors import InvalidRequestError, StaleTicketError
+from flight_storage.errors import InvalidRequestError, StaleTicketError, StorageError
 from flight_storage.execution.datafusion_sql import (
     SqlPlan,
     SqlTable,
@@ -44,7 +44,7 @@ from flight_storage.rpc.sessions import current as current_session
 from flight_storage.rpc.streams import QueryStream, ReadCounter, StreamPool, object_sources
 from flight_storage.storage.catalog import Catalog, ObjectInfo
 from flight_storage.storage.iceberg_catalog import IcebergCatalogs
-from select_dialect.errors import UnsupportedFeatureError
+from select_dialect.errors import QuerySyntaxError, SelectDialectError, UnsupportedFeatureError
 from select_dialect.flavors import FLAVORS
 from select_dialect.sql_surface import TableName, parse_sql
 
@@ -87,19 +87,28 @@ def plan_either(host: SqlHost, call: CallContext, query: str, flavor: str,
                 parameters: bytes | None, session: Session,
                 one_table: Callable[[], tuple[R, Any]]) -> tuple[R | None, Any]:
     """The s3-select path's ``(table, plan)`` (``one_table``) where the translation reads the
-    statement, else ``(None, SqlPlan)``: DataFusion's plan over the tables it names."""
+    statement, else ``(None, SqlPlan)``: DataFusion's plan over the tables it names. A
+    statement of one table the translation refuses as unsupported or does not parse goes to
+    DataFusion; where DataFusion cannot plan it either, a syntax error is the translation's
+    (line and column as written), anything else DataFusion's, naming the function or clause."""
     if not FLAVORS[flavor].datafusion_sql:
         return one_table()
     statement = parse_sql(bound_sql(query, parameters))
     if statement is None:
         return one_table()
+    refused: SelectDialectError | None = None
     if statement.one_table:
         try:
             return one_table()
-        except UnsupportedFeatureError:
-            pass  # what the s3-select translation does not speak, DataFusion may
-    return None, host.bounded(call, "planning", lambda stop: _plan(
-        host, call, query, flavor, parameters, session, stop))
+        except (UnsupportedFeatureError, QuerySyntaxError) as exc:
+            refused = exc  # what the s3-select translation does not speak, DataFusion may
+    try:
+        return None, host.bounded(call, "planning", lambda stop: _plan(
+            host, call, query, flavor, parameters, session, stop))
+    except (StorageError, SelectDialectError):
+        if isinstance(refused, QuerySyntaxError):
+            raise refused from None  # where it is wrong, as the user wrote it
+        raise
 
 
 def _plan(host: SqlHost, call: CallContext, query: str, flavor: str, parameters: bytes | None,

@@ -89,6 +89,13 @@ STATEMENTS: list[tuple[str, str | None]] = [
      f"ON {EVENTS}.user_id = {USERS}.user_id WHERE {USERS}.age > 50 ORDER BY 1", None),
     (f"SELECT user_id FROM {USERS} WHERE age < 25 UNION SELECT user_id FROM {EVENTS} "
      "WHERE bytes > 1990 ORDER BY 1", None),
+    # DataFusion's parser binds IS DISTINCT FROM looser than AND: parenthesised
+    (f"SELECT id FROM {EVENTS} WHERE (path IS DISTINCT FROM '/a') AND bytes < 40 ORDER BY id "
+     "LIMIT 5 OFFSET 2", None),
+    (f"SELECT count(*) FILTER (WHERE bytes > 1000) AS big, round(stddev(bytes), 6) AS sd "
+     f"FROM {EVENTS}", None),
+    (f"SELECT date_part('hour', ts) AS h, count(*) AS n FROM {EVENTS} GROUP BY 1 ORDER BY 1",
+     None),
     # still the s3-select path (one table, S3 Select's expressions): the same answers
     (f"SELECT user_id, count(*) AS n FROM {EVENTS} WHERE bytes BETWEEN 100 AND 200 "
      "GROUP BY user_id ORDER BY user_id", None),
@@ -110,6 +117,9 @@ REFUSED: dict[str, tuple[str, str]] = {
         ("UnsupportedFunction", "no_such_function"),
     f"SELECT 1 FROM {EVENTS}; SELECT 2": ("UnsupportedSyntax", "one statement"),
     "EXPLAIN SELECT 1": ("ParseUnexpectedToken", "EXPLAIN"),
+    # a type error DataFusion finds while planning, in GetFlightInfo (not when read)
+    f"SELECT id FROM {EVENTS} WHERE path IS DISTINCT FROM '/a' AND bytes < 40":
+        ("ProcessingTimeError", "Utf8 AND Boolean"),
     "SELECT * FROM information_schema.tables e JOIN information_schema.columns c ON 1 = 1":
         ("NoSuchBucket", "information_schema"),
 }
@@ -187,6 +197,7 @@ def test_what_stays_refused_is_named(server: ServerProcess, statement: str) -> N
         _ours(server, statement)
     assert f'"code": "{code}"' in str(raised.value)
     assert word in str(raised.value)
+    assert "DoGet" not in str(raised.value)  # refused while planning, before any endpoint
 
 
 @pytest.mark.parametrize("flavor", ["ceph", "aws"])
