@@ -41,10 +41,12 @@ _ONE_TABLE_SHAPES = (exp.Join, exp.With, exp.Subquery, exp.Window, exp.SetOperat
 
 @dataclass(frozen=True)
 class TableName:
-    """A table a statement names: its parts as DataFusion reads them (an unquoted part
-    lower-cased), one to three of them."""
+    """A table a statement names, one to three parts: as DataFusion reads them (``parts``: an
+    unquoted part lower-cased) and as written (``written``: the bucket and key it resolves to;
+    keys are case-sensitive, quoted or not)."""
 
     parts: tuple[str, ...]
+    written: tuple[str, ...] = ()
 
     @property
     def sql(self) -> str:
@@ -70,8 +72,8 @@ def parse_sql(sql: str) -> SqlStatement | None:
         UnsupportedFeatureError: it parses, but is not one SELECT, or reads a table function.
 
     Example:
-        >>> parse_sql('SELECT * FROM "b"."x.csv" a JOIN b.y ON a.id = y.id').tables
-        (TableName(parts=('b', 'x.csv')), TableName(parts=('b', 'y')))
+        >>> [t.parts for t in parse_sql('SELECT * FROM "b"."x.csv" a JOIN b.Y ON a.id = y.id').tables]
+        [('b', 'x.csv'), ('b', 'y')]
     """
     try:
         statements = sqlglot.parse(sql, read=_READ)
@@ -96,7 +98,12 @@ def parse_sql(sql: str) -> SqlStatement | None:
         name = _table_name(table)
         if len(name.parts) == 1 and name.parts[0].casefold() in ctes:
             continue
-        if name not in tables:
+        same = [t for t in tables if t.parts == name.parts]
+        if same and same[0].written != name.written:
+            raise UnsupportedFeatureError(
+                f"{'.'.join(same[0].written)} and {'.'.join(name.written)} are one name to "
+                "DataFusion (unquoted names are lower-cased): quote them")
+        if not same:
             tables.append(name)
     one_table = (len(tables) <= 1 and not ctes and len(list(tree.find_all(exp.Select))) == 1
                  and next(tree.find_all(*_ONE_TABLE_SHAPES), None) is None)
@@ -106,7 +113,8 @@ def parse_sql(sql: str) -> SqlStatement | None:
 def _table_name(table: exp.Table) -> TableName:
     parts = [p for p in (table.args.get("catalog"), table.args.get("db"), table.this)
              if isinstance(p, exp.Identifier)]
-    return TableName(tuple(p.name if p.quoted else p.name.lower() for p in parts))
+    return TableName(tuple(p.name if p.quoted else p.name.lower() for p in parts),
+                     tuple(p.name for p in parts))
 
 
 def _function_name(node: exp.Expression) -> str:

@@ -134,7 +134,7 @@ def _plan(host: SqlHost, call: CallContext, query: str, flavor: str, parameters:
 def _resolved(host: SqlHost, session: Session, name: TableName) -> tuple[str, str]:
     """The bucket and key a table name reads: a one-part name in the session, a two-part one
     as ``"bucket"."key"``, a three-part one as ``"bucket"."schema"."table"``."""
-    parts = name.parts
+    parts = name.written
     if len(parts) == 1:
         reference = qualify(host.catalog, session, TableReference("", parts[0], qualified=False))
         return reference.bucket, reference.key

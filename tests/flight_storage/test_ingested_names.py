@@ -65,6 +65,12 @@ def test_an_ingested_table_reads_by_every_name_of_it(server: ServerProcess) -> N
     joined = _read(server, 'SELECT count(*) AS n FROM "weblogs"."events" e '
                            'JOIN "weblogs"."analytics"."daily" d ON e.id = d.id')
     assert joined.column(0).to_pylist() == [3]
+    # keys are case-sensitive, quoted or not, in such a statement too (DataFusion lower-cases
+    # an unquoted name; the key is the name as written)
+    _ingest(server, "Hourly", EVENTS)
+    joined = _read(server, "SELECT count(*) AS n FROM Hourly h JOIN events e ON h.id = e.id",
+                   "weblogs")
+    assert joined.column(0).to_pylist() == [3]
 
 
 def test_get_objects_lists_an_ingested_table_once(server: ServerProcess) -> None:
