@@ -218,3 +218,15 @@ def test_a_joined_statement_is_one_endpoint_read_by_datafusion(server: ServerPro
     assert json.loads(info.app_metadata)["reader"] == "datafusion"
     table = client.do_get(info.endpoints[0].ticket).read_all()
     assert table.column(0).to_pylist() == [ROWS]
+
+
+def test_parameters_bind_in_a_joined_statement(server: ServerProcess,
+                                               duck: duckdb.DuckDBPyConnection) -> None:
+    sql = (f"SELECT count(*) AS n FROM {EVENTS} e JOIN {USERS} u ON e.user_id = u.user_id "
+           "WHERE u.country = ? AND e.bytes > ?")
+    with flightsql.connect(server.location) as conn, conn.cursor() as cursor:
+        cursor.execute(sql, parameters=("fr", 1000))
+        ours = cursor.fetchall()
+    theirs = duck.execute(sql, ["fr", 1000]).fetchall()
+    assert ours == theirs
+    assert ours[0][0] > 0
