@@ -135,9 +135,12 @@ def resolve_table(catalog: Catalog, bucket: str, key: str,
     if not key.endswith("/") and not configured:
         try:
             obj = catalog.object(bucket, key)
-        except ObjectNotFoundError:
-            if next(iter(catalog.objects(bucket, key + "/")), None) is None:
+        except ObjectNotFoundError as exc:
+            if exc.code != "NoSuchKey":
                 raise
+            if next(iter(catalog.objects(bucket, key + "/")), None) is None:
+                raise ObjectNotFoundError(f"{exc.message}, and no table {key}/ of objects "
+                                          "under it", code=exc.code) from None
             # "bucket"."table" names the prefix table table/ (what an ingest writes)
             return resolve_table(catalog, bucket, key + "/", overrides, sniffer=sniffer,
                                  bad_values=bad_values)

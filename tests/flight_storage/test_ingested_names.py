@@ -73,6 +73,13 @@ def test_an_ingested_table_reads_by_every_name_of_it(server: ServerProcess) -> N
     assert joined.column(0).to_pylist() == [3]
 
 
+def test_a_name_that_is_neither_object_nor_table_says_both(server: ServerProcess) -> None:
+    _ingest(server, "events", EVENTS)
+    with pytest.raises(adbc_driver_manager.Error,
+                       match=r"NoSuchKey.*no such key: weblogs/event, and no table event/"):
+        _read(server, 'SELECT * FROM "weblogs"."event"')
+
+
 def test_get_objects_lists_an_ingested_table_once(server: ServerProcess) -> None:
     _ingest(server, "events", EVENTS)
     _ingest(server, "events", EVENTS, mode="append")  # two part files now
