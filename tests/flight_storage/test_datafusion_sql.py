@@ -249,3 +249,14 @@ def test_a_json_lines_table_joins_by_its_fields(server: ServerProcess,
            "ON e.user_id = u.user_id GROUP BY u.country ORDER BY u.country")
     ours = _ours(server, sql)
     assert ours.to_pylist() == duck.sql(sql).to_arrow_table().to_pylist()
+
+
+def test_a_joined_statement_is_bounded_as_any_statement(data: Path) -> None:
+    with running_server(data, "--query-timeout", "2") as bounded:
+        # 2001^3 rows: far beyond two seconds
+        with pytest.raises(adbc_driver_manager.Error, match="QueryTimeout"):
+            _ours(bounded, f"SELECT count(*) FROM {EVENTS} a CROSS JOIN {EVENTS} b "
+                           f"CROSS JOIN {EVENTS} c")
+        # and the server still answers
+        assert _ours(bounded, f"SELECT count(*) AS n FROM {EVENTS}").column(0).to_pylist() == [
+            ROWS]
