@@ -238,11 +238,6 @@ def test_parameters_bind_in_a_joined_statement(server: ServerProcess,
     assert ours[0][0] > 0
 
 
-@pytest.mark.xfail(strict=True, raises=adbc_driver_manager.Error,
-                   reason="issue #39 item 1: on the standard surface a JSON Lines table reads as "
-                          "one column of documents (`SELECT *` gives `_1`), so a JOIN cannot "
-                          "name its fields; a JOIN reads each table as `SELECT *` does, and "
-                          "follows once JSON Lines reads as typed columns")
 def test_a_json_lines_table_joins_by_its_fields(server: ServerProcess,
                                                 duck: duckdb.DuckDBPyConnection) -> None:
     sql = (f'SELECT u.country, count(*) AS n FROM {EVENTS} e JOIN "shop"."users.ndjson" u '
