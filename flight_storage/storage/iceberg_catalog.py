@@ -24,14 +24,16 @@ major, they crash on a mismatch).
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -52,6 +54,8 @@ _SPEC = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)=(?P<kind>sql|rest):(?P
 _KINDS = {"sql": "sql", "rest": "rest"}
 FOOTERS_KEPT = 4096
 """Data files whose Parquet footer a server keeps."""
+_HEADS_AT_ONCE = 8
+"""HEAD requests one existence check (:func:`check_present`) sends at once."""
 _TABLE_TTL_S = 1.0
 """A ticket's DoGet looks a table's metadata up at most once a second (the endpoints of one query
 read it within one; a snapshot id pins what each reads); planning always reads it fresh, so a
@@ -126,13 +130,71 @@ def _nothing(ctx: SessionContext) -> None:
 
 
 def open_data_file(path: str, connection: Callable[[], S3Connection]) -> pa.NativeFile:
-    """A file for positioned reads of ``path`` (its Parquet footer)."""
+    """A file for positioned reads of ``path`` (its Parquet footer).
+
+    Raises:
+        ObjectNotFoundError: the store has no such file (``NoSuchKey``, naming it).
+    """
     parts = urlsplit(path)
-    if parts.scheme in ("s3", "s3a", "s3n"):
-        store = connection()
-        return store.call(f"GetObject {path}", lambda: store.pyarrow_fs().open_input_file(
-            f"{parts.netloc}{parts.path}"))
-    return pa.OSFile(parts.path if parts.scheme == "file" else path)
+    try:
+        if parts.scheme in ("s3", "s3a", "s3n"):
+            store = connection()
+            return store.call(f"GetObject {path}", lambda: _open_s3(store, parts))
+        return pa.OSFile(parts.path if parts.scheme == "file" else path)
+    except FileNotFoundError:
+        raise missing_file(path) from None
+
+
+def _open_s3(store: S3Connection, parts: Any) -> pa.NativeFile:
+    try:
+        return store.pyarrow_fs().open_input_file(f"{parts.netloc}{parts.path}")
+    except FileNotFoundError:  # not a store failure: store.call would say ServiceUnavailable
+        raise missing_file(urlunsplit(parts)) from None
+
+
+def missing_file(path: str) -> ObjectNotFoundError:
+    """The error of a file a snapshot lists and the store lacks: never rows without it."""
+    return ObjectNotFoundError(f"Iceberg data file {path} is missing from the store (a file "
+                               "of the snapshot read: the table has lost it, or the snapshot "
+                               "was expired since planning)", code="NoSuchKey")
+
+
+def check_present(paths: Sequence[str], connection: Callable[[], S3Connection]) -> None:
+    """Each of ``paths`` is in the store now (a HEAD of each ``s3://`` file, a few at once; a
+    stat of a local one).
+
+    DataFusion's listing reads a file URL that is not found as a folder of that name, which
+    holds nothing: a data file removed from the store would read as no rows, not as an error.
+    The engine asks this before it reads a snapshot's files and again after (a file removed
+    while DataFusion looked it up is found gone then).
+
+    Raises:
+        ObjectNotFoundError: the first missing file, named (:func:`missing_file`).
+        StoreUnavailableError: the store did not answer.
+    """
+    remote = [p for p in paths if urlsplit(p).scheme in ("s3", "s3a", "s3n")]
+    for path in paths:
+        if path not in remote:
+            parts = urlsplit(path)
+            if not os.path.isfile(parts.path if parts.scheme == "file" else path):
+                raise missing_file(path)
+    if not remote:
+        return
+    store = connection()
+
+    def head(path: str) -> None:
+        parts = urlsplit(path)
+        try:
+            store.call(f"HeadObject {path}", lambda: store.client.head_object(
+                Bucket=parts.netloc, Key=parts.path.lstrip("/")))
+        except ObjectNotFoundError:
+            raise missing_file(path) from None
+
+    if len(remote) == 1:
+        head(remote[0])
+        return
+    with ThreadPoolExecutor(min(_HEADS_AT_ONCE, len(remote))) as pool:
+        list(pool.map(head, remote))  # the first failure raises here
 
 
 class IcebergCatalogs:

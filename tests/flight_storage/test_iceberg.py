@@ -304,3 +304,44 @@ def test_a_data_file_without_field_ids_is_refused_naming_it(tmp_path: Path) -> N
     document = error_document(caught.value)
     assert document["code"] == "NotImplemented"
     assert "outside.parquet" in document["message"] and "field ids" in document["message"]
+
+
+MISSING_FILE_QUERIES = ('SELECT count(*) AS n FROM "gone"."corpus"."t"',
+                        'SELECT * FROM "gone"."corpus"."t"',
+                        'SELECT k FROM "gone"."corpus"."t" WHERE k > 10')
+
+
+def _all_endpoints(server: ServerProcess, sql: str) -> int:
+    """The rows of every endpoint of ``sql`` (one GetFlightInfo, a DoGet each)."""
+    client = flight.connect(server.location)
+    info = _info(server, sql)
+    return sum(client.do_get(e.ticket).read_all().num_rows for e in info.endpoints)
+
+
+def test_a_missing_data_file_is_an_error_on_a_warm_server(tmp_path: Path) -> None:
+    """A data file the snapshot lists and the warehouse lacks is ``NoSuchKey`` naming it, on a
+    server whose caches (footers, table metadata) hold the table from queries before (issue
+    35: DataFusion read the missing file as a folder of no files, 4,000 rows of 5,000), and
+    on a fresh server; never fewer rows."""
+    from tests.iceberg_corpus import write_files_table
+
+    catalog = sql_catalog("gone", str(tmp_path / "c.db"), (tmp_path / "wh").as_uri())
+    paths = write_files_table(catalog, "t")
+    flag = f"gone=sql:sqlite:///{tmp_path / 'c.db'}?warehouse={(tmp_path / 'wh').as_uri()}"
+    with running_server(SAMPLES, "--iceberg", flag) as server:
+        assert _query(server, MISSING_FILE_QUERIES[0]).to_pylist() == [{"n": 5000}]
+        assert [_query(server, sql).num_rows for sql in MISSING_FILE_QUERIES[1:]] == [5000, 4989]
+        assert _all_endpoints(server, MISSING_FILE_QUERIES[1]) == 5000
+        Path(paths[2].removeprefix("file://")).unlink()
+        for sql in MISSING_FILE_QUERIES:
+            for run in (lambda s=sql: _query(server, s), lambda s=sql: _all_endpoints(server, s)):
+                with pytest.raises((pa.ArrowException, flightsql.Error)) as caught:
+                    run()
+                document = error_document(caught.value)
+                assert document["code"] == "NoSuchKey", sql
+                assert paths[2] in document["message"], sql
+    with running_server(SAMPLES, "--iceberg", flag) as fresh, \
+            pytest.raises(flightsql.Error) as caught:
+        _query(fresh, MISSING_FILE_QUERIES[1])
+    assert error_document(caught.value)["code"] == "NoSuchKey"
+    assert paths[2] in error_document(caught.value)["message"]
