@@ -39,12 +39,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from flight_storage.errors import (
+    InputFormatError,
     InvalidRequestError,
     ObjectNotFoundError,
     StorageError,
     StoreUnavailableError,
 )
-from flight_storage.storage.s3_store import S3Connection, store_error
+from flight_storage.storage.s3_store import S3Connection, pyarrow_store_error, store_error
 from flight_storage.storage.sources import DataFusionLocation
 
 if TYPE_CHECKING:
@@ -152,6 +153,19 @@ def _open_s3(store: S3Connection, parts: Any) -> pa.NativeFile:
         raise missing_file(urlunsplit(parts)) from None
 
 
+def read_footer(path: str, file: pa.NativeFile) -> pq.FileMetaData:
+    """The Parquet footer of the open data file ``path``: a store that fails while it is read
+    is ``ServiceUnavailable``, bytes that are not Parquet ``InvalidParquet`` (both naming it)."""
+    try:
+        return pq.ParquetFile(file).metadata
+    except (pa.ArrowInvalid, OSError) as exc:
+        store_failure = pyarrow_store_error(str(exc), f"Iceberg data file {path}")
+        if store_failure is not None:
+            raise store_failure from None
+        raise InputFormatError(f"Iceberg data file {path}: not a readable Parquet file ({exc})",
+                               code="InvalidParquet") from None
+
+
 def missing_file(path: str) -> ObjectNotFoundError:
     """The error of a file a snapshot lists and the store lacks: never rows without it."""
     return ObjectNotFoundError(f"Iceberg data file {path} is missing from the store (a file "
@@ -228,7 +242,7 @@ class IcebergCatalogs:
                 self._footers.move_to_end(path)
                 return found
         with open_data_file(path, self.connection) as file:
-            metadata = pq.ParquetFile(file).metadata
+            metadata = read_footer(path, file)
         with self._lock:
             self._footers[path] = metadata
             while len(self._footers) > FOOTERS_KEPT:

@@ -35,6 +35,7 @@ from flight_storage.execution.session import READ_ONLY, new_session
 from flight_storage.execution.streaming_dataset import ScanFunction, generic_scan
 from flight_storage.formats.scan_range import scan_bounds
 from flight_storage.protocol import Partition
+from flight_storage.storage.s3_store import pyarrow_store_error
 from flight_storage.storage.sources import (
     ObjectSource,
     datafusion_location,
@@ -192,6 +193,9 @@ def _parquet_file(source: ObjectSource) -> pq.ParquetFile:
         # positioned reads: the footer alone, not a stream's read-ahead
         return pq.ParquetFile(random_access(source))
     except (pa.ArrowInvalid, OSError) as exc:
+        store_failure = pyarrow_store_error(str(exc), source.name)
+        if store_failure is not None:  # not the object's bytes: the store's answer
+            raise store_failure from None
         raise InputFormatError(
             f"{source.name}: not a readable Parquet object ({exc})", code="InvalidParquet"
         ) from None
@@ -252,5 +256,8 @@ def _parquet_errors(batches: Iterable[pa.RecordBatch], name: str) -> Iterator[pa
     try:
         yield from batches
     except (pa.ArrowInvalid, OSError) as exc:
+        store_failure = pyarrow_store_error(str(exc), name)
+        if store_failure is not None:  # not the object's bytes: the store's answer
+            raise store_failure from None
         raise InputFormatError(f"{name}: corrupt Parquet data ({exc})",
                                code="InvalidParquet") from None
