@@ -20,6 +20,7 @@ whose bytes differ, whatever its size and times, is a different version.
 from __future__ import annotations
 
 import errno
+import functools
 import hashlib
 import os
 import stat
@@ -79,6 +80,34 @@ def check_name(kind: str, name: str) -> None:
                                   code="KeyTooLongError")
 
 
+@functools.lru_cache(maxsize=256)
+def _name_max(folder: str) -> int:
+    """The longest file name (bytes) the file system of ``folder`` takes (255 if unknown)."""
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return 255
+
+
+def check_components(kind: str, name: str, folder: str) -> None:
+    """Refuse a name a folder bucket cannot hold: each ``/``-separated part is a file or
+    folder name, at most the file system's name limit (255 bytes on most), though S3 allows a
+    1,024-byte key in one part. Asked on every read and write of a folder bucket, so PUT, GET,
+    copies and multipart uploads answer alike.
+
+    Raises:
+        InvalidRequestError: ``KeyTooLongError`` naming the part's length and the limit.
+    """
+    limit = _name_max(folder)
+    for part in name.split("/"):
+        size = len(part.encode("utf-8", errors="surrogateescape"))
+        if size > limit:
+            raise InvalidRequestError(
+                f"{kind} name has a part of {size} bytes between slashes; this bucket is a folder "
+                f"whose file system takes names of at most {limit} bytes (S3's limit, "
+                f"{MAX_KEY_BYTES} bytes, is for the whole {kind})", code="KeyTooLongError")
+
+
 def file_version(st: os.stat_result) -> str:
     """The version of a file as :func:`os.stat` sees it (see the module's docstring)."""
     return f"f:{st.st_ino}:{st.st_ctime_ns}:{st.st_size}:{st.st_mtime_ns}"
@@ -131,6 +160,7 @@ class FolderBucket:
         """The file of ``key`` as it is now, refusing ``..``, absolute paths, NUL bytes,
         dotfiles and links out of the bucket."""
         check_name("key", key)
+        check_components("key", key, self._resolved_text)
         if any(part.startswith(".") for part in key.split("/")):
             raise ObjectNotFoundError(f"no such key: {self.name}/{key}")
         # os.path on text: pathlib's parsing cost more than the lstat calls (every DoGet asks)
@@ -228,6 +258,7 @@ class FolderBucket:
             AccessDeniedError: a name that could leave the bucket or that names a hidden file.
         """
         check_name("key", key)
+        check_components("key", key, self._resolved_text)
         parts = key.split("/")
         if any(p.startswith(".") for p in parts):
             raise AccessDeniedError(f"invalid key name {key!r}")

@@ -225,14 +225,19 @@ _CODES: dict[str, tuple[type[StorageError], str]] = {
     "InternalError": (StoreUnavailableError, "ServiceUnavailable"),
     "500": (StoreUnavailableError, "ServiceUnavailable"),
     "RequestTimeout": (StoreUnavailableError, "ServiceUnavailable"),
+    "KeyTooLongError": (InvalidRequestError, "KeyTooLongError"),
 }
 
 
 def store_error(exc: BaseException, what: str, endpoint: str) -> StorageError:
     """A botocore (or connection) failure of ``what`` as the error a client is told: the S3
     code, the operation and the store's endpoint; never a credential."""
+    import boto3.exceptions
     import botocore.exceptions
 
+    if isinstance(exc, boto3.exceptions.S3UploadFailedError) and isinstance(
+            exc.__context__, botocore.exceptions.ClientError):
+        exc = exc.__context__  # boto3's transfer manager wraps the store's answer
     if isinstance(exc, botocore.exceptions.ClientError):
         error = exc.response.get("Error", {})
         code = str(error.get("Code", ""))
@@ -242,6 +247,8 @@ def store_error(exc: BaseException, what: str, endpoint: str) -> StorageError:
             AccessDeniedError: f"the object store at {endpoint} refused the credentials "
                                f"({code}): check AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or "
                                "--store-profile",
+            InvalidRequestError: f"the object store at {endpoint} refused it ({code}: "
+                                 f"{str(error.get('Message', ''))[:200]})",
         }.get(kind, f"the object store at {endpoint} answered {code or 'an error'}")
         if kind is ObjectNotFoundError:
             detail = f"no such {'bucket' if s3_code == 'NoSuchBucket' else 'key'}"
