@@ -193,23 +193,42 @@ class FolderBucket:
         return StoredObject(key, st.st_size, st.st_mtime_ns, self._version(path, st))
 
     def list(self, prefix: str = "") -> Iterator[StoredObject]:
+        """The objects whose keys start with ``prefix``, by key: only the folder the prefix
+        names (up to its last ``/``) is walked, and only its sub-folders the prefix can
+        reach, so a prefix table lists its own folder, not the bucket beside it."""
         if prefix and ("\x00" in prefix or prefix.startswith("/") or ".." in prefix.split("/")):
             raise AccessDeniedError(f"invalid prefix {prefix!r}")
+        start = self._prefix_folder(prefix)
+        if start is None:
+            return
         keys: list[str] = []
-        for dirpath, dirnames, filenames in os.walk(self.folder, followlinks=False):
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for dirpath, dirnames, filenames in os.walk(start, followlinks=False):
             rel = Path(dirpath).relative_to(self.folder).as_posix()
-            for name in filenames:
-                if name.startswith("."):
-                    continue
-                key = name if rel == "." else f"{rel}/{name}"
-                if key.startswith(prefix):
-                    keys.append(key)
+            above = "" if rel == "." else f"{rel}/"
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and _reaches(
+                f"{above}{d}/", prefix))
+            keys += [f"{above}{name}" for name in filenames
+                     if not name.startswith(".") and f"{above}{name}".startswith(prefix)]
         for key in sorted(keys):
             try:
                 yield self.head(key)
             except (ObjectNotFoundError, AccessDeniedError, InvalidRequestError):
                 continue  # vanished, a link out or a loop, an unusable name: not listed
+
+    def _prefix_folder(self, prefix: str) -> Path | None:
+        """The folder of the prefix's whole parts (``a/b/`` of ``a/b/c``): a real folder of
+        the bucket, reached through no link or dot-folder; None when there is none."""
+        folder = self.folder
+        for part in prefix.split("/")[:-1]:
+            if part.startswith("."):
+                return None
+            folder = folder / part
+            try:
+                if not stat.S_ISDIR(os.lstat(folder).st_mode):
+                    return None
+            except OSError:
+                return None
+        return folder
 
     def _current(self, obj: StoredObject) -> Path:
         path = self.path(obj.key)
@@ -313,6 +332,11 @@ class FolderBucket:
         while folder != self._resolved and not any(folder.iterdir()):
             folder.rmdir()
             folder = folder.parent
+
+
+def _reaches(folder: str, prefix: str) -> bool:
+    """Whether keys under ``folder`` (``a/b/``) can start with ``prefix``."""
+    return folder.startswith(prefix) or prefix.startswith(folder)
 
 
 def _kernel_copy(source: int, target: int, size: int) -> None:
