@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import re
+import struct
 import threading
 import time
 from collections import OrderedDict
@@ -340,14 +341,25 @@ class IcebergCatalogs:
         return loaded
 
 
+_DAMAGED: tuple[type[Exception], ...] = (ValueError, EOFError, SystemError, struct.error,
+                                         IndexError, KeyError, TypeError, AssertionError)
+"""What pyiceberg's readers raise on bytes they cannot parse (besides its own
+``ValidationError``, which JSON metadata failing its schema raises): Avro manifests cut short or of
+other bytes (``UnicodeDecodeError``, ``EOFError``, ``SystemError`` from a negative length).
+Its catalog clients' failures (HTTP, SQL, the store) are none of these."""
+
+
 def iceberg_call(what: str, request: Callable[[], Any]) -> Any:
     """``request()`` (a pyiceberg call) with pyiceberg's and the store's failures as our
-    errors: a missing table ``NoSuchTable``, a store that fails ``ServiceUnavailable``."""
+    errors: a missing table ``NoSuchTable``, a store or catalog that fails
+    ``ServiceUnavailable`` (retry later), metadata that cannot be parsed
+    ``InvalidIcebergMetadata`` (asking again cannot help)."""
     from pyiceberg.exceptions import (
         NamespaceNotEmptyError,
         NoSuchNamespaceError,
         NoSuchTableError,
     )
+    from pyiceberg.exceptions import ValidationError as IcebergValidationError
 
     try:
         return request()
@@ -361,6 +373,11 @@ def iceberg_call(what: str, request: Callable[[], Any]) -> Any:
     except OSError as exc:
         raise StoreUnavailableError(f"{what}: cannot read it ({type(exc).__name__}: "
                                     f"{_first_line(exc)})") from None
+    except (*_DAMAGED, IcebergValidationError) as exc:  # the same bytes again: not retryable
+        raise InputFormatError(
+            f"{what}: its metadata cannot be read ({type(exc).__name__}: {_first_line(exc)}); "
+            "a metadata file, manifest list or manifest is damaged or not Iceberg's",
+            code="InvalidIcebergMetadata") from None
     except Exception as exc:  # pyiceberg raises plain errors from its HTTP and SQL clients
         if type(exc).__module__.startswith("botocore"):
             raise store_error(exc, what, "the object store") from None

@@ -345,3 +345,31 @@ def test_a_missing_data_file_is_an_error_on_a_warm_server(tmp_path: Path) -> Non
         _query(fresh, MISSING_FILE_QUERIES[1])
     assert error_document(caught.value)["code"] == "NoSuchKey"
     assert paths[2] in error_document(caught.value)["message"]
+
+
+def test_damaged_metadata_is_a_named_error_not_retryable(tmp_path: Path) -> None:
+    """A metadata file cut short, a manifest cut in half and a manifest list of other bytes
+    are ``InvalidIcebergMetadata`` naming the table, INVALID_ARGUMENT (asking again reads the
+    same bytes), where they had been UNAVAILABLE ("retry later")."""
+    from tests.iceberg_corpus import write_files_table
+
+    catalog = sql_catalog("bad", str(tmp_path / "c.db"), (tmp_path / "wh").as_uri())
+    for name in ("meta", "manifest", "list"):
+        write_files_table(catalog, name, files=2)
+    meta = catalog.load_table(f"{NAMESPACE}.meta").metadata_location
+    Path(meta.removeprefix("file://")).write_text('{"format-version": 2, "table-uuid": ')
+    table = catalog.load_table(f"{NAMESPACE}.manifest")
+    manifest = Path(table.current_snapshot().manifests(table.io)[0].manifest_path
+                    .removeprefix("file://"))
+    manifest.write_bytes(manifest.read_bytes()[:manifest.stat().st_size // 2])
+    table = catalog.load_table(f"{NAMESPACE}.list")
+    Path(table.current_snapshot().manifest_list.removeprefix("file://")).write_bytes(b"x" * 70)
+    flag = f"bad=sql:sqlite:///{tmp_path / 'c.db'}?warehouse={(tmp_path / 'wh').as_uri()}"
+    with running_server(SAMPLES, "--iceberg", flag) as server:
+        for name in ("meta", "manifest", "list"):
+            with pytest.raises(flightsql.ProgrammingError) as caught:  # INVALID_ARGUMENT
+                _query(server, f'SELECT count(*) FROM "bad"."{NAMESPACE}"."{name}"')
+            assert "INVALID_ARGUMENT" in str(caught.value), name
+            document = error_document(caught.value)
+            assert document["code"] == "InvalidIcebergMetadata", name
+            assert f"bad.{NAMESPACE}.{name}" in document["message"]

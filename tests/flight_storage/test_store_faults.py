@@ -15,13 +15,14 @@ from pathlib import Path
 
 import adbc_driver_flightsql.dbapi as flightsql
 import pyarrow as pa
+import pyarrow.flight as flight
 import pytest
 
 from flight_storage.errors import StoreUnavailableError
 from flight_storage.storage.s3_store import S3Buckets, S3Connection, S3Settings
 from tests.conftest import SAMPLES, ServerProcess, running_server
 from tests.flight_storage.test_object_store import QUERIES
-from tests.flight_storage.test_server_support import error_document
+from tests.flight_storage.test_server_support import error_document, statement_descriptor
 from tests.iceberg_corpus import NAMESPACE, sql_catalog, write_files_table
 from tests.s3_proxy import S3Proxy
 from tests.seaweedfs import SeaweedFS
@@ -148,16 +149,23 @@ def test_queries_through_a_proxy_that_cuts_2_percent_of_bodies_answer_whole(
     assert proxy.counters.cut >= 3
 
 
-@pytest.mark.parametrize(("sql", "cut"), [
-    ('SELECT * FROM "sales"."events/2024-01.ndjson"', "/events/"),  # the reference reader: boto3
-    ('SELECT * FROM "sales"."parquet/orders.parquet"', "/parquet/"),  # DataFusion's reader
-    ('SELECT * FROM "sales"."orders/2024-01.csv"', "/orders/"),
-    ('SELECT * FROM "sales"."orders/2024-01.csv"', "/.flight-select.json"),  # boto3, whole
-    (ICEBERG_QUERIES[0], "/metadata/"),  # pyiceberg's reads (pyarrow)
-    (ICEBERG_QUERIES[0], "/data/"),  # footers (pyarrow), DataFusion's reads
+@pytest.mark.parametrize(("sql", "cut", "warm"), [
+    ('SELECT * FROM "sales"."events/2024-01.ndjson"', "/events/", False),  # boto3's reads
+    ('SELECT * FROM "sales"."parquet/orders.parquet"', "/parquet/", False),  # footer: pyarrow
+    ('SELECT * FROM "sales"."parquet/orders.parquet"', "/parquet/", True),  # DataFusion's
+    ('SELECT * FROM "sales"."orders/2024-01.csv"', "/orders/", False),
+    ('SELECT * FROM "sales"."orders/2024-01.csv"', "/.flight-select.json", False),  # whole
+    (ICEBERG_QUERIES[0], "/metadata/", False),  # pyiceberg's reads (pyarrow)
+    (ICEBERG_QUERIES[0], "/data/", False),  # footers (pyarrow)
+    (ICEBERG_QUERIES[0], "/data/", True),  # footers kept: DataFusion's reads alone
 ])
-def test_a_store_that_cuts_every_body_is_unavailable(cut_server: ServerProcess,
-                                                      proxy: S3Proxy, sql: str, cut: str) -> None:
+def test_a_store_that_cuts_every_body_is_unavailable(cut_server: ServerProcess, proxy: S3Proxy,
+                                                      sql: str, cut: str, warm: bool) -> None:
+    """Cut on every try past each client's bound, on a fresh server (planning reads) and on
+    a warm one (the footers kept: the engine's reads): UNAVAILABLE with the store's code,
+    never INVALID_ARGUMENT (issue 35: ``ProcessingTimeError``, ``InvalidParquet``)."""
+    if warm:
+        assert _table(cut_server.location, sql).num_rows > 0
     proxy.cut_only = cut
     proxy.cut_rate = 1.0
     with pytest.raises(flightsql.OperationalError) as failed:  # gRPC UNAVAILABLE: ADBC's IO
@@ -173,3 +181,23 @@ def test_the_bound_is_a_serve_flag(tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as refused:
         main(["serve", "--data", str(tmp_path), "--store-max-attempts", "0"])
     assert refused.value.code == 2
+
+
+@pytest.mark.parametrize("sql", [
+    'SELECT * FROM "sales"."events/2024-01.ndjson"',  # the reference reader: boto3
+    'SELECT * FROM "sales"."parquet/orders.parquet"',  # DataFusion's reader
+    'SELECT * FROM "sales"."orders/2024-01.csv"',
+    ICEBERG_QUERIES[1],
+])
+def test_a_store_down_after_planning_is_unavailable(cut_server: ServerProcess, proxy: S3Proxy,
+                                                    sql: str) -> None:
+    """Planned while the store answered, read while it answers 503 to everything: the DoGet
+    fails UNAVAILABLE (retry later) with the store's code, never INVALID_ARGUMENT (issue 35:
+    ``ProcessingTimeError``)."""
+    client = flight.connect(cut_server.location)
+    info = client.get_flight_info(statement_descriptor(sql))
+    proxy.refuse = True
+    with pytest.raises(flight.FlightUnavailableError) as failed:
+        for endpoint in info.endpoints:
+            client.do_get(endpoint.ticket).read_all()
+    assert error_document(failed.value)["code"] in ("ServiceUnavailable", "SlowDown")
