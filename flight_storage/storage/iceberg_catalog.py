@@ -361,6 +361,8 @@ def iceberg_call(what: str, request: Callable[[], Any]) -> Any:
     )
     from pyiceberg.exceptions import ValidationError as IcebergValidationError
 
+    damaged: tuple[type[Exception], ...] = (*_DAMAGED, IcebergValidationError)
+
     try:
         return request()
     except StorageError:
@@ -373,7 +375,7 @@ def iceberg_call(what: str, request: Callable[[], Any]) -> Any:
     except OSError as exc:
         raise StoreUnavailableError(f"{what}: cannot read it ({type(exc).__name__}: "
                                     f"{_first_line(exc)})") from None
-    except (*_DAMAGED, IcebergValidationError) as exc:  # the same bytes again: not retryable
+    except damaged as exc:  # the same bytes again: not retryable
         raise InputFormatError(
             f"{what}: its metadata cannot be read ({type(exc).__name__}: {_first_line(exc)}); "
             "a metadata file, manifest list or manifest is damaged or not Iceberg's",
