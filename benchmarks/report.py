@@ -18,8 +18,8 @@ from typing import Any
 from benchmarks import common
 
 DOC = common.ROOT / "docs" / "benchmarks.md"
-ORDER = ("typed_csv", "server_efficiency", "endpoint_steps", "flight_floor", "object_store",
-         "iceberg", "pushdown", "peers", "scaling", "cluster", "udf_cost")
+ORDER = ("typed_csv", "wide_csv", "server_efficiency", "endpoint_steps", "flight_floor",
+         "object_store", "iceberg", "pushdown", "peers", "scaling", "cluster", "udf_cost")
 PROFILES = "profile_server_"
 
 INTRO = """\
@@ -52,6 +52,7 @@ tables.
 .venv/bin/python -m benchmarks.scaling --quick           # full run: objects up to 2 GB
 .venv/bin/python -m benchmarks.cluster --quick           # 1, 2, 3 storage nodes on 127.0.0.2-4
 .venv/bin/python -m benchmarks.udf_cost --quick
+.venv/bin/python -m benchmarks.wide_csv --quick            # planning against a CSV's width
 .venv/bin/python -m benchmarks.profile_server --quick --query like   # py-spy on the server
 .venv/bin/python -m benchmarks.profile_server --query endpoint_cost --gil   # ... on 64 endpoints
 .venv/bin/python -m benchmarks.report                    # rewrite this page

@@ -43,6 +43,7 @@ from typing import Any
 import pyarrow as pa
 
 from benchmarks import common, endpoint_cost
+from benchmarks.gil_time import gil_seconds
 from benchmarks.hits import hits_parquet
 from benchmarks.queries import ORDERS_COLUMNS, PEER_COLUMNS, PEER_QUERIES, QUERIES, Query
 from flight_storage.cores import usable_cores
@@ -104,6 +105,10 @@ def _options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cores", type=int, default=None,
                         help="pin the server, the client and the in-process engine to this many "
                         "cores (default: every core this process may use)")
+    parser.add_argument("--plan-cores", type=int, default=None, metavar="N",
+                        help="the server plans as on an N-core host (serve --engine-cores N) "
+                        "and the in-process baseline runs N partitions; each query also "
+                        "reports the seconds the server held the GIL (py-spy)")
     parser.add_argument("--parts", default=",".join(PARTS),
                         help=f"comma list of what to run: {', '.join(PARTS)}")
 
@@ -149,14 +154,26 @@ def server_root(files: dict[str, Path]) -> Path:
     )
 
 
+PLAN_CORES: list[int] = []
+"""``--plan-cores``: the partitions of the in-process baseline (empty: DataFusion's default)."""
+
+
+def _config() -> Any:
+    """A DataFusion session config with ``--plan-cores`` partitions when set."""
+    from datafusion import SessionConfig
+
+    config = SessionConfig()
+    return config.with_target_partitions(PLAN_CORES[0]) if PLAN_CORES else config
+
+
 def _parquet_context(path: Path, settings: bool = True) -> Any:
     """A DataFusion session with our UDFs and the Parquet file as ``s3object``: with the
     server's Parquet settings (filter pushdown on), or DataFusion's defaults."""
-    from datafusion import SessionConfig, SessionContext
+    from datafusion import SessionContext
 
     from flight_storage.execution.udfs import register_udfs
 
-    config = SessionConfig()
+    config = _config()
     for key, value in PARQUET_SETTINGS if settings else ():
         config = config.set(key, value)
     ctx = SessionContext(config)
@@ -181,7 +198,7 @@ def _in_process(query: Query, files: dict[str, Path], headers: dict[str, tuple[s
 
         from flight_storage.execution.udfs import register_udfs
 
-        ctx = SessionContext()
+        ctx = SessionContext(_config())
         register_udfs(ctx)
         schema = pa.schema([pa.field(c, pa.string())
                                    for c in headers[query.table]])
@@ -192,7 +209,8 @@ def _in_process(query: Query, files: dict[str, Path], headers: dict[str, tuple[s
     header = headers[query.table]
     sql = translate(query.s3select, input_format="csv",
                     header=list(header) if query.has_header else None).sql
-    return sql, common.datafusion_csv_context(path, len(header), has_header=query.has_header)
+    return sql, common.datafusion_csv_context(path, len(header), has_header=query.has_header,
+                                              config=_config())
 
 
 def run_query(query: Query, servers: common.ServerGroup, adbc: common.AdbcReader,
@@ -248,6 +266,11 @@ def run_query(query: Query, servers: common.ServerGroup, adbc: common.AdbcReader
     }
     if wide:
         row["wide"] = _wide_result(query, measured, servers, files[query.table])
+    if PLAN_CORES:
+        row["gil_s"] = gil_seconds(servers.pids[0], lambda: adbc.query(statement), runs)
+        log.info("%-20s GIL held %s per query (target <= in-process CPU / %d = %s)",
+                 query.name, common.fmt_cpu(row["gil_s"]), PLAN_CORES[0],
+                 common.fmt_cpu(cpu["in_process"] / PLAN_CORES[0]))
     return row
 
 
@@ -303,6 +326,8 @@ def report(rows: list[dict[str, Any]], files: dict[str, Path], args: argparse.Na
     figures: dict[str, Any] = {}
     if rows:
         text += _queries_markdown(rows)
+        if PLAN_CORES:
+            text += _many_cores_markdown(rows, PLAN_CORES[0])
         if importlib.util.find_spec("matplotlib") is not None:
             figures["server_efficiency.png"] = _figure(rows)
     if wide is not None:
@@ -347,6 +372,24 @@ def _queries_markdown(rows: list[dict[str, Any]]) -> str:
         f"{TARGET_CPU}x in-process; worst through ADBC `{cpu_worst['query']}` "
         f"{_cpu_ratio(cpu_worst, 'adbc_server'):.2f}x.\n\n{cpu}\n"
     )
+
+
+def _many_cores_markdown(rows: list[dict[str, Any]], cores: int) -> str:
+    """Issue 37's account of an N-core host: endpoints, server CPU against in-process CPU,
+    and the seconds the server held the GIL against the in-process CPU over N."""
+    table = common.md_table(
+        ["query", "endpoints (ADBC)", "server / in-process CPU (ADBC)",
+         f"≤ {TARGET_CPU}", "GIL held per query", f"in-process CPU / {cores}", "GIL ≤ it"],
+        [[r["query"], r["adbc_endpoints"], f"{_cpu_ratio(r, 'adbc_server'):.2f}",
+          "yes" if _cpu_ratio(r, "adbc_server") <= TARGET_CPU else "**no**",
+          common.fmt_cpu(r["gil_s"]), common.fmt_cpu(r["cpu"]["in_process"] / cores),
+          "yes" if r["gil_s"] <= r["cpu"]["in_process"] / cores else "**no**"]
+         for r in rows])
+    return (f"\n### Planned as on {cores} cores (`--plan-cores {cores}`)\n\nThe server runs "
+            f"with `--engine-cores {cores}` on this machine and the in-process baseline with "
+            f"{cores} partitions; CPU-seconds do not depend on the cores present. GIL held: "
+            "py-spy `--gil` samples of the server process over the ADBC runs "
+            "(`benchmarks/gil_time.py`).\n\n" + table + "\n")
 
 
 def _cpu_ratio(row: dict[str, Any], key: str) -> float:
@@ -438,6 +481,9 @@ def main(argv: Sequence[str] | None = None) -> int:
               if "queries" in parts and (not args.only or q.name in args.only.split(","))]
     files, headers = dataset(args.quick, {q.table for q in chosen})
     extra = ["--partition-mb", str(args.partition_mb)] if args.partition_mb else []
+    if args.plan_cores:
+        PLAN_CORES[:] = [args.plan_cores]
+        extra += ["--engine-cores", str(args.plan_cores)]
     rows = []
     if chosen:
         with common.ServerGroup(server_root(files), 1, *extra, sample_memory=False) as servers, \
@@ -449,7 +495,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "endpoints" in parts else None
     markdown, figures = report(rows, files, args, wide, endpoints)
     payload = {"mode": "quick" if args.quick else "full", "runs": args.runs,
-               "cores": usable_cores(), "pinned": args.cores,
+               "cores": usable_cores(), "pinned": args.cores, "plan_cores": args.plan_cores,
                "objects": {t: {"path": str(p.relative_to(common.ROOT)), "bytes": p.stat().st_size}
                            for t, p in files.items()},
                "server_args": extra, "results": rows, "wide_parquet": wide,

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from flight_storage.errors import StorageError
+from flight_storage.rpc.auth import add_user_arguments, run_add_user
 from flight_storage.rpc.s3_http.door_config import S3DoorConfig
 from select_dialect.flavors import AWS, FLAVOR_NAMES, FLAVORS
 
@@ -85,10 +86,9 @@ def _build_parser() -> argparse.ArgumentParser:
                         "$FLIGHT_SELECT_PASSWORD)")
     status.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
-    add_user = commands.add_parser(
-        "add-user", add_help=False,
-        help="add a user to a users file: USERS_FILE NAME [--bucket B ...] [--password-stdin]")
-    add_user.add_argument("rest", nargs=argparse.REMAINDER)
+    add_user_arguments(commands.add_parser(
+        "add-user", description="add or replace a user in a users file",
+        help="add a user to a users file: USERS_FILE NAME [--bucket B ...] [--password-stdin]"))
 
     query = commands.add_parser("query", help="run one S3 Select query on a local object",
                                 formatter_class=shows_defaults)
@@ -140,10 +140,23 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
                        "many MiB (one file per object version; 0: off; docs/storage.md)")
     store.add_argument("--store-cache-dir", type=Path,
                        help="where the copies go (default: the system's temporary folder)")
+    decoded = serve.add_argument_group(
+        "decoded cache (docs/storage.md, Decoded cache): CSV objects kept decoded as Parquet, "
+        "so repeated queries read columns instead of parsing text")
+    decoded.add_argument("--cache-dir", type=Path,
+                         help="where the decoded cache keeps its entries (default: no decoded "
+                         "cache); entries found there are reused after a restart")
+    decoded.add_argument("--cache-mb", type=int, default=engine.cache_bytes >> 20,
+                         help="the most MiB of entries (least recently used evicted first; "
+                         "an entry over a quarter of it is not kept)")
     serve.add_argument("--host", help="address to bind (default: loopback, 127.0.0.1, or "
                        "the node's address in --cluster)")
     serve.add_argument("--port", type=int, help="port; 0 picks a free one (default: 8815, or "
                        "the node's port in --cluster)")
+    serve.add_argument("--metrics-port", type=int,
+                       help="serve Prometheus /metrics and the /healthz and /readyz probes over "
+                       "HTTP on this port of --host; 0 picks a free one (default: off; README, "
+                       "Operating)")
     serve.add_argument(
         "--ticket-secret-file",
         type=Path,
@@ -151,6 +164,12 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
         "and cluster nodes: required with --cluster); default: $FLIGHT_SELECT_TICKET_SECRET or "
         "a random key per process",
     )
+    serve.add_argument(
+        "--previous-ticket-secret-file", type=Path, action="append", default=[],
+        metavar="FILE",
+        help="a key that signed before --ticket-secret-file's (repeatable): what it signed "
+        "(tickets, handles, tokens, session cookies, staged ingests) is still accepted, nothing "
+        "new is signed with it; drop it once --ticket-max-age has passed (key rotation)")
     reading = serve.add_argument_group(
         "reading CSV tables (Flight SQL statements; see README, Configuration reference)")
     reading.add_argument("--no-sniff", dest="sniff", action="store_false",
@@ -197,8 +216,11 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
                           help="PEM CA that client certificates must chain to (mutual TLS)")
     limits = serve.add_argument_group("limits")
     limits.add_argument("--partition-mb", type=int, default=engine.partition_bytes >> 20,
-                        help="split CSV/NDJSON objects into byte ranges of at most this size (and "
-                        "at least one per core for objects over 1 MiB)")
+                        help="split CSV/NDJSON objects into byte ranges of at most this size")
+    limits.add_argument("--endpoint-min-mb", type=int, default=engine.endpoint_min_bytes >> 20,
+                        help="cut an object into one byte range (endpoint) per core only while "
+                        "each keeps at least this size; a smaller object is one endpoint read on "
+                        "every core")
     limits.add_argument("--memory-limit-mb", type=int,
                         default=(engine.memory_limit_bytes or 0) >> 20,
                         help="DataFusion memory pool per query")
@@ -206,6 +228,10 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
                         help="longest statement accepted")
     limits.add_argument("--max-record-kb", type=int, default=engine.max_record_bytes >> 10,
                         help="longest CSV/JSON record accepted")
+    limits.add_argument("--engine-cores", type=int, default=engine.cores, metavar="N",
+                        help="plan and compute as on an N-core host: DataFusion partitions, "
+                        "byte ranges and endpoints per core (default 0: the cores this process "
+                        "may use, its CPU affinity); benchmarks plan for a bigger host with it")
     limits.add_argument("--max-columns", type=int, default=engine.max_columns,
                         help="widest table a CSV query may make (select * of wide records)")
     limits.add_argument("--max-concurrent-queries", type=int,
@@ -223,6 +249,9 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     limits.add_argument("--max-ingest-mb", type=int,
                         default=defaults["max_ingest_bytes"] >> 20,
                         help="Arrow data one bulk ingest may send (with --writable)")
+    limits.add_argument("--max-abort-marks", type=int, default=defaults["max_abort_marks"],
+                        help="aborted write jobs one bucket remembers at once (AbortIngest "
+                        "past it: TooManyAbortedJobs)")
     limits.add_argument("--idle-timeout", type=float, default=defaults["idle_timeout_s"],
                         help="seconds a client may leave a stream unread before it is cancelled")
     limits.add_argument("--query-timeout", type=float, default=defaults["query_timeout_s"],
@@ -299,28 +328,40 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         cluster, node, workers = _topology(args)
         config = _server_config(args, cluster, node, workers)
-        if config.ticket_secret and len(config.ticket_secret) < 16:
-            raise _Refused("the ticket secret must be at least 16 bytes")
+        keys = [k for k in (config.ticket_secret, *config.previous_ticket_secrets) if k]
+        if any(len(k) < 16 for k in keys):
+            raise _Refused("every ticket secret must be at least 16 bytes")
         if not config.ticket_secret:
             log.warning("no ticket secret configured: tickets are valid only for this process")
         stopping = threading.Event()
         signal.signal(signal.SIGINT, lambda _signum, _frame: stopping.set())
         signal.signal(signal.SIGTERM, lambda _signum, _frame: stopping.set())
         server = _listen(config, workers)
+        operations = (_start_operations(server, args.metrics_port, stopping)
+                      if args.metrics_port is not None else None)
     except _Refused as exc:
         print(f"flight-select: {exc}", file=sys.stderr)
         return 2
     print(f"listening on {server.location}", flush=True)
+    if operations is not None:
+        print(f"metrics listening on {operations.location}", flush=True)
     gateway = _start_s3_door(args, server, config) if args.s3_port is not None else None
     if gateway is not None:
         print(f"s3 listening on {gateway.location}", flush=True)
     while not stopping.wait(0.5):
         pass
-    if gateway is not None:
-        gateway.stop()
-    if workers is not None:
-        workers.stop()
-    if not server.stop_gracefully():
+    return _stop(server, [d for d in (gateway, workers) if d is not None], operations, log)
+
+
+def _stop(server: Any, doors: list[Any], operations: Any, log: logging.Logger) -> int:
+    """Stop the doors (the S3 door, a local fleet's workers), then the server, letting its
+    streams finish, then the operations port (``/readyz`` says draining until the end)."""
+    for door in doors:
+        door.stop()
+    stopped = server.stop_gracefully()
+    if operations is not None:
+        operations.stop()
+    if not stopped:
         # a client that stopped reading keeps a gRPC write pending: leave without it (the
         # listening socket closes with the process, so no half-stopped server stays behind)
         log.warning("stopped with calls still pending; exiting")
@@ -382,6 +423,8 @@ def _server_config(args: argparse.Namespace, cluster: ClusterDescription | None,
         cluster=cluster,
         node_name=node.name if node is not None else None,
         ticket_secret=_ticket_secret(args.ticket_secret_file),
+        previous_ticket_secrets=tuple(_ticket_secret(path)
+                                      for path in args.previous_ticket_secret_file),
         ticket_max_age_s=args.ticket_max_age,
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
@@ -397,6 +440,7 @@ def _server_config(args: argparse.Namespace, cluster: ClusterDescription | None,
         writable=args.writable,
         default_catalog=args.default_catalog,
         max_ingest_bytes=args.max_ingest_mb << 20,
+        max_abort_marks=args.max_abort_marks,
         query_timeout_s=args.query_timeout,
         keepalive_s=args.keepalive,
         shutdown_grace_s=args.shutdown_grace,
@@ -404,10 +448,14 @@ def _server_config(args: argparse.Namespace, cluster: ClusterDescription | None,
                              bad_values=args.bad_values),
         engine=EngineConfig(
             partition_bytes=args.partition_mb << 20,
+            endpoint_min_bytes=args.endpoint_min_mb << 20,
             memory_limit_bytes=args.memory_limit_mb << 20,
             max_query_chars=args.max_query_chars,
             max_record_bytes=args.max_record_kb << 10,
             max_columns=args.max_columns,
+            cores=args.engine_cores,
+            cache_dir=str(args.cache_dir) if args.cache_dir is not None else None,
+            cache_bytes=args.cache_mb << 20,
         ),
     )
 
@@ -425,6 +473,10 @@ def _listen(config: ServerConfig, workers: Workers | None) -> StorageServer:
     except pa.ArrowException as exc:  # gRPC could not bind: pyarrow says only that
         raise _Refused(f"could not listen on {config.host}:{config.port} (is the port "
                        f"in use, or the address not this machine's?): {exc}") from None
+    if config.writable:  # what a crashed ingest left is swept now and then
+        from flight_storage.rpc.ingest import start_sweeper
+
+        start_sweeper(server.catalog, config)
     if workers is not None:
         try:
             workers.start(sys.argv[2:], config.host)
@@ -437,6 +489,26 @@ def _listen(config: ServerConfig, workers: Workers | None) -> StorageServer:
                 if peer.name != server.cluster.me:
                     server.cluster.peers.check(peer)
     return server
+
+
+def _start_operations(server: Any, port: int, stopping: threading.Event) -> Any:
+    """The operations port (metrics, probes) of ``server``; ``/readyz`` turns false as soon as
+    ``stopping`` is set (SIGTERM), while running streams still finish."""
+    from flight_storage import telemetry
+    from flight_storage.rpc.operations_http import OperationsServer, Readiness
+    from flight_storage.storage.reachability import unreachable
+
+    telemetry.track(telemetry.OPEN_STREAMS, lambda: server.streams.open_streams)
+    telemetry.track(telemetry.SLOTS_IN_USE, lambda: server.streams.computing)
+    telemetry.track(telemetry.SLOTS_WAITING, lambda: server.streams.waiting)
+    if server.engine.decoded is not None:
+        telemetry.watch_decoded_cache(server.engine.decoded.stats)
+    readiness = Readiness(stopping, lambda: unreachable(server.catalog, server.iceberg))
+    try:
+        return OperationsServer(server.config.host, port, readiness)
+    except OSError as exc:
+        server.stop_gracefully(0)
+        raise _Refused(f"cannot serve --metrics-port {port}: {exc.strerror or exc}") from None
 
 
 def _start_s3_door(args: argparse.Namespace, server: Any, config: Any) -> Any:
@@ -534,9 +606,7 @@ def _cluster(args: argparse.Namespace) -> int:
 
 
 def _add_user(args: argparse.Namespace) -> int:
-    from flight_storage.rpc import auth
-
-    return auth.main(["add-user", *args.rest])
+    return run_add_user(args)
 
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

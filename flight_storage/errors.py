@@ -13,6 +13,8 @@
     ├── NodeUnavailableError       NodeUnavailable: no node holding the object answered -> unavailable
     ├── StoreUnavailableError      ServiceUnavailable, SlowDown: the object store did not answer
     │                              (unreachable, throttling past the retries) -> unavailable
+    ├── ConflictError              ConditionalRequestConflict: a concurrent write won; nothing of
+    │                              this one was kept, send it again -> unavailable
     └── NotImplementedFeatureError NotImplemented: input we know and do not read yet (an Iceberg
                                    delete file) -> unimplemented
 
@@ -135,6 +137,14 @@ class StoreUnavailableError(StorageError):
     its credentials): unreachable, timed out, or still throttling after the bounded retries."""
 
     code = "ServiceUnavailable"
+    status = "unavailable"
+
+
+class ConflictError(StorageError):
+    """A write lost a race with a concurrent one (another node's ingest into the same table)
+    and kept nothing: retryable (the message names the table and the winner)."""
+
+    code = "ConditionalRequestConflict"
     status = "unavailable"
 
 

@@ -1,6 +1,6 @@
 """The dialect's flavours: the one list of their names and what each one means.
 
-A flavour decides how a statement is read and answered. Two follow an S3 Select engine
+A flavour decides how a statement is read and answered. Three follow an S3 Select engine
 exactly (the shared conformance corpus runs against them); ``standard`` is what a SQL user of
 a Flight SQL server expects:
 
@@ -9,6 +9,15 @@ a Flight SQL server expects:
 | ``standard`` | result rows | identifier | AWS's (RFC 4180 CSV, valid JSON) | SQL types | GROUP BY, HAVING, ORDER BY, DISTINCT, SELECT without FROM |
 | ``ceph`` | scanned records | string | Ceph RGW's s3select | s3-select's coercions | no |
 | ``aws`` | result rows | identifier | AWS S3 Select's | s3-select's coercions | no |
+| ``minio`` | result rows | identifier | AWS S3 Select's | s3-select's coercions | no |
+
+``minio`` is MinIO's S3 Select as its own test suite (the shared corpus) and sources show it:
+AWS's reading (with MinIO's defaults: ``Comments`` ``#``, quoted record delimiters read as
+data), typing and printing (``CAST(x AS TIMESTAMP)`` is ``TO_TIMESTAMP``, a
+timestamp prints as it was written: ``2010T``, ``…T04:11Z``, an offset kept), where
+``standard`` would cast text as DataFusion does and refuse or normalise those; it differs from
+``aws`` only in accepting AWS's reserved keywords as unquoted names (``value``, ``time``,
+``first``), as MinIO's parser does.
 
 ``standard`` reads and prints by AWS's rules because they are the standard ones (RFC 4180
 quoting, JSON output that parses, an empty CSV field is the empty string); Ceph's differ from
@@ -56,6 +65,10 @@ class ReadingRules:
             elsewhere is data.
         csv_escape: the ``QuoteEscapeCharacter`` when the request names none (None: none).
         csv_empty_is_null: an empty CSV field is NULL (Ceph) rather than ``""`` (AWS).
+        csv_typed_empty_is_null: an empty field of a typed CSV table (configured or sniffed
+            columns) is NULL in every column, text ones included, as DuckDB, Spark, pandas and
+            DataFusion's reader read a table (the standard surface); off, a text column keeps
+            :attr:`csv_empty_is_null`'s reading.
         csv_skip_empty_lines: an empty line is no record (AWS); off, it is a record of one
             empty field (Ceph).
         csv_comment: the ``Comments`` character when the request names none (None: none).
@@ -75,6 +88,7 @@ class ReadingRules:
     csv_quotes_anywhere: bool = False
     csv_escape: str | None = '"'
     csv_empty_is_null: bool = False
+    csv_typed_empty_is_null: bool = False
     csv_skip_empty_lines: bool = True
     csv_comment: str | None = None
     csv_quoted_record_delimiter: bool = False
@@ -127,6 +141,10 @@ CEPH_READING: Final = ReadingRules(csv_quotes_anywhere=True, csv_escape="\\",
                                    csv_empty_is_null=True, csv_skip_empty_lines=False,
                                    json_partiql_rows=False)
 """Ceph RGW's s3select reading rules."""
+MINIO_READING: Final = replace(AWS_READING, csv_comment="#", csv_quoted_record_delimiter=True)
+"""MinIO's reading rules: AWS's, with ``Comments`` ``#`` when the request names none (MinIO's
+``csv.ReaderArgs`` default) and a record delimiter inside quotes read as data (its Go
+``encoding/csv`` reader; the corpus's ``csv.TestReadFailures`` cases need it)."""
 AWS_PRINTING: Final = PrintingRules()
 """AWS S3 Select's printing rules."""
 CEPH_PRINTING: Final = PrintingRules(csv_null="null", csv_quote_as_needed=False,
@@ -176,6 +194,10 @@ class Flavor:
             ``_N``, as an expression has).
         unnamed_by_position: an output column without a name is ``_N`` for its position N in
             the SELECT list (AWS); off, ``_k`` for the k-th unnamed one (Ceph).
+        unnamed_as_sql: on the SQL surface (a statement's Arrow result), an output column
+            without a name is named by its expression's SQL text, as DataFusion and DuckDB
+            name it (``count(*)``, ``max(amount)``: :mod:`select_dialect.sql_names`); S3
+            records (JSON keys) keep :attr:`unnamed_by_position`'s ``_N``. Off: ``_N`` on both.
         alias_clashes_with_header: an alias spelled like a CSV header name (any case) is an
             error, "multiple definition of column" (Ceph).
         star_keeps_empty_fields: ``SELECT *`` on CSV prints each record with its own fields,
@@ -208,6 +230,7 @@ class Flavor:
     missing_column_code: str = "MissingHeaderName"
     unnamed_index_paths: bool = True
     unnamed_by_position: bool = True
+    unnamed_as_sql: bool = False
     alias_clashes_with_header: bool = False
     star_keeps_empty_fields: bool = False
     substring_start_clamped: bool = True
@@ -221,11 +244,15 @@ class Flavor:
 STANDARD: Final = "standard"
 CEPH: Final = "ceph"
 AWS: Final = "aws"
+MINIO: Final = "minio"
 
 FLAVORS: Final[dict[str, Flavor]] = {
     STANDARD: Flavor(STANDARD, "standard SQL over S3 Select's functions (AWS reading rules)",
                      standard_sql=True, sql_types=True, sniffs_csv_tables=True,
-                     reading=replace(AWS_READING, csv_unclosed_quote_error=True)),
+                     unnamed_as_sql=True,
+                     reading=replace(AWS_READING, csv_unclosed_quote_error=True,
+                                     csv_quoted_record_delimiter=True,
+                                     csv_typed_empty_is_null=True)),
     CEPH: Flavor(CEPH, "exactly Ceph RGW's s3select", limit_counts_input=True,
                  grammar=CephS3Select, syntax_error_code="UnsupportedSyntax",
                  reading=CEPH_READING, printing=CEPH_PRINTING,
@@ -236,6 +263,8 @@ FLAVORS: Final[dict[str, Flavor]] = {
                  year_keeps_month_end=True, utcnow_in_z=False, version_function=True,
                  json_bool_typed_equality=False),
     AWS: Flavor(AWS, "exactly AWS S3 Select", reserved_words=True),
+    MINIO: Flavor(MINIO, "MinIO's S3 Select: AWS's reading, typing and printing, AWS's "
+                         "reserved words accepted as names", reading=MINIO_READING),
 }
 FLAVOR_NAMES: Final = tuple(FLAVORS)
 """Every flavour's name (the order help texts list them in)."""
@@ -269,6 +298,8 @@ __all__ = [
     "CEPH_READING",
     "FLAVORS",
     "FLAVOR_NAMES",
+    "MINIO",
+    "MINIO_READING",
     "S3_REQUEST_DEFAULT",
     "STANDARD",
     "STATEMENT_DEFAULT",

@@ -29,6 +29,7 @@ from select_dialect.kinds import JSON, Column
 from select_dialect.lowering import Lowering
 from select_dialect.reserved_words import refuse_reserved_names
 from select_dialect.s3select import S3Table
+from select_dialect.sql_names import sql_name
 from select_dialect.sql_nodes import is_aggregate
 
 INPUT_FORMATS = ("csv", "json", "parquet")
@@ -51,6 +52,8 @@ class Translation:
         sql: DataFusion SQL reading only the table; outputs ``c0 … cK-1`` (``*`` when
             ``select_star`` on CSV/Parquet input).
         output_names: display name of each output column (JSON output keys).
+        result_names: the column names of the Arrow result on the SQL surface, where they
+            differ from ``output_names`` (:attr:`Flavor.unnamed_as_sql`); empty: the same.
         output_is_json: per output column, True when its Utf8 values are JSON text.
         is_aggregate: the query aggregates (one output row, or one per group with GROUP BY).
         select_star: the projection is ``*``.
@@ -96,6 +99,7 @@ class Translation:
     reads_table: bool = True
     keeps_empty_fields: bool = False
     positions: frozenset[int] = frozenset()
+    result_names: list[str] = field(default_factory=list)
 
 
 # Statements that would change data or schema: the server only reads, and says so.
@@ -275,6 +279,7 @@ class _Projections:
 
     outputs: list[exp.Expr] = field(default_factory=list)
     names: list[str] = field(default_factory=list)
+    sql_names: list[str] = field(default_factory=list)
     is_json: list[bool] = field(default_factory=list)
     select_star: bool = False
     row_as_record: bool = False
@@ -361,6 +366,7 @@ def _translate(
         reads_table=from_clause.source is not None,
         keeps_empty_fields=keeps_empty_fields,
         positions=frozenset(lowering.state.positions),
+        result_names=lowered.sql_names if lowered.sql_names != lowered.names else [],
     )
 
 
@@ -434,6 +440,9 @@ def _lower_projections(projections: list[exp.Expression], lowering: Lowering,
         if name is None:
             unnamed += 1
             name = f"_{position if rules.unnamed_by_position else unnamed}"
+            out.sql_names.append(sql_name(body) if rules.unnamed_as_sql else name)
+        else:
+            out.sql_names.append(name)
         out.names.append(name)
         out.is_json.append(kind == JSON)
     return out

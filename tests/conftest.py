@@ -39,6 +39,7 @@ SAMPLES = ROOT / "data" / "samples"
 SLOW_MODULES: dict[str, str] = {
     "tests/select_dialect/test_builtin_paths.py": "1,971 builtin-versus-UDF comparisons",
     "tests/conformance/test_corpus.py": "1,069 corpus cases (tests/conformance/run.py runs them)",
+    "tests/conformance/test_decoded_cache_corpus.py": "378 corpus cases, each filling an entry",
     "tests/flight_storage/test_server_bounds.py": "memory and time bounds under bombs",
     "tests/flight_storage/test_cli_query.py": "a CLI process per test",
     "tests/flight_storage/test_server_security.py": "TLS and login throttling servers",

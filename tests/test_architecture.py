@@ -63,7 +63,7 @@ def test_flight_storage_package_init_is_empty() -> None:
 # The server's stages, top (closest to the client) to bottom. A module may import its own
 # stage and the stages below it, never one above: request -> translate -> plan -> read.
 SERVER_STAGES = ("cli", "rpc", "request", "execution", "storage", "formats", "leaf")
-_LEAF_MODULES = {"protocol", "_flight_sql_pb2", "errors", "cores"}
+_LEAF_MODULES = {"protocol", "_flight_sql_pb2", "errors", "cores", "telemetry"}
 _TOP_MODULES = {"cli", "__main__", "__init__", "workers"}
 
 
@@ -107,10 +107,10 @@ def test_flight_storage_imports_point_only_downward() -> None:
 # Inside the RPC surface, top to bottom: the server dispatches to the action handlers and the
 # metadata builders, which use the call context, limits and streams; auth and the error
 # boundary are at the bottom. A module imports only modules after it in this order.
-RPC_LAYERS = ("server", "cluster_actions", "partition_streams", "cancellations", "cluster",
-              "actions", "iceberg_tables", "prepared_parameters", "ingest", "sessions",
-              "metadata", "column_metadata", "endpoints", "endpoint_readers", "config", "peers",
-              "middleware", "streams", "auth", "boundary")
+RPC_LAYERS = ("operations_http", "server", "cluster_actions", "partition_streams",
+              "cancellations", "cluster", "actions", "iceberg_tables", "prepared_parameters",
+              "ingest", "sessions", "metadata", "column_metadata", "endpoints",
+              "endpoint_readers", "config", "peers", "middleware", "streams", "auth", "boundary")
 
 
 def test_rpc_modules_import_only_downward() -> None:
@@ -234,3 +234,13 @@ def test_no_module_is_over_700_lines() -> None:
             for path in sorted((ROOT / package).rglob("*.py"))
             if (count := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES]
     assert long == [], "split by job (STYLE.md, one job per file)"
+
+
+def test_one_module_signs() -> None:
+    """Issue 40: everything the server signs (tickets, handles, tokens, cookies, staged-ingest
+    tokens) goes through ``flight_storage/protocol/signing.py``, the one place that computes an
+    HMAC and rotates keys; the S3 door's SigV4 checks use botocore's signer."""
+    owner = ROOT / "flight_storage" / "protocol" / "signing.py"
+    signing = [str(path.relative_to(ROOT)) for path in (ROOT / "flight_storage").rglob("*.py")
+               if "hmac.new(" in path.read_text() or "hmac.digest(" in path.read_text()]
+    assert signing == [str(owner.relative_to(ROOT))]

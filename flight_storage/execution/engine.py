@@ -30,6 +30,12 @@ from flight_storage.errors import (
     ResourceLimitError,
 )
 from flight_storage.execution.arrow_result import to_arrow_result
+from flight_storage.execution.decoded_table import (
+    decoded_plan,
+    for_partitions,
+    open_cache,
+    request_fill,
+)
 from flight_storage.execution.drivers import DRIVERS, FormatDriver
 from flight_storage.execution.drivers.base import named
 from flight_storage.execution.engine_errors import engine_error
@@ -118,6 +124,8 @@ class SelectEngine:
         self._partition_lock = threading.Lock()
         self.partition_plans_made = 0
         """Physical plans made for endpoints (not served from the cache); tests read it."""
+        self.decoded = open_cache(self.config.cache_dir, self.config.cache_bytes)
+        """The decoded cache (``execution/decoded_table.py``), or None."""
 
     # ------------------------------------------------------------------ planning
     def translate(self, expression: str, **kwargs: Any) -> Translation:
@@ -145,7 +153,8 @@ class SelectEngine:
         order, all of one format and schema) and split the work into partitions.
 
         Plans are kept per object version (a ticket's DoGet plans what its GetFlightInfo
-        planned: the second time costs a lookup)."""
+        planned: the second time costs a lookup). A plan over an object the decoded cache
+        holds reads the object's entry instead (``decoded_table.decoded_plan``)."""
         sources = _as_sources(source)
         key = _plan_key(expression, sources, input, flavor, scan_range)
         if key is not None:
@@ -153,14 +162,14 @@ class SelectEngine:
                 cached = self._plans.get(key)
                 if cached is not None:
                     self._plans.move_to_end(key)
-                    return dataclasses.replace(cached, sources=sources)
+                    return decoded_plan(self, dataclasses.replace(cached, sources=sources))
         plan = self._plan(expression, sources, input, flavor=flavor, scan_range=scan_range)
         if key is not None:
             with self._plans_lock:
                 self._plans[key] = plan
                 while len(self._plans) > _PLAN_CACHE_ENTRIES:
                     self._plans.popitem(last=False)
-        return plan
+        return decoded_plan(self, plan)
 
     def plan_constant(self, expression: str, *, flavor: str) -> SelectPlan:
         """Plan a statement that reads no object (``SELECT 1``, standard flavour only).
@@ -255,15 +264,16 @@ class SelectEngine:
 
     def range_count(self, size: int) -> int:
         """Byte ranges a splittable object of ``size`` bytes is cut into (DataFusion's way):
-        at most ``partition_bytes`` each, one per core for objects worth splitting, and a
-        multiple of the cores when there are more ranges than cores, so that ranges served a
-        core at a time end in full waves (9 ranges on 2 cores leave one core idle for the
-        whole last range; 10 smaller ones do not)."""
+        at most ``partition_bytes`` each, one per core while each keeps ``endpoint_min_bytes``
+        (an endpoint's fixed cost must stay small beside its work: issue 37), and a multiple
+        of the cores when there are more ranges than cores, so that ranges served a core at a
+        time end in full waves (9 ranges on 2 cores leave one core idle for the whole last
+        range; 10 smaller ones do not)."""
         by_size = -(-size // self.config.partition_bytes)
         cores = self.config.parallelism
         if by_size > cores:
             by_size = -(-by_size // cores) * cores
-        by_cores = min(cores, size // MIN_SPLIT_BYTES)
+        by_cores = min(cores, size // max(self.config.endpoint_min_bytes, MIN_SPLIT_BYTES))
         return max(1, by_size, by_cores)
 
     def _object_partitions(
@@ -287,32 +297,45 @@ class SelectEngine:
 
     # ------------------------------------------------------------------ execution
     def execute(
-        self, plan: SelectPlan, partitions: Sequence[Partition] | None = None
+        self, plan: SelectPlan, partitions: Sequence[Partition] | None = None, *,
+        ordered: bool = True,
     ) -> Iterator[pa.RecordBatch]:
         """Stream the statement's result batches (engine types) over ``partitions``.
 
-        Partitions are read one after another inside one DataFusion partition, so the output
-        keeps the object's record order (S3 Select's order) and a LIMIT sees records in order.
+        With ``ordered`` (S3 Select's rule, and any statement with a LIMIT), partitions are
+        read one after another inside one DataFusion partition, so the output keeps the
+        object's record order and a LIMIT sees records in order. A caller whose answer has no
+        order (a SQL statement without ORDER BY or LIMIT) passes ``ordered=False``: the
+        partitions of one endpoint are then read on every core at once. A plan that missed
+        the decoded cache asks for its entry once its stream has ended.
         """
+        ordered = ordered and not order_free(plan.translation)
         chosen = (
             list(partitions) if partitions is not None else [p.partition for p in plan.partitions]
         )
+        plan = for_partitions(plan, chosen)
+        yield from self._execute(plan, chosen, ordered)
+        request_fill(self, plan)
+
+    def _execute(self, plan: SelectPlan, chosen: list[Partition], ordered: bool
+                 ) -> Iterator[pa.RecordBatch]:
         if plan.native is not None:
-            native = self._native_stream(plan, plan.native, chosen)
+            native = self._native_stream(plan, plan.native, chosen, ordered)
             if native is not None:
                 yield from native
                 return
         if self._objects_read_one_by_one(plan):
-            yield from self._each_object(plan, chosen)
+            yield from self._each_object(plan, chosen, ordered)
             return
-        yield from self._reference_stream(plan, chosen)
+        yield from self._reference_stream(plan, chosen, ordered)
 
     def execute_arrow(
-        self, plan: SelectPlan, partitions: Sequence[Partition] | None = None
+        self, plan: SelectPlan, partitions: Sequence[Partition] | None = None, *,
+        ordered: bool = True,
     ) -> Iterator[pa.RecordBatch]:
         """Like :meth:`execute`, converted to :attr:`SelectPlan.arrow_schema`."""
         schema = plan.arrow_schema
-        for batch in self.execute(plan, partitions):
+        for batch in self.execute(plan, partitions, ordered=ordered):
             yield to_arrow_result(batch, schema)
 
     def _objects_read_one_by_one(self, plan: SelectPlan) -> bool:
@@ -322,7 +345,7 @@ class SelectEngine:
         return (self.config.native_readers and len(plan.sources) > 1 and plan.parallel_safe
                 and plan.input.format in ("csv", "parquet"))
 
-    def _each_object(self, plan: SelectPlan, chosen: Sequence[Partition]
+    def _each_object(self, plan: SelectPlan, chosen: Sequence[Partition], ordered: bool
                      ) -> Iterator[pa.RecordBatch]:
         """The chosen partitions object by object: the object's own plan when DataFusion reads
         it and it reads as the table does (same input and result schema, same header), else
@@ -344,7 +367,7 @@ class SelectEngine:
                     continue
                 yield from self._reference_objects(plan, waiting)
                 waiting = []
-                yield from self.execute(own)
+                yield from self.execute(own, ordered=ordered)
             yield from self._reference_objects(plan, waiting)
 
     def _reference_objects(self, plan: SelectPlan, keys: Sequence[str]
@@ -354,12 +377,12 @@ class SelectEngine:
             yield from self._reference_stream(plan, [Partition("objects", keys=tuple(keys))])
 
     def _reference_stream(
-        self, plan: SelectPlan, chosen: Sequence[Partition]
+        self, plan: SelectPlan, chosen: Sequence[Partition], ordered: bool = True
     ) -> Iterator[pa.RecordBatch]:
         """The reference readers (Python, s3-select rules) feeding DataFusion."""
-        if order_free(plan.translation):
-            # An aggregate without LIMIT does not care about record order: let DataFusion read
-            # the pieces in parallel, one fragment each.
+        if not ordered or order_free(plan.translation):
+            # An answer without an order (an aggregate without LIMIT, a statement that asks
+            # for none): let DataFusion read the pieces in parallel, one fragment each.
             pieces = [s for p in self._expand(plan, chosen) for s in self._scans(plan, p)]
             scans = pieces or [chain_scans([])]
         else:
@@ -385,6 +408,7 @@ class SelectEngine:
         plan: SelectPlan,
         native: NativeCsvTable | NativeParquetTable | DeferredCsvTable,
         chosen: Sequence[Partition],
+        ordered: bool = True,
     ) -> Iterator[pa.RecordBatch] | None:
         """DataFusion reading the object itself, or None when ``chosen`` is not one of its
         partitions (the reference reader then serves them)."""
@@ -395,8 +419,7 @@ class SelectEngine:
             return None
         if everything:
             cores = table.whole_partitions(self.config.parallelism)
-            return self._run_native(plan, table, cores if order_free(plan.translation) else 1,
-                                    None)
+            return self._run_native(plan, table, 1 if ordered else cores, None)
         if len(chosen) != 1 or not plan.parallel_safe:
             return None
         wanted = table.piece(chosen[0])
@@ -422,7 +445,7 @@ class SelectEngine:
         def open_stream() -> Any:
             if index is None:
                 ctx = new_session(self.config, plan.translation, partitions=partitions,
-                                  split_min_bytes=MIN_SPLIT_BYTES)
+                                  split_min_bytes=MIN_SPLIT_BYTES, width=_batch_width(native))
                 native.register(ctx, TABLE)
                 frame = ctx.sql_with_options(plan.translation.sql, READ_ONLY)
                 physical = frame.execution_plan()
@@ -478,7 +501,7 @@ class SelectEngine:
                              native: NativeCsvTable | NativeParquetTable, partitions: int
                              ) -> Any:
         ctx = new_session(self.config, plan.translation, partitions=partitions,
-                          split_min_bytes=0)
+                          split_min_bytes=0, width=_batch_width(native))
         native.register(ctx, TABLE)
         physical = ctx.sql_with_options(plan.translation.sql, READ_ONLY).execution_plan()
         self.partition_plans_made += 1
@@ -505,6 +528,13 @@ class SelectEngine:
         if partition.kind == "object":
             return [driver.scan(self, plan, source, partition) for source in plan.sources]
         return [driver.scan(self, plan, plan.source, partition)]
+
+
+def _batch_width(native: NativeCsvTable | NativeParquetTable) -> int:
+    """The width DataFusion's batches are sized for (``new_session``): a CSV table's columns
+    (its reader allocates every column of a batch up front); 0 for Parquet, whose partition
+    count depends on the batch size its endpoints were counted with."""
+    return native.file_width if isinstance(native, NativeCsvTable) else 0
 
 
 def _driver(input: InputSpec) -> FormatDriver:

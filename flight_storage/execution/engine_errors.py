@@ -24,7 +24,7 @@ from flight_storage.errors import (
     StoreUnavailableError,
 )
 from flight_storage.execution import udfs
-from flight_storage.storage.s3_store import pyarrow_store_error
+from flight_storage.storage.store_errors import pyarrow_store_error
 
 # DataFusion error texts that are really the user's processing errors: (pattern, S3 code).
 _ENGINE_ERRORS: tuple[tuple[re.Pattern[str], str], ...] = (

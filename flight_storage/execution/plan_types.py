@@ -55,6 +55,10 @@ class EngineConfig:
         batch_rows: rows per Arrow batch read from CSV/JSON.
         partition_bytes: CSV/NDJSON objects larger than this are split into byte ranges, and
             small objects of a prefix table are grouped up to this size.
+        endpoint_min_bytes: an object is cut into one byte range per core only while every
+            range keeps at least this many bytes: an endpoint costs a few milliseconds of
+            server CPU however small it is, so it must carry enough work to hide that (a
+            smaller object is one endpoint, read on every core when its order does not matter).
         row_groups_per_partition: Parquet row groups per partition.
         memory_limit_bytes: DataFusion memory pool per query (None: unbounded).
         max_query_chars: longest statement accepted (AWS allows 256 KiB).
@@ -65,10 +69,14 @@ class EngineConfig:
             read exactly (False: the reference readers read everything).
         cores: DataFusion partitions an order-free query (an aggregate) runs on at once;
             0 means every core the process may use (its CPU affinity).
+        cache_dir: the decoded cache's folder (None: no decoded cache;
+            ``execution/decoded_table.py``).
+        cache_bytes: the most bytes the decoded cache keeps.
     """
 
     batch_rows: int = 16384
     partition_bytes: int = 128 << 20
+    endpoint_min_bytes: int = 64 << 20
     row_groups_per_partition: int = 4
     memory_limit_bytes: int | None = 1 << 30
     max_query_chars: int = 256 * 1024
@@ -76,6 +84,8 @@ class EngineConfig:
     max_columns: int = 4096
     native_readers: bool = True
     cores: int = 0
+    cache_dir: str | None = None
+    cache_bytes: int = 4 << 30
 
     @property
     def parallelism(self) -> int:
@@ -170,6 +180,13 @@ class SelectPlan:
     warnings: tuple[str, ...] = ()
     """What clients should know of the answer (fields of a ``bad_values`` ``null`` table read
     as NULL); the result schema's metadata and the FlightInfo carry them."""
+    cache: str = ""
+    """The decoded cache's part: ``hit`` (served from the object's entry), ``miss``,
+    ``filling``, or ``""`` (the plan cannot be served from an entry, or no cache)."""
+    cache_entry: str = ""
+    """The name of the object's entry (a miss's: what a fill writes)."""
+    uncached: SelectPlan | None = None
+    """A served plan's plan over the object itself (tickets planned before the fill read it)."""
 
     @property
     def reading(self) -> ReadingRules:
@@ -214,6 +231,12 @@ class SelectPlan:
         return "datafusion" if self.native is not None else "reference"
 
     @property
+    def about_cache(self) -> dict[str, str]:
+        """What FlightInfo's ``app_metadata`` says of the decoded cache: ``{"cache": "hit" |
+        "miss" | "filling"}``, or nothing where the plan cannot be served from an entry."""
+        return {"cache": self.cache} if self.cache else {}
+
+    @property
     def source(self) -> ObjectSource:
         """The first (for a single-object table, the only) object."""
         return self.sources[0]
@@ -233,7 +256,7 @@ class SelectPlan:
     def arrow_schema(self) -> pa.Schema:
         """The schema of :meth:`SelectEngine.execute_arrow` batches (what Flight clients see);
         computed once per plan (every DoGet of a cached plan asks)."""
-        names = list(self.translation.output_names)
+        names = list(self.translation.result_names or self.translation.output_names)
         if len(names) != len(self.result_schema):  # select * of a CSV without a header
             names = self.result_schema.names
         schema = arrow_result_schema(self.result_schema, names)

@@ -282,7 +282,15 @@ class _Reader:
         (a partial record delimiter may close it)."""
         limit = self.options.max_record_size
         if len(carry) > limit + len(self.rd_bytes):
-            raise too_long(limit, record=self.pos.records + 1, offset=self.pos.offset)
+            error = too_long(limit, record=self.pos.records + 1, offset=self.pos.offset)
+            if self.rd_bytes in carry:  # line ends inside a quoted field that has not closed
+                line = self.pos.lines + 1
+                raise InputFormatError(
+                    f"line {line}: {error.message}: a quoted field in it holds "
+                    f"{carry.count(self.rd_bytes)} line ends and has not closed (an "
+                    "unterminated quote?)", code=error.code, line=line, offset=error.offset,
+                    row=error.row)
+            raise error
 
     def _cut(self, buf: bytes) -> int | None:
         index = buf.rfind(self.rd_bytes)

@@ -67,6 +67,7 @@ class CsvInputOptions:
         *,
         extensions: Mapping[str, object] | None = None,
         max_record_size: int = DEFAULT_MAX_RECORD_SIZE,
+        typed: bool = False,
     ) -> CsvInputOptions:
         """Build options from the request's ``InputSerialization["CSV"]`` mapping.
 
@@ -79,6 +80,9 @@ class CsvInputOptions:
             extensions: Ceph-only options: ``comment_empty_lines`` (bool) and
                 ``trim_chars`` (list of characters).
             max_record_size: longest record accepted, in bytes.
+            typed: the table has configured or sniffed columns
+                (:attr:`ReadingRules.csv_typed_empty_is_null` then says how an empty field
+                reads).
 
         Raises:
             InvalidRequestError: empty delimiters, a multi-character quote or escape, or an
@@ -117,7 +121,8 @@ class CsvInputOptions:
             file_header_info=header,
             quoted_record_delimiter=_BOOL_TEXT[allow] or reading.csv_quoted_record_delimiter,
             quotes_anywhere=reading.csv_quotes_anywhere,
-            empty_is_null=reading.csv_empty_is_null,
+            empty_is_null=(reading.csv_empty_is_null
+                           or (typed and reading.csv_typed_empty_is_null)),
             skip_empty_lines=skip_empty,
             trim_chars=trim,
             max_record_size=max_record_size,

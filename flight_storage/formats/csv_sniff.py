@@ -22,6 +22,11 @@ names, both as tables:
   the same way (``2024-08-16 20:29``, minutes only, is a timestamp to pyarrow and an error to
   DataFusion) stays ``string``: :func:`_datafusion_reads` casts the sample's values with
   DataFusion and keeps a type only when every value converts.
+* **Round trip**: a number column whose texts do not read back as written stays ``string``,
+  as DuckDB keeps them: a value's sign and digits before its point or exponent must be the
+  ones the number prints (:data:`READS_BACK`). ``00611`` prints ``611`` and ``+1`` prints
+  ``1``, so a zip code stays text and ``zip LIKE '0%'`` finds it; ``1.50`` and ``1e3`` are
+  the numbers they spell in a float's notation and stay ``float64``.
 
 The sample is the object's first ``sample_bytes`` cut back to the last record delimiter. A
 later value that does not fit its sniffed type is the reader's business (an error naming the
@@ -31,6 +36,8 @@ object, line and column, or NULL with a warning: ``bad_values``), never silently
 from __future__ import annotations
 
 import io
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import BinaryIO, Final
 
@@ -57,6 +64,29 @@ TYPE_NAMES: Final[tuple[tuple[str, str], ...]] = (
 """pyarrow's inferred type (``str`` of the type, a timestamp by its prefix) -> the column type
 of the bucket configuration. Anything else (``null`` for a column empty in the whole sample,
 ``time32``, ``string``, ``binary``) is ``string``."""
+
+_INTEGER_PART = re.compile(r"\s*([+-]?\d*)")
+
+
+def _integer_part_reads_back(text: str) -> bool:
+    """The sign and digits before the point or exponent are what the number prints."""
+    match = _INTEGER_PART.match(text)
+    written = match.group(1) if match is not None else ""
+    if written in ("", "-"):  # ".5", "-.5": no integer digits written
+        return True
+    try:
+        return str(int(written)) == written
+    except ValueError:  # "+" alone
+        return False
+
+
+READS_BACK: Final[dict[str, Callable[[str], bool]]] = {
+    "int64": _integer_part_reads_back,
+    "float64": _integer_part_reads_back,
+}
+"""A sniffed type -> whether a sample's text reads back as written through it (a column with
+one that does not stays ``string``). Booleans, dates and timestamps have no such loss: their
+spellings (``TRUE``, ``T`` or space) are notation, not digits."""
 
 _DATAFUSION_TYPES: Final = {
     "int64": "BIGINT",
@@ -130,6 +160,12 @@ def read_sample(stream: BinaryIO, options: CsvInputOptions, sample_bytes: int) -
         return data
     delimiter = options.record_delimiter.encode("utf-8")
     end = data.rfind(delimiter, 0, sample_bytes)
+    quote = options.quote.encode("utf-8") if options.quote else b""
+    if options.quoted_record_delimiter and quote:
+        # a delimiter after an odd number of quotes is inside a quoted field (RFC 4180: a
+        # doubled quote counts twice), not a record's end
+        while end != -1 and data.count(quote, 0, end) % 2:
+            end = data.rfind(delimiter, 0, end)
     return data[: end + len(delimiter)] if end != -1 else None
 
 
@@ -166,28 +202,62 @@ def sniff_csv(sample: bytes, options: CsvInputOptions, *, header: bool | None = 
 
 
 def _sniff(sample: bytes, options: CsvInputOptions, header: bool | None) -> SniffedTable:
-    everything = _read(sample, options, skip_rows=0)
-    if any(pa.types.is_binary(f.type) for f in everything.schema):
+    # Each pyarrow read costs about its columns times the types it tries: the header record
+    # (text in typed columns) fails every type, so the first record is read as names and the
+    # types with it included are asked only where the answer can change (see _header).
+    try:
+        named = _read(sample, options, skip_rows=0, named=True)
+    except UnicodeDecodeError:  # in the first record, which pyarrow decodes as names
         return SniffedTable(reason="invalid UTF-8 in the sample")
-    rest = _read(sample, options, skip_rows=1) if everything.num_rows > 1 else None
-    all_types = [_type_name(f.type) for f in everything.schema]
-    if rest is None:
+    if any(pa.types.is_binary(f.type) for f in named.schema):
+        return SniffedTable(reason="invalid UTF-8 in the sample")
+    width = named.num_columns
+    rest_types = [_type_name(f.type) for f in named.schema]
+    if named.num_rows == 0:  # a single record
         has_header = bool(header)
-        types = ["string"] * len(all_types) if has_header else all_types
-        data = everything.slice(1) if has_header else everything
+        types = ["string"] * width if has_header else _with_first(sample, options, named)
+        text = named if has_header else _text(sample, options, width, skip_rows=0)
     else:
-        rest_types = [_type_name(f.type) for f in rest.schema]
-        if len(rest_types) != len(all_types):
+        rest = _text(sample, options, width, skip_rows=1)
+        if rest.num_columns != width:
             return SniffedTable(reason="the first record and the others differ in width")
-        broken = any(r != "string" and a == "string"
-                     for r, a in zip(rest_types, all_types, strict=True))
-        has_header = broken if header is None else header
-        types = rest_types if has_header else all_types
-        data = rest if has_header else everything
-    first = _first_record(sample, options) if has_header else []
-    verified = _datafusion_reads(sample, options, types, skip_rows=1 if has_header else 0)
-    names = _names(first, len(types))
-    return SniffedTable(has_header, names, tuple(verified), data.num_rows)
+        has_header = _header(sample, options, rest_types) if header is None else header
+        types = rest_types if has_header else _with_first(sample, options, named)
+        text = rest if has_header else _text(sample, options, width, skip_rows=0)
+    verified = _datafusion_reads(text, types)
+    names = _names(named.column_names if has_header else [], width)
+    return SniffedTable(has_header, names, tuple(verified), text.num_rows)
+
+
+_HEADER_PROBE: Final = 16
+"""Typed columns whose types with the first record are asked first: a header breaks them all
+as a rule, so a wide header is told from data without re-typing every column."""
+
+
+def _header(sample: bytes, options: CsvInputOptions, rest_types: list[str]) -> bool:
+    """Whether the first record breaks a column's type (the module's header rule)."""
+    typed = [i for i, t in enumerate(rest_types) if t != "string"]
+    for columns in (typed[:_HEADER_PROBE], typed[_HEADER_PROBE:]):
+        if "string" in _first_types(sample, options, columns).values():
+            return True
+    return False
+
+
+def _with_first(sample: bytes, options: CsvInputOptions, named: pa.Table) -> list[str]:
+    """The column types with the first record among the data: a column that is text without
+    it stays text; the others (typed, or empty without it) are typed again."""
+    again = [i for i, f in enumerate(named.schema)
+             if pa.types.is_null(f.type) or _type_name(f.type) != "string"]
+    retyped = _first_types(sample, options, again)
+    return [retyped.get(i, "string") for i in range(named.num_columns)]
+
+
+def _first_types(sample: bytes, options: CsvInputOptions, columns: list[int]) -> dict[int, str]:
+    """Inferred types of ``columns`` (positions) with the first record among the data."""
+    if not columns:
+        return {}
+    table = _read(sample, options, skip_rows=0, include=[f"f{i}" for i in columns])
+    return {i: _type_name(f.type) for i, f in zip(columns, table.schema, strict=True)}
 
 
 def _options_reason(options: CsvInputOptions) -> str:
@@ -220,29 +290,32 @@ def _skip(row: object) -> str:  # noqa: ARG001 - pyarrow's invalid_row_handler
     return "skip"
 
 
-def _read(sample: bytes, options: CsvInputOptions, *, skip_rows: int,
-          column_types: dict[str, pa.DataType] | None = None) -> pa.Table:
+def _read(sample: bytes, options: CsvInputOptions, *, skip_rows: int, named: bool = False,
+          column_types: dict[str, pa.DataType] | None = None,
+          include: list[str] | None = None) -> pa.Table:
+    """The sample as pyarrow reads it: columns ``f0 .. fN`` (``named``: the first record's
+    fields name them), typed by inference except for ``column_types``."""
     return pa_csv.read_csv(
         io.BytesIO(sample),
-        read_options=pa_csv.ReadOptions(autogenerate_column_names=True, skip_rows=skip_rows,
-                                        use_threads=False),
+        read_options=pa_csv.ReadOptions(autogenerate_column_names=not named,
+                                        skip_rows=skip_rows, use_threads=False),
         parse_options=_parse_options(options),
         # only an empty field is NULL, as DataFusion's reader has it ("n/a" is no NULL)
         convert_options=pa_csv.ConvertOptions(null_values=[""], strings_can_be_null=True,
-                                              column_types=column_types),
+                                              column_types=column_types,
+                                              include_columns=include),
     )
+
+
+def _text(sample: bytes, options: CsvInputOptions, width: int, *, skip_rows: int) -> pa.Table:
+    """The sample's fields as text (``width``: the first record's)."""
+    return _read(sample, options, skip_rows=skip_rows,
+                 column_types={f"f{i}": pa.string() for i in range(width)})
 
 
 def _type_name(data_type: pa.DataType) -> str:
     text = str(data_type)
     return next((name for prefix, name in TYPE_NAMES if text.startswith(prefix)), "string")
-
-
-def _first_record(sample: bytes, options: CsvInputOptions) -> list[str]:
-    width = _read(sample, options, skip_rows=0).num_columns
-    table = _read(sample, options, skip_rows=0,
-                  column_types={f"f{i}": pa.string() for i in range(width)})
-    return ["" if v is None else str(v) for v in table.slice(0, 1).to_pylist()[0].values()]
 
 
 def _names(header: list[str], width: int) -> tuple[str, ...]:
@@ -261,23 +334,45 @@ def _names(header: list[str], width: int) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _datafusion_reads(sample: bytes, options: CsvInputOptions, types: list[str],
-                      *, skip_rows: int) -> list[str]:
-    """``types`` with ``string`` for each column whose sample DataFusion does not convert."""
+def _datafusion_reads(text: pa.Table, types: list[str]) -> list[str]:
+    """``types`` with ``string`` for each column whose sample (``text``) DataFusion does not
+    convert.
+
+    The typed columns' values go into one long table (column, target type, value), so the
+    statement that casts them has one condition per type whatever the width: a statement
+    with an expression per column costs DataFusion's planner the square of the width
+    (4,000 columns took 11 s)."""
     typed = [i for i, t in enumerate(types) if t != "string"]
     if not typed:
         return list(types)
     from datafusion import SessionContext  # here: the CLI reads this module's defaults
 
-    text = _read(sample, options, skip_rows=skip_rows,
-                 column_types={f"f{i}": pa.string() for i in range(len(types))})
+    columns = text.columns
+    lengths = [len(columns[i]) for i in typed]
+    long = pa.table({
+        "c": pa.array([i for i, n in zip(typed, lengths, strict=True) for _ in range(n)],
+                      pa.int64()),
+        "t": pa.array([types[i] for i, n in zip(typed, lengths, strict=True) for _ in range(n)],
+                      pa.string()),
+        "v": pa.concat_arrays([chunk for i in typed for chunk in columns[i].chunks]),
+    })
     ctx = SessionContext()
-    ctx.from_arrow(text, name="sample")
-    checks = ", ".join(
-        f'sum(CASE WHEN "f{i}" IS NOT NULL AND try_cast("f{i}" AS {_DATAFUSION_TYPES[types[i]]})'
-        f' IS NULL THEN 1 ELSE 0 END) AS "b{i}"' for i in typed)
-    failures = ctx.sql(f"SELECT {checks} FROM sample").to_pylist()[0]
-    return ["string" if failures.get(f"b{i}") else t for i, t in enumerate(types)]
+    ctx.from_arrow(long, name="sample")
+    fails = " OR ".join(
+        f"(t = '{name}' AND try_cast(v AS {sql}) IS NULL)"
+        for name, sql in _DATAFUSION_TYPES.items() if name in {types[i] for i in typed})
+    failed = ctx.sql(f"SELECT DISTINCT c FROM sample WHERE v IS NOT NULL AND ({fails})")
+    bad = {int(c) for batch in failed.collect() for c in batch.column(0).to_pylist()}
+    return ["string" if i in bad or not _reads_back(text.column(i), t) else t
+            for i, t in enumerate(types)]
+
+
+def _reads_back(column: pa.ChunkedArray, type_name: str) -> bool:
+    """Every text of a sample's column reads back as written through ``type_name``."""
+    reads_back = READS_BACK.get(type_name)
+    if reads_back is None:
+        return True
+    return all(reads_back(value) for value in column.to_pylist() if value is not None)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -255,6 +255,15 @@ def _encoding_error(offset: int) -> InputFormatError:
 # ----------------------------------------------------------------------------- LINES
 
 
+def line_blocks(
+    source: BinaryIO, byte_range: tuple[int, int] | None
+) -> Iterator[tuple[int, bytes]]:
+    """``(offset, bytes)`` blocks of whole lines, as LINES input reads them (the object's, or
+    those starting in ``byte_range``): what a reader of JSON Lines that is not this module's
+    reads (``formats/json_lines_arrow.py``)."""
+    return _line_blocks(source, byte_range)
+
+
 def _line_blocks(
     source: BinaryIO, byte_range: tuple[int, int] | None
 ) -> Iterator[tuple[int, bytes]]:

@@ -28,6 +28,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import BinaryIO
 
+import numpy as np
+
 from flight_storage.errors import InvalidRequestError
 
 DEFAULT_BLOCK_SIZE = 4 * 1024 * 1024
@@ -104,19 +106,34 @@ def _find_plain_start(source: BinaryIO, delimiter: bytes, start: int, block: int
 
 
 class _QuoteScanner:
-    """Tracks quote parity over a byte stream to find delimiters outside quotes."""
+    """Tracks quote parity over a byte stream to find delimiters outside quotes: a delimiter
+    after an even number of quotes (counted from byte 0) ends a record. One-byte delimiter and
+    quote (the usual ``\n`` and ``"``) are found with numpy, about memory bandwidth; others
+    by a loop over the tokens."""
 
     def __init__(self, delimiter: bytes, quote: bytes) -> None:
         self.delimiter = delimiter
         self.quote = quote
-        self.in_quote = False
+        self.in_quote = 0
+        self.vectorised = len(delimiter) == 1 and len(quote) == 1 and delimiter != quote
 
-    def boundaries(self, data: bytes, base: int) -> Iterator[int]:
-        """Yield absolute positions right after each delimiter outside quotes in ``data``.
+    def boundaries(self, data: bytes, base: int) -> np.ndarray:
+        """Absolute positions right after each delimiter outside quotes in ``data``, in order.
 
         ``data`` must start where the previous call's data ended (callers keep a partial
         delimiter or quote at the end of a block for the next call themselves).
         """
+        if not self.vectorised:
+            return np.array(list(self._loop(data, base)), dtype=np.int64)
+        array = np.frombuffer(data, np.uint8)
+        quotes = np.flatnonzero(array == self.quote[0])
+        delimiters = np.flatnonzero(array == self.delimiter[0])
+        before = np.searchsorted(quotes, delimiters) + self.in_quote
+        self.in_quote = (self.in_quote + len(quotes)) % 2
+        ends: np.ndarray = delimiters[before % 2 == 0] + (base + 1)
+        return ends
+
+    def _loop(self, data: bytes, base: int) -> Iterator[int]:
         quote, delim = self.quote, self.delimiter
         i = 0
         n = len(data)
@@ -125,7 +142,7 @@ class _QuoteScanner:
                 j = data.find(quote, i)
                 if j == -1:
                     return
-                self.in_quote = False
+                self.in_quote = 0
                 i = j + len(quote)
                 continue
             q = data.find(quote, i)
@@ -134,7 +151,7 @@ class _QuoteScanner:
                 i = d + len(delim)
                 yield base + i
             elif q != -1:
-                self.in_quote = True
+                self.in_quote = 1
                 i = q + len(quote)
             else:
                 return
@@ -153,8 +170,9 @@ def _safe_cut(data: bytes, tokens: tuple[bytes, ...]) -> int:
 
 def _iter_quoted_boundaries(
     source: BinaryIO, delimiter: bytes, quote: bytes, block: int
-) -> Iterator[int]:
-    """Yield every record start after 0 (quote-aware), scanning from byte 0."""
+) -> Iterator[np.ndarray]:
+    """Every record start after 0 (quote-aware), scanning from byte 0: one ascending array
+    per block read."""
     scanner = _QuoteScanner(delimiter, quote)
     source.seek(0)
     pos = 0
@@ -165,11 +183,11 @@ def _iter_quoted_boundaries(
             break
         buf = pending + data
         cut = _safe_cut(buf, (delimiter, quote))
-        yield from scanner.boundaries(buf[:cut], pos)
+        yield scanner.boundaries(buf[:cut], pos)
         pos += cut
         pending = buf[cut:]
     if pending:
-        yield from scanner.boundaries(pending, pos)
+        yield scanner.boundaries(pending, pos)
 
 
 def iter_range_bytes(
@@ -251,11 +269,14 @@ def _quoted_span(
     source: BinaryIO, delimiter: bytes, quote: bytes, start: int, end: int, block: int
 ) -> tuple[int | None, int | None]:
     first: int | None = 0 if start == 0 else None
-    for boundary in _iter_quoted_boundaries(source, delimiter, quote, block):
-        if first is None and boundary >= start:
-            first = boundary
-        if boundary > end:
-            return first, boundary
+    for boundaries in _iter_quoted_boundaries(source, delimiter, quote, block):
+        if first is None:
+            at = int(np.searchsorted(boundaries, start))
+            if at < len(boundaries):
+                first = int(boundaries[at])
+        past = int(np.searchsorted(boundaries, end, side="right"))
+        if past < len(boundaries):
+            return first, int(boundaries[past])
     return first, None
 
 

@@ -26,6 +26,7 @@ refuse a zone-less text for a zoned timestamp and have no per-value NULL-on-erro
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -45,6 +46,7 @@ _TYPES: dict[str, Callable[[], pa.DataType]] = {
     "bool": pa.bool_,
     "date": pa.date32,
     "timestamp": lambda: pa.timestamp("us", tz="UTC"),
+    "json": pa.string,  # JSON Lines: a value's compact JSON text (formats/json_typed.py)
 }
 
 BAD_VALUES_ERROR = "error"
@@ -110,7 +112,7 @@ class TypedColumns:
             raise InvalidRequestError(f"invalid column configuration ({exc})") from None
         for type_name in types:
             arrow_type(type_name)
-        repeated = sorted({n for n in names if names.count(n) > 1})
+        repeated = sorted(n for n, times in Counter(names).items() if times > 1)
         if repeated:
             raise InvalidRequestError(f"column {repeated[0]!r} is declared more than once")
         return cls(names, types, check_bad_values(bad_values), sniffed)

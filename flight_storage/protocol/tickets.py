@@ -32,12 +32,10 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import hashlib
-import hmac
 import json
 import time
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -45,6 +43,7 @@ import pyarrow as pa
 
 from flight_storage import _flight_sql_pb2 as pb
 from flight_storage.protocol.messages import ProtocolError, TicketError, pack_any, unpack_any
+from flight_storage.protocol.signing import MAC_SIZE, Secret, Signer
 
 # ----------------------------------------------------------------------------- signed tokens
 
@@ -53,47 +52,29 @@ HANDLE_VERSION: Final = 1
 
 _TICKET_MAGIC: Final = b"FST"
 _HANDLE_MAGIC: Final = b"FSH"
-_MAC_SIZE: Final = 32
 _FLAG_ZLIB: Final = 0x01
-_MIN_SECRET: Final = 16
 # A token issued up to this many seconds "in the future" (clock skew between servers that
 # share a secret) is accepted.
 _CLOCK_SKEW: Final = 60.0
 
-Secret = bytes | Sequence[bytes]
-
-
-def _secrets(secret: Secret) -> list[bytes]:
-    keys = [secret] if isinstance(secret, bytes | bytearray) else list(secret)
-    if not keys or any(len(k) < _MIN_SECRET for k in keys):
-        raise ValueError(f"signing secrets must be at least {_MIN_SECRET} bytes")
-    return [bytes(k) for k in keys]
-
-
-def _mac(key: bytes, signed: bytes) -> bytes:
-    return hmac.new(key, signed, hashlib.sha256).digest()
-
-
 def _seal(magic: bytes, version: int, payload: Mapping[str, Any], secret: Secret) -> bytes:
-    key = _secrets(secret)[0]
+    signer = Signer.of(secret)
     body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
     packed = zlib.compress(body, 6)
     flags = 0
     if len(packed) < len(body):
         body, flags = packed, _FLAG_ZLIB
     signed = magic + bytes((version, flags)) + body
-    return signed + _mac(key, signed)
+    return signed + signer.mac(b"", signed)  # the magic is the domain
 
 
 def _open(data: bytes, magic: bytes, version: int, secret: Secret, what: str) -> dict[str, Any]:
     data = bytes(data)
     header = len(magic) + 2
-    if len(data) < header + _MAC_SIZE or not data.startswith(magic):
+    if len(data) < header + MAC_SIZE or not data.startswith(magic):
         raise TicketError(f"not a {what}")
-    signed, mac = data[:-_MAC_SIZE], data[-_MAC_SIZE:]
-    # Check every key (no early exit) so timing does not reveal which one matched.
-    valid = [hmac.compare_digest(_mac(k, signed), mac) for k in _secrets(secret)]
-    if not any(valid):
+    signed, mac = data[:-MAC_SIZE], data[-MAC_SIZE:]
+    if not Signer.of(secret).valid(b"", signed, mac):
         raise TicketError(f"{what} signature does not match (forged or altered)")
     if signed[len(magic)] != version:
         raise TicketError(f"unsupported {what} version {signed[len(magic)]}")

@@ -21,15 +21,19 @@ so an object is sniffed once until it changes.
 
 from __future__ import annotations
 
+import io
 import logging
 from collections.abc import Mapping
 from typing import Any
 
-from flight_storage.execution.plan_types import InputSpec
+from flight_storage.errors import InputFormatError
+from flight_storage.execution.plan_types import EngineConfig, InputSpec
 from flight_storage.formats.compression import open_decompressed
+from flight_storage.formats.csv_input import peek_width
 from flight_storage.formats.csv_options import CsvInputOptions
 from flight_storage.formats.csv_sniff import SniffedTable, TableReading, read_sample, sniff_csv
 from flight_storage.formats.typed_columns import TypedColumns
+from flight_storage.request.json_sniffing import JsonTableSniffer
 from flight_storage.storage.catalog import TableConfig
 from flight_storage.storage.sources import ObjectSource, version_key
 from flight_storage.storage.version_cache import VersionCache
@@ -38,6 +42,9 @@ from select_dialect.flavors import FLAVORS, STANDARD
 log = logging.getLogger(__name__)
 
 _HEADER_INFO = {"USE": True, "IGNORE": True, "NONE": False}
+_PEEK_BYTES = 4 << 10
+"""Bytes the first record's width is counted in at a time (the whole sample would cost the
+tokenizer every record of it, where the first is all that is asked)."""
 _SAMPLE_READING = FLAVORS[STANDARD].reading
 """The reading rules a sample is sniffed under: the standard surface's, whose statements read
 sniffed tables (``Flavor.sniffs_csv_tables``)."""
@@ -49,11 +56,18 @@ class TableSniffer:
     Args:
         reading: the server's settings.
         max_entries: sniffed objects kept; the least recently used go first.
+        max_columns: widest first record sniffed (``--max-columns``): a wider object is read
+            as S3 Select reads it, so its statements name the fields they need (``_N``), and
+            the limit is checked before anything costs the width.
     """
 
-    def __init__(self, reading: TableReading | None = None, max_entries: int = 4096) -> None:
+    def __init__(self, reading: TableReading | None = None, max_entries: int = 4096,
+                 max_columns: int = EngineConfig.max_columns) -> None:
         self.reading = reading or TableReading()
+        self.max_columns = max_columns
         self._cache: VersionCache[SniffedTable] = VersionCache(max_entries)
+        self.json = JsonTableSniffer(self.reading, max_entries)
+        """JSON Lines tables' columns (``json_sniffing.py``)."""
 
     @property
     def sniffs(self) -> int:
@@ -75,6 +89,8 @@ class TableSniffer:
             entry: the configuration entry covering it, if any.
             overrides: the statement's ``WITH (...)`` options.
         """
+        if spec.format == "json":
+            return self.json.typed_spec(source, spec, entry, overrides)
         if spec.format != "csv" or spec.columns is not None:
             return spec
         if entry is not None and not entry.sniff:
@@ -107,6 +123,13 @@ class TableSniffer:
             if sample is None:
                 return SniffedTable(
                     reason=f"no record ends in the first {self.reading.sample_bytes} bytes")
+            try:
+                width = peek_width(io.BytesIO(sample), options, rows=1, block_size=_PEEK_BYTES)
+            except InputFormatError:  # pyarrow's reading of the sample says what is wrong
+                width = 0
+            if width > self.max_columns:
+                return SniffedTable(reason=f"a record of {width} fields (over --max-columns "
+                                           f"{self.max_columns})")
             return sniff_csv(sample, options, header=header)
 
         version = version_key(source)

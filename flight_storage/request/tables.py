@@ -19,6 +19,7 @@ from typing import Any
 from flight_storage.errors import InvalidRequestError, ObjectNotFoundError
 from flight_storage.execution.plan_types import InputSpec
 from flight_storage.formats.typed_columns import BAD_VALUES_ERROR, TypedColumns
+from flight_storage.request.json_sniffing import json_lines
 from flight_storage.request.sniffing import TableSniffer
 from flight_storage.storage.catalog import Catalog, ObjectInfo, TableConfig
 from flight_storage.storage.sources import StoredSource
@@ -96,13 +97,14 @@ def input_spec(obj: ObjectInfo, table: TableConfig | None,
         json_lines=obj.json_lines,
     )
     if table is not None and table.columns is not None:
-        if spec.format != "csv":
-            # JSON and Parquet carry their own names and types: declared columns would be
-            # silently ignored there, so the configuration is refused for such objects.
+        if spec.format != "csv" and not json_lines(spec):
+            # Parquet and JSON documents carry their own names and types: declared columns
+            # would be silently ignored there, so the configuration is refused for them.
             raise InvalidRequestError(
                 f"{obj.bucket}/{obj.key} is {spec.format.upper()}, and 'columns' in "
                 f"{obj.bucket}/.flight-select.json (prefix {table.prefix!r}) applies to CSV "
-                "only; give JSON and Parquet objects a prefix of their own without 'columns'",
+                "and JSON Lines only; give other objects a prefix of their own without "
+                "'columns'",
                 code="InvalidRequest",
             )
         columns = TypedColumns.from_config(table.columns,

@@ -12,7 +12,7 @@ import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from threading import Event
-from typing import Final, Protocol, TypeVar
+from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
 import pyarrow.flight as flight
 
@@ -33,6 +33,9 @@ from flight_storage.rpc.streams import StreamPool
 from flight_storage.storage.catalog import Catalog
 from flight_storage.storage.iceberg_catalog import IcebergCatalogs
 
+if TYPE_CHECKING:
+    from flight_storage.execution.engine import SelectEngine
+
 T = TypeVar("T")
 
 
@@ -47,6 +50,7 @@ class ActionHost(Protocol):
     streams: StreamPool
     aborting: Event
     session_cookies: sessions.SessionCookies
+    engine: SelectEngine
 
     def check_query_length(self, query: str, what: str = ...) -> None: ...
 
@@ -149,7 +153,7 @@ def _list_objects(host: ActionHost, call: CallContext, body: bytes) -> list[flig
     return [flight.Result(json.dumps(document).encode())]
 
 def _health(host: ActionHost, call: CallContext, body: bytes) -> list[flight.Result]:  # noqa: ARG001 - an ACTIONS handler
-    status = {
+    status: dict[str, object] = {
         "status": "stopping" if host.aborting.is_set() else "ok",
         "server": SERVER_NAME,
         "version": SERVER_VERSION,
@@ -160,6 +164,8 @@ def _health(host: ActionHost, call: CallContext, body: bytes) -> list[flight.Res
         "auth": host.users is not None,
         "tls": host.config.scheme == "grpc+tls",
     }
+    if host.engine.decoded is not None:  # entries, bytes, hits, misses, fills, evictions
+        status["decoded_cache"] = host.engine.decoded.stats()
     return [flight.Result(json.dumps(status).encode())]
 
 

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from flight_storage.errors import StorageError
+from flight_storage.protocol.signing import SignatureError, Signer
 
 
 class AuthenticationError(StorageError):
@@ -315,11 +316,12 @@ class TokenSigner:
     """Issues and checks stateless bearer tokens: ``base64url(json).base64url(hmac)``.
 
     Args:
-        secret: the server's signing secret (shared by replicas).
+        signer: the server's bearer-token keys (derived from its secret, shared by replicas;
+            ``flight_storage.protocol.signing``: the first signs, every one verifies).
         ttl_s: lifetime of a token in seconds.
     """
 
-    secret: bytes
+    signer: Signer
     ttl_s: float
 
     def issue(self, user: str, *, now: float | None = None) -> str:
@@ -345,18 +347,16 @@ class TokenSigner:
     def _issue(self, domain: bytes, name: str, now: float | None) -> str:
         issued = time.time() if now is None else now
         body = json.dumps({"u": name, "e": issued + self.ttl_s}, separators=(",", ":")).encode()
-        mac = hmac.new(self.secret, domain + body, hashlib.sha256).digest()
-        return f"{_b64url(body)}.{_b64url(mac)}"
+        return self.signer.seal_text(domain, body)
 
     def _check(self, domain: bytes, token: str, now: float | None) -> str:
-        body_text, _, mac_text = token.partition(".")
         try:
-            body, mac = _unb64url(body_text), _unb64url(mac_text)
-        except (ValueError, binascii.Error):
-            raise AuthenticationError("malformed bearer token") from None
-        expected = hmac.new(self.secret, domain + body, hashlib.sha256).digest()
-        if not hmac.compare_digest(mac, expected):
-            raise AuthenticationError("bearer token is not valid (forged or from another server)")
+            body = self.signer.open_text(domain, token)
+        except SignatureError as exc:
+            if "malformed" in str(exc):
+                raise AuthenticationError("malformed bearer token") from None
+            raise AuthenticationError(
+                "bearer token is not valid (forged or from another server)") from None
         try:
             payload = json.loads(body)
             user, expires = str(payload["u"]), float(payload["e"])
@@ -365,14 +365,6 @@ class TokenSigner:
         if (time.time() if now is None else now) >= expires:
             raise AuthenticationError("bearer token expired; log in again", code="ExpiredToken")
         return user
-
-
-def _b64url(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
-def _unb64url(text: str) -> bytes:
-    return base64.urlsafe_b64decode((text + "=" * (-len(text) % 4)).encode("ascii"))
 
 
 def parse_basic(value: str) -> tuple[str, str]:
@@ -428,23 +420,24 @@ def add_user(path: Path, name: str, password: str, buckets: Sequence[str], *,
     return pair
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m flight_storage.rpc.auth add-user USERS_FILE NAME [--bucket B ...]``."""
-    parser = argparse.ArgumentParser(prog="python -m flight_storage.rpc.auth")
-    commands = parser.add_subparsers(dest="command", required=True)
-    add = commands.add_parser("add-user", help="add or replace a user in a users file")
-    add.add_argument("users_file", type=Path)
-    add.add_argument("name")
-    add.add_argument("--bucket", action="append", default=[],
-                     help="bucket the user may read (repeat; '*' for all)")
-    add.add_argument("--write", action="append", default=[], metavar="BUCKET",
-                     help="bucket the user may also write with bulk ingest (repeat; '*' for "
-                     "all; the server must run --writable)")
-    add.add_argument("--password-stdin", action="store_true",
-                     help="read the password from standard input instead of prompting")
-    add.add_argument("--s3-access-key", action="store_true",
-                     help="also make an S3 access key pair (SigV4 on the S3 door); printed once")
-    args = parser.parse_args(argv)
+def add_user_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``add-user`` (this module's ``main`` and ``flight-select add-user``)."""
+    parser.add_argument("users_file", type=Path)
+    parser.add_argument("name")
+    parser.add_argument("--bucket", action="append", default=[],
+                        help="bucket the user may read (repeat; '*' for all)")
+    parser.add_argument("--write", action="append", default=[], metavar="BUCKET",
+                        help="bucket the user may also write with bulk ingest (repeat; '*' for "
+                        "all; the server must run --writable)")
+    parser.add_argument("--password-stdin", action="store_true",
+                        help="read the password from standard input instead of prompting")
+    parser.add_argument("--s3-access-key", action="store_true",
+                        help="also make an S3 access key pair (SigV4 on the S3 door); printed "
+                        "once")
+
+
+def run_add_user(args: argparse.Namespace) -> int:
+    """Add or replace the user ``args`` (:func:`add_user_arguments`) names; the exit status."""
     if args.password_stdin:
         password = sys.stdin.readline().rstrip("\n")
     else:
@@ -457,6 +450,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if pair is not None:
         print(f"aws_access_key_id = {pair[0]}\naws_secret_access_key = {pair[1]}")
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m flight_storage.rpc.auth add-user USERS_FILE NAME [--bucket B ...]``."""
+    parser = argparse.ArgumentParser(prog="python -m flight_storage.rpc.auth")
+    commands = parser.add_subparsers(dest="command", required=True)
+    add_user_arguments(commands.add_parser("add-user",
+                                           help="add or replace a user in a users file"))
+    return run_add_user(parser.parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -38,6 +38,8 @@ class ServerConfig:
         port: TCP port; 0 picks a free one.
         ticket_secret: key that signs tickets, prepared-statement handles and bearer tokens;
             replicas that share it serve each other's tickets and accept each other's tokens.
+        previous_ticket_secrets: keys that signed before ``ticket_secret``: what they signed is
+            still accepted, nothing new is signed with them (``protocol/signing.py``).
         ticket_max_age_s: tickets older than this are refused (and endpoints expire then).
         tls_cert, tls_key: PEM files; both set means ``grpc+tls``.
         tls_client_ca: PEM of the CA that client certificates must chain to (mutual TLS).
@@ -54,6 +56,10 @@ class ServerConfig:
         writable: Flight SQL bulk ingest (``CommandStatementIngest``) may write Parquet objects
             into buckets (for users with the bucket's write right, ``rpc/auth.py``).
         max_ingest_bytes: Arrow bytes one ingest may send (EntityTooLarge past it).
+        max_abort_marks: marks of aborted write jobs one bucket keeps at once
+            (``TooManyAbortedJobs`` past it; each lasts ``ticket_max_age_s``).
+        temporary_max_age_s: an ingest's temporary file (``.ingest-*``) older than this is
+            a crash's leftover, swept at start and every few minutes (``rpc/ingest.py``).
         default_catalog: the session catalog (a bucket) of a caller that set none.
         query_timeout_s: a stream running longer than this is stopped (server's clock).
         keepalive_s: a scan that finds nothing sends an empty batch this often.
@@ -70,6 +76,7 @@ class ServerConfig:
     host: str = "127.0.0.1"
     port: int = 0
     ticket_secret: bytes = b""
+    previous_ticket_secrets: tuple[bytes, ...] = ()
     ticket_max_age_s: int = 24 * 3600
     tls_cert: Path | None = None
     tls_key: Path | None = None
@@ -83,6 +90,8 @@ class ServerConfig:
     max_parameter_bytes: int = 1 << 20
     writable: bool = False
     max_ingest_bytes: int = 1 << 30
+    max_abort_marks: int = 1000
+    temporary_max_age_s: int = 3600
     default_catalog: str | None = None
     idle_timeout_s: float = _STREAMS.idle_timeout_s
     query_timeout_s: float = _STREAMS.query_timeout_s
@@ -179,6 +188,8 @@ class ServerConfig:
             "max_open_streams": self.max_open_streams,
             "max_parameter_bytes": self.max_parameter_bytes,
             "max_ingest_bytes": self.max_ingest_bytes,
+            "max_abort_marks": self.max_abort_marks,
+            "temporary_max_age_s": self.temporary_max_age_s,
             "idle_timeout_s": self.idle_timeout_s,
             "query_timeout_s": self.query_timeout_s,
             "keepalive_s": self.keepalive_s,

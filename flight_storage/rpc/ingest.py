@@ -12,7 +12,14 @@ or none of it.
 | ``create`` | created | ``TableAlreadyExists`` |
 | ``append`` | ``NoSuchTable`` | appended, when the data's schema equals the table's (else ``SchemaMismatch`` naming the columns) |
 | ``create_append`` | created | appended, schema checked |
-| ``replace`` | created | the new object is stored, then the table's other objects are deleted |
+| ``replace`` | created | the new object is stored and committed, then the table's other objects are deleted |
+
+Commits are atomic across every process sharing the store (a fleet's nodes, servers over one
+folder): each is the creation of the table's next commit record, which exactly one of two
+racing writers wins (``storage/table_commits.py``); the loser retries, or is told
+``TableAlreadyExists`` (create) or ``ConditionalRequestConflict`` (a replace won while its
+object was stored), and keeps nothing. An ingest whose client went away before it ended its
+stream (killed, cancelled: the call is cancelled although the stream ended) stores nothing.
 
 Rules and bounds: the server must run ``--writable``; with ``--auth`` the user needs the
 bucket's write right (``"write"`` in the users file, ``rpc/auth.py``); the Arrow bytes of one
@@ -24,17 +31,21 @@ Temporary tables and ingest inside a transaction are refused: each ingest commit
 Staged ingest (the Spark writer, ``compute_client/spark_writer.py``): with the option
 ``flight-select.stage=true`` the object is kept in a staging file and the answer carries a
 signed token (a second ``PutResult``, JSON ``{"staged": token}``); the action ``CommitIngest``
-stores every staged object of a job, ``AbortIngest`` removes them. A staged file nobody
-commits is removed after ``--ticket-max-age``. Hand-written: pyarrow.flight has no Flight SQL
-server layer; pyarrow.parquet writes the objects.
+stores every staged object of a job, ``AbortIngest`` removes them. Both write: they need
+``--writable`` and the write right on every bucket they touch. Staged files live in the
+bucket's own temporary folder (``BucketStore.temporary_folder``), so an abort reaches no
+other bucket; a staged file nobody commits, and an abort mark, are removed after
+``--ticket-max-age``, and a folder holds at most ``ServerConfig.max_abort_marks`` marks
+(``TooManyAbortedJobs``). Temporaries a crash left (``.ingest-*``) are swept at start and
+every few minutes once older than ``ServerConfig.temporary_max_age_s``
+(:func:`start_sweeper`). Hand-written: pyarrow.flight has no Flight SQL server layer;
+pyarrow.parquet writes the objects.
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
-import hashlib
-import hmac
 import json
 import os
 import secrets
@@ -50,6 +61,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pyarrow.parquet as pq
 
+from flight_storage import telemetry
 from flight_storage.errors import (
     AccessDeniedError,
     InvalidRequestError,
@@ -58,11 +70,16 @@ from flight_storage.errors import (
     StoppedError,
 )
 from flight_storage.protocol import INGEST_JOB_OPTION, INGEST_STAGE_OPTION, Secret, pb
+from flight_storage.protocol.signing import SignatureError, Signer
 from flight_storage.rpc import sessions
 from flight_storage.rpc.config import ServerConfig
-from flight_storage.rpc.middleware import CallContext
-from flight_storage.storage.catalog import Catalog, ObjectInfo
-from flight_storage.storage.stores import BucketStore
+from flight_storage.rpc.middleware import CallContext, log_event
+from flight_storage.storage import table_commits
+from flight_storage.storage.catalog import Catalog, describe_key
+from flight_storage.storage.folder_store import FolderBuckets
+from flight_storage.storage.s3_store import STORE_TEMPORARIES
+from flight_storage.storage.stores import BucketStore, StoredObject
+from flight_storage.storage.table_commits import Pending, Record
 
 _STAGED_PREFIX: Final = ".ingest-staged-"
 _ABORTED_PREFIX: Final = ".ingest-aborted-"
@@ -70,8 +87,9 @@ _TEMP_PREFIX: Final = ".ingest-"
 _DOMAIN: Final = b"flight-select staged ingest v1\x00"
 _OPTIONS: Final = pb.CommandStatementIngest.TableDefinitionOptions
 T = TypeVar("T")
-_COMMIT_LOCK = threading.Lock()
-"""Serialises the existence checks and stores of creates and replaces in this process."""
+_SWEEP_EVERY_S: Final = 300.0
+_GONE: Final = ("the client went away before it ended its stream; nothing of this ingest was "
+                "stored")
 
 
 class IngestHost(Protocol):
@@ -99,46 +117,62 @@ class Target:
 def ingest(host: IngestHost, call: CallContext, command: Any,
            reader: flight.MetadataRecordBatchReader,
            writer: flight.FlightMetadataWriter) -> None:
-    """Serve one ``DoPut(CommandStatementIngest)``: check, write, store, answer the count."""
+    """Serve one ``DoPut(CommandStatementIngest)``: check, write, commit, answer the count."""
     target = _target(host, call, command)
     stage = command.options.get(INGEST_STAGE_OPTION, "").lower() == "true"
     store = host.catalog.store(target.bucket)
-    existing = _objects(host.catalog, target)
-    _check_mode(command, target, existing, reader.schema)
+    _check_not_object(host.catalog, target)
+    existing = list(store.list(target.prefix))
+    check = _check_mode(command, target, store, reader.schema)
+    check(existing, lambda: None)  # before the data is read: the commit checks again
 
     def work(stop: threading.Event) -> tuple[Path, int, int]:
-        return _write_parquet(store, reader, host.config.max_ingest_bytes, stop)
+        return _write_parquet(store, reader, host.config.max_ingest_bytes, stop,
+                              call.is_cancelled)
 
     written, size, rows = host.bounded(call, "ingest", work)
-    path: Path | None = written
+    telemetry.INGEST_ROWS.inc(rows)  # received whole; a commit that fails stores none of it
+    telemetry.INGEST_BYTES.inc(size)
     try:
         key = f"{target.prefix}part-{time.time_ns():020d}-{secrets.token_hex(4)}.parquet"
         if stage:
             job = _job(command.options.get(INGEST_JOB_OPTION, ""))
             token = _stage(host, call, target, key, written, size, job)
-            path = None
             writer.write(pa.py_buffer(pb.DoPutUpdateResult(record_count=rows)
                                       .SerializeToString()))
             writer.write(pa.py_buffer(json.dumps({"staged": token}).encode()))
             return
         replace = (command.table_definition_options.if_exists
                    == _OPTIONS.TABLE_EXISTS_OPTION_REPLACE)
-        with _COMMIT_LOCK:
-            _check_mode(command, target, _objects(host.catalog, target), reader.schema)
-            store.put_file(key, written, size)
-            path = None
-            if replace:
-                _delete_others(store, _objects(host.catalog, target), {key})
+        mode = "replace" if replace else "append" if existing else "create"
+        try:
+            table_commits.commit(store, target.prefix, [Pending(key, written, size)],
+                                 mode=mode, check=check, cancelled=call.is_cancelled)
+        except StoppedError:
+            raise flight.FlightCancelledError(_GONE) from None
     finally:
-        if path is not None:
-            path.unlink(missing_ok=True)
+        written.unlink(missing_ok=True)  # gone already when stored or staged
     writer.write(pa.py_buffer(pb.DoPutUpdateResult(record_count=rows).SerializeToString()))
 
 
-def _target(host: IngestHost, call: CallContext, command: Any) -> Target:
+def _check_write(host: IngestHost, call: CallContext, bucket: str) -> None:
+    """Refuse a write into ``bucket`` on a read-only server or by a user without its write
+    right (ingests and every staged-ingest action alike)."""
+    _check_writable(host)
+    host.check_access(call, bucket)
+    if call.user is not None and not call.user.may_write(bucket):
+        raise AccessDeniedError(f"user {call.user.name} may not write bucket {bucket} "
+                                '(users file: "write")')
+
+
+def _check_writable(host: IngestHost) -> None:
     if not host.config.writable:
         raise AccessDeniedError("bulk ingest writes objects, and this server is read-only "
                                 "(start it with --writable)", code="ReadOnly")
+
+
+def _target(host: IngestHost, call: CallContext, command: Any) -> Target:
+    _check_writable(host)  # before the command's other faults
     if command.temporary:
         raise InvalidRequestError("temporary tables are not supported: every table is "
                                   "objects in a bucket", code="NotImplemented")
@@ -158,44 +192,54 @@ def _target(host: IngestHost, call: CallContext, command: Any) -> Target:
         raise InvalidRequestError("bulk ingest names no table")
     if schema and not schema.endswith("/"):
         schema += "/"
-    host.check_access(call, bucket)
-    if call.user is not None and not call.user.may_write(bucket):
-        raise AccessDeniedError(f"user {call.user.name} may not write bucket {bucket} "
-                                '(users file: "write")')
+    _check_write(host, call, bucket)
     return Target(bucket, f"{schema}{name}/")
 
 
-def _objects(catalog: Catalog, target: Target) -> list[ObjectInfo]:
+def _check_not_object(catalog: Catalog, target: Target) -> None:
     table = target.prefix[:-1]
     with contextlib.suppress(ObjectNotFoundError):
         catalog.object(target.bucket, table)
         raise InvalidRequestError(
             f"{target.bucket}/{table} is an object; ingest writes the prefix table {table}/ "
             "and a one-part name would then be ambiguous", code="AmbiguousTable")
-    return list(catalog.objects(target.bucket, target.prefix))
 
 
-def _check_mode(command: Any, target: Target, existing: list[ObjectInfo],
-                schema: pa.Schema) -> None:
+def _check_mode(command: Any, target: Target, store: BucketStore, schema: pa.Schema
+                ) -> table_commits.Check:
+    """The check of the command's mode against a table's objects (and its newest commit,
+    which names who wrote it), run before the data is read and at each commit attempt; an
+    object's schema is read once per version."""
     options = command.table_definition_options
     where = f"{target.bucket}/{target.prefix}"
-    if not existing:
-        if options.if_not_exist != _OPTIONS.TABLE_NOT_EXIST_OPTION_CREATE:
-            raise ObjectNotFoundError(f"table {where} does not exist (mode append needs it)",
-                                      code="NoSuchTable")
-        return
-    if options.if_exists == _OPTIONS.TABLE_EXISTS_OPTION_APPEND:
-        _check_schema(where, existing[0], schema)
-    elif options.if_exists != _OPTIONS.TABLE_EXISTS_OPTION_REPLACE:
-        raise InvalidRequestError(f"table {where} already exists (mode create); append or "
-                                  "replace it", code="TableAlreadyExists")
+    same_schema: set[str] = set()
+
+    def check(existing: list[StoredObject], head: Callable[[], Record | None]) -> None:
+        if not existing:
+            if options.if_not_exist != _OPTIONS.TABLE_NOT_EXIST_OPTION_CREATE:
+                raise ObjectNotFoundError(f"table {where} does not exist (mode append needs "
+                                          "it)", code="NoSuchTable")
+            return
+        if options.if_exists == _OPTIONS.TABLE_EXISTS_OPTION_APPEND:
+            if existing[0].version not in same_schema:
+                _check_schema(where, store, existing[0], schema)
+                same_schema.add(existing[0].version)
+        elif options.if_exists != _OPTIONS.TABLE_EXISTS_OPTION_REPLACE:
+            writer = head()
+            by = f" (written by {writer.describe()})" if writer is not None else ""
+            raise InvalidRequestError(f"table {where} already exists{by}; mode create "
+                                      "refuses it: append or replace it",
+                                      code="TableAlreadyExists")
+
+    return check
 
 
-def _check_schema(where: str, first: ObjectInfo, schema: pa.Schema) -> None:
-    if first.format != "parquet":
+def _check_schema(where: str, store: BucketStore, first: StoredObject,
+                  schema: pa.Schema) -> None:
+    if describe_key(first.key)[0] != "parquet":
         raise InvalidRequestError(f"table {where} holds {first.key}, not Parquet: ingest "
                                   "appends only to tables of Parquet objects")
-    table = pq.ParquetFile(first.store.open_random_access(first.stored)).schema_arrow
+    table = pq.ParquetFile(store.open_random_access(first)).schema_arrow
     ours = pa.schema([f.remove_metadata() for f in schema]).remove_metadata()
     theirs = pa.schema([f.remove_metadata() for f in table]).remove_metadata()
     if ours.equals(theirs):
@@ -212,8 +256,14 @@ def _check_schema(where: str, first: ObjectInfo, schema: pa.Schema) -> None:
 
 
 def _write_parquet(store: BucketStore, reader: flight.MetadataRecordBatchReader, limit: int,
-                   stop: threading.Event) -> tuple[Path, int, int]:
-    """Every batch the client sends into one Parquet file; its path, size and row count."""
+                   stop: threading.Event, cancelled: Callable[[], bool]
+                   ) -> tuple[Path, int, int]:
+    """Every batch the client sends into one Parquet file; its path, size and row count.
+
+    A client killed mid-stream ends the stream as if it had finished (pyarrow's reader just
+    stops); only the call's cancellation tells them apart, so it is asked once the stream
+    ends: a cancelled call keeps nothing.
+    """
     fd, name = tempfile.mkstemp(dir=store.temporary_folder(), prefix=_TEMP_PREFIX,
                                 suffix=".parquet")
     path = Path(name)
@@ -228,6 +278,8 @@ def _write_parquet(store: BucketStore, reader: flight.MetadataRecordBatchReader,
                         "(--max-ingest-mb)", code="EntityTooLarge")
                 out.write_batch(batch)
                 rows += batch.num_rows
+        if cancelled():
+            raise flight.FlightCancelledError(_GONE)
         return path, path.stat().st_size, rows
     except BaseException:
         path.unlink(missing_ok=True)
@@ -247,19 +299,12 @@ def _batches(reader: flight.MetadataRecordBatchReader,
             yield chunk.data
 
 
-def _delete_others(store: BucketStore, objects: list[ObjectInfo], keep: set[str]) -> None:
-    for obj in objects:
-        if obj.key not in keep:
-            store.delete(obj.key)
-
-
 # ----------------------------------------------------------------------------- staging
 
 
-def _signature(host: IngestHost, payload: bytes) -> str:
-    secret = host.secret if isinstance(host.secret, bytes) else host.secret[0]
-    key = hashlib.sha256(b"ingest\x00" + secret).digest()
-    return _b64(hmac.new(key, _DOMAIN + payload, hashlib.sha256).digest())
+def _signer(host: IngestHost) -> Signer:
+    """Staged-ingest tokens' keys (``protocol/signing.py``: the first signs, all verify)."""
+    return Signer.of(host.secret).derived(b"ingest")
 
 
 def _job(text: str) -> str:
@@ -286,18 +331,17 @@ def _stage(host: IngestHost, call: CallContext, target: Target, key: str, path: 
     payload = json.dumps({"b": target.bucket, "k": key, "f": str(staged), "n": size,
                           "u": call.user_name, "t": time.time()},
                          separators=(",", ":")).encode()
-    return f"{_b64(payload)}.{_signature(host, payload)}"
+    return _signer(host).seal_text(_DOMAIN, payload)
 
 
 def _staged(host: IngestHost, call: CallContext, token: str) -> dict[str, Any]:
-    body, _, mac = str(token).partition(".")
     try:
-        payload = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
-    except ValueError:
-        raise InvalidRequestError("malformed staged-ingest token") from None
-    if not hmac.compare_digest(mac, _signature(host, payload)):
+        payload = _signer(host).open_text(_DOMAIN, str(token))
+    except SignatureError as exc:
+        if "malformed" in str(exc):
+            raise InvalidRequestError("malformed staged-ingest token") from None
         raise AccessDeniedError("staged-ingest token is not valid (forged, or another "
-                                "server's)")
+                                "server's)") from None
     staged: dict[str, Any] = json.loads(payload)
     if staged["u"] != call.user_name:
         raise AccessDeniedError("the staged ingest belongs to another user")
@@ -309,42 +353,62 @@ def _staged(host: IngestHost, call: CallContext, token: str) -> dict[str, Any]:
 
 def commit_staged(host: IngestHost, call: CallContext, body: bytes) -> list[flight.Result]:
     """``CommitIngest``: JSON ``{"staged": [token, ...], "replace": bool}`` stores every staged
-    object; with ``replace``, the tables' other objects are deleted afterwards."""
+    object, one commit per table (``storage/table_commits.py``); with ``replace``, the tables'
+    other objects are deleted once it is committed."""
     request = _request(body)
     entries = [_staged(host, call, t) for t in request["staged"]]
-    kept: dict[tuple[str, str], set[str]] = {}
-    with _COMMIT_LOCK:
-        for entry in entries:
-            store = host.catalog.store(entry["b"])
-            staged = Path(entry["f"])
-            if not staged.exists():
-                raise ObjectNotFoundError(f"staged object for {entry['b']}/{entry['k']} is "
-                                          "gone (committed already, or removed)")
-            store.put_file(entry["k"], staged, int(entry["n"]))
-            prefix = entry["k"].rsplit("/", 1)[0] + "/"
-            kept.setdefault((entry["b"], prefix), set()).add(entry["k"])
-        if request.get("replace"):
-            for (bucket, prefix), keys in kept.items():
-                objects = list(host.catalog.objects(bucket, prefix))
-                _delete_others(host.catalog.store(bucket), objects, keys)
+    tables: dict[tuple[str, str], list[Pending]] = {}
+    for entry in entries:
+        _check_write(host, call, entry["b"])
+        staged = Path(entry["f"])
+        if not staged.exists():
+            raise ObjectNotFoundError(f"staged object for {entry['b']}/{entry['k']} is "
+                                      "gone (committed already, or removed)")
+        prefix = entry["k"].rsplit("/", 1)[0] + "/"
+        tables.setdefault((entry["b"], prefix), []).append(
+            Pending(entry["k"], staged, int(entry["n"])))
+    mode = "replace" if request.get("replace") else "append"
+    for (bucket, prefix), pending in tables.items():
+        table_commits.commit(host.catalog.store(bucket), prefix, pending, mode=mode,
+                             check=lambda _objects, _head: None)
     return [flight.Result(json.dumps({"committed": len(entries)}).encode())]
 
 
 def abort_staged(host: IngestHost, call: CallContext, body: bytes) -> list[flight.Result]:
     """``AbortIngest``: JSON ``{"staged": [token, ...], "job": id, "bucket": name}`` removes
-    the staged objects, and marks the job so that what its tasks stage later is removed too."""
+    the staged objects, and marks the job so that what its tasks stage later is removed too.
+    Aborting writes: it needs ``--writable`` and the write right on each bucket; the marks
+    of a bucket are bounded (``max_abort_marks``, ``TooManyAbortedJobs``)."""
     request = _request(body)
     entries = [_staged(host, call, t) for t in request["staged"]]
+    for entry in entries:
+        _check_write(host, call, entry["b"])
     if "job" in request:
         job, bucket = _job(str(request["job"])), str(request.get("bucket", ""))
-        host.check_access(call, bucket)
-        folder = host.catalog.store(bucket).temporary_folder() or Path(tempfile.gettempdir())
-        (folder / (_ABORTED_PREFIX + job)).touch()
+        _check_write(host, call, bucket)
+        folder = host.catalog.store(bucket).temporary_folder()
+        if folder is None:
+            raise InvalidRequestError(f"bucket {bucket} stages nothing to abort")
+        _mark_aborted(folder, job, host.config)
         for staged in folder.glob(f"{_STAGED_PREFIX}{job}-*"):
             staged.unlink(missing_ok=True)
     for entry in entries:
         Path(entry["f"]).unlink(missing_ok=True)
     return [flight.Result(json.dumps({"aborted": len(entries)}).encode())]
+
+
+def _mark_aborted(folder: Path, job: str, config: ServerConfig) -> None:
+    """Mark ``job`` aborted in ``folder``, within the bound on marks (stale ones removed
+    first: a mark outlives no staged file, so it lasts ``--ticket-max-age``)."""
+    _remove_stale(folder, config.ticket_max_age_s)
+    mark = folder / (_ABORTED_PREFIX + job)
+    if not mark.exists() and sum(1 for _ in folder.glob(_ABORTED_PREFIX + "*")) \
+            >= config.max_abort_marks:
+        raise ResourceLimitError(
+            f"{config.max_abort_marks} write jobs of this bucket are marked aborted within "
+            "--ticket-max-age (ServerConfig.max_abort_marks); try again later",
+            code="TooManyAbortedJobs")
+    mark.touch()
 
 
 def _request(body: bytes) -> dict[str, Any]:
@@ -369,3 +433,52 @@ def _remove_stale(folder: Path, max_age_s: float) -> None:
 def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
+
+# ----------------------------------------------------------------------------- temporaries
+
+
+def sweep_temporaries(catalog: Catalog, config: ServerConfig) -> list[Path]:
+    """Remove the ``.ingest-*`` files a crash left, once older than
+    ``config.temporary_max_age_s`` (staged files and abort marks: ``--ticket-max-age``), in
+    every folder bucket and in the object-store buckets' temporary folders; what was removed
+    (also logged, event ``ingest_sweep``)."""
+    folders: list[Path] = []
+    for bucket_set in catalog.sets:
+        if isinstance(bucket_set, FolderBuckets):
+            for name in bucket_set.names():
+                store = bucket_set.bucket(name)
+                if store is not None:
+                    folders.append(store.folder)
+    stores = Path(tempfile.gettempdir()) / STORE_TEMPORARIES
+    if stores.is_dir():
+        folders.extend(p for p in stores.iterdir() if p.is_dir())
+    removed: list[Path] = []
+    now = time.time()
+    for folder in folders:
+        for path in folder.glob(_TEMP_PREFIX + "*"):
+            kept = (config.ticket_max_age_s
+                    if path.name.startswith((_STAGED_PREFIX, _ABORTED_PREFIX))
+                    else config.temporary_max_age_s)
+            with contextlib.suppress(OSError):
+                if now - path.stat().st_mtime > kept:
+                    path.unlink()
+                    removed.append(path)
+    if removed:
+        log_event("ingest_sweep", removed=[str(p) for p in removed])
+    return removed
+
+
+def start_sweeper(catalog: Catalog, config: ServerConfig) -> threading.Thread:
+    """Sweep now, then every few minutes, in a daemon thread (a writable server's)."""
+
+    def run() -> None:
+        while True:
+            try:
+                sweep_temporaries(catalog, config)
+            except Exception as exc:  # noqa: BLE001 - the next round tries again
+                log_event("ingest_sweep", error=f"{type(exc).__name__}: {exc}")
+            time.sleep(min(_SWEEP_EVERY_S, config.temporary_max_age_s / 2))
+
+    thread = threading.Thread(target=run, name="ingest-sweep", daemon=True)
+    thread.start()
+    return thread

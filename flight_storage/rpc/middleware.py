@@ -21,6 +21,7 @@ from typing import Any
 
 import pyarrow.flight as flight
 
+from flight_storage import telemetry
 from flight_storage.rpc.auth import (
     NODE_SCHEME,
     AuthenticationError,
@@ -118,15 +119,31 @@ class CallMiddleware(flight.ServerMiddleware):
 
     def call_completed(self, exception: BaseException | None) -> None:
         status = self.fields.pop("status", None) or ("error" if exception is not None else "ok")
+        seconds = time.perf_counter() - self.started
+        error = _error_code(exception) if exception is not None else None
         log_event(
             "call",
             method=self.method,
             user=self.user.name if self.user is not None else None,
-            duration_ms=round((time.perf_counter() - self.started) * 1000, 2),
+            duration_ms=round(seconds * 1000, 2),
             status=status,
-            error=_error_code(exception) if exception is not None else None,
+            error=error,
             **self.fields,
         )
+        method = _grpc_name(self.method)
+        # a stream that ended other than "ok" (cancelled, timeout, disconnected) is counted
+        # by how it ended, though gRPC saw no exception
+        code = error if error is not None else (None if status == "ok" else str(status))
+        telemetry.CALLS.labels(method, telemetry.bounded_code(code)).inc()
+        telemetry.CALL_SECONDS.labels(method).observe(seconds)
+        if "endpoints_for" in self.fields:  # a Flight SQL statement's GetFlightInfo: its plan
+            telemetry.PLAN_SECONDS.observe(seconds)
+
+
+def _grpc_name(method: str) -> str:
+    """The metric label of a pyarrow method name: gRPC's (``GET_FLIGHT_INFO`` is
+    ``GetFlightInfo``, as Flight's service definition and dashboards name it)."""
+    return telemetry.bounded_code("".join(part.title() for part in method.split("_")))
 
 
 def _error_code(exception: BaseException) -> str:
@@ -153,6 +170,7 @@ class CallFactory(flight.ServerMiddlewareFactory):
             user, token = self._authenticate(headers)
         except AuthenticationError as exc:
             log_event("call", method=method, status="unauthenticated", error=exc.code)
+            telemetry.CALLS.labels(_grpc_name(method), telemetry.bounded_code(exc.code)).inc()
             raise client_error(exc) from None
         return CallMiddleware(method, headers, user, token)
 

@@ -16,7 +16,6 @@ a watchdog that enforces the query timeout and cancels clients that stopped read
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import secrets
@@ -36,6 +35,7 @@ from flight_storage.errors import (
 )
 from flight_storage.execution.engine import InputSpec, SelectEngine, SelectPlan
 from flight_storage.protocol import Partition, PartitionTicket, PreparedHandle, pb
+from flight_storage.protocol.signing import Secret, Signer
 from flight_storage.request.s3_request import (
     RECORDS_SCHEMA,
     is_json_request,
@@ -120,18 +120,18 @@ class StorageServer(flight.FlightServerBase):
         self.catalog = Catalog(config.bucket_sets())
         self.iceberg = config.iceberg_catalogs()  # Iceberg tables: rpc/iceberg_tables.py
         self.engine = SelectEngine(config.engine)
-        self.sniffer = TableSniffer(config.reading)
-        self.secret = config.ticket_secret or secrets.token_bytes(32)
+        self.sniffer = TableSniffer(config.reading, max_columns=config.engine.max_columns)
+        self.secret: Secret = (config.ticket_secret or secrets.token_bytes(32),
+                               *config.previous_ticket_secrets)  # the first signs
         self.users = Users.load(config.users_file) if config.users_file is not None else None
         self._cancellations = Cancellations(self.secret, config.ticket_max_age_s)
         self._bound = BoundParameters()
         self.streams = StreamPool(config.stream_limits, self.is_cancelled)
         self.aborting = self.streams.aborting
-        signer = TokenSigner(hashlib.sha256(b"bearer\x00" + self.secret).digest(),
-                             config.token_ttl_s)
+        keys = Signer.of(self.secret)  # protocol/signing.py: the first key signs, all verify
+        signer = TokenSigner(keys.derived(b"bearer"), config.token_ttl_s)
         self.token_signer = signer  # the S3 door calls this server as its users
-        self.session_cookies = SessionCookies(
-            hashlib.sha256(b"session\x00" + self.secret).digest(), config.ticket_max_age_s)
+        self.session_cookies = SessionCookies(keys.derived(b"session"), config.ticket_max_age_s)
         super().__init__(
             f"{config.scheme}://{config.host}:{config.port}",
             auth_handler=HandshakeHandler(),
@@ -386,7 +386,7 @@ class StorageServer(flight.FlightServerBase):
             about["columns"] = "sniffed" if plan.input.columns.sniffed else "configured"
         if plan.warnings:
             about["warnings"] = list(plan.warnings)
-        about.update(about_plan or {})
+        about.update(plan.about_cache, **(about_plan or {}))
         return flight.FlightInfo(schema, descriptor, endpoints, total_records, total_bytes,
                                  app_metadata=json.dumps(about).encode())
 

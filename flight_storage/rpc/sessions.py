@@ -27,10 +27,6 @@ Flight session layer in Python (Arrow's C++ ``ServerSessionMiddleware`` is not e
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
-import hmac
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -48,6 +44,7 @@ from flight_storage.errors import (
     StorageError,
 )
 from flight_storage.protocol import pb
+from flight_storage.protocol.signing import SignatureError, Signer
 from flight_storage.request.statement import TableReference
 from flight_storage.rpc.config import ServerConfig
 from flight_storage.rpc.middleware import CallContext
@@ -92,16 +89,17 @@ class SessionCookies:
     """Signs and reads session cookies: ``base64url(json).base64url(hmac)``.
 
     Args:
-        secret: the signing key (derived from the ticket secret: replicas share it).
+        signer: the cookie keys (derived from the ticket secret: replicas share them;
+            ``flight_storage.protocol.signing``: the first signs, every one verifies).
         max_age_s: a cookie set longer ago than this is refused (``--ticket-max-age``).
 
     Example:
-        >>> cookies = SessionCookies(b"k" * 32, 60)
+        >>> cookies = SessionCookies(Signer.of(b"k" * 32), 60)
         >>> cookies.read(cookies.value(Session("sales", "orders/"), "alice"), "alice")
         Session(catalog='sales', schema='orders/')
     """
 
-    secret: bytes
+    signer: Signer
     max_age_s: float
 
     def value(self, session: Session, user: str | None, *, now: float | None = None) -> str:
@@ -109,8 +107,7 @@ class SessionCookies:
         body = json.dumps({"o": session.options(), "u": user,
                            "t": time.time() if now is None else now},
                           separators=(",", ":")).encode()
-        mac = hmac.new(self.secret, _DOMAIN + body, hashlib.sha256).digest()
-        return f"{_b64url(body)}.{_b64url(mac)}"
+        return self.signer.seal_text(_DOMAIN, body)
 
     def read(self, value: str, user: str | None, *, now: float | None = None) -> Session:
         """The session a cookie carries.
@@ -118,15 +115,13 @@ class SessionCookies:
         Raises:
             SessionError: forged, another user's, older than ``max_age_s`` or malformed.
         """
-        body_text, _, mac_text = value.partition(".")
         try:
-            body, mac = _unb64url(body_text), _unb64url(mac_text)
-        except (ValueError, binascii.Error):
-            raise SessionError("malformed session cookie; close the session") from None
-        expected = hmac.new(self.secret, _DOMAIN + body, hashlib.sha256).digest()
-        if not hmac.compare_digest(mac, expected):
+            body = self.signer.open_text(_DOMAIN, value)
+        except SignatureError as exc:
+            if "malformed" in str(exc):
+                raise SessionError("malformed session cookie; close the session") from None
             raise SessionError("session cookie is not valid (forged, or set by a server with "
-                               "another ticket secret); close the session")
+                               "another ticket secret); close the session") from None
         try:
             payload = json.loads(body)
             options, owner, issued = dict(payload["o"]), payload["u"], float(payload["t"])
@@ -301,11 +296,3 @@ def _exists(head: Callable[[], object]) -> bool:
     except (ObjectNotFoundError, AccessDeniedError):
         return False
     return True
-
-
-def _b64url(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
-def _unb64url(text: str) -> bytes:
-    return base64.urlsafe_b64decode((text + "=" * (-len(text) % 4)).encode("ascii"))

@@ -44,6 +44,7 @@ from typing import Any, BinaryIO, Protocol, TypeAlias, TypeVar
 import pyarrow as pa
 import pyarrow.flight as flight
 
+from flight_storage import telemetry
 from flight_storage.cores import usable_cores
 from flight_storage.errors import (
     InvalidRequestError,
@@ -230,6 +231,7 @@ class StreamPool:
         self._lock = threading.Lock()
         self._open: set[QueryStream] = set()
         self._computing = 0
+        self._waiting = 0
         self._watchdog: threading.Thread | None = None
         self._closed = threading.Event()
 
@@ -268,19 +270,37 @@ class StreamPool:
         with self._lock:
             return self._computing
 
+    @property
+    def waiting(self) -> int:
+        """Streams and planning calls waiting for a compute slot now."""
+        with self._lock:
+            return self._waiting
+
     # -- compute slots
     def acquire(self, stop: threading.Event) -> bool:
         """Wait for a compute slot up to ``queue_wait_s``; False when none came or ``stop``."""
-        deadline = time.monotonic() + self.limits.queue_wait_s
-        while not stop.is_set():
-            wait = min(POLL_S, deadline - time.monotonic())
-            if wait <= 0:
-                return False
-            if self._slots.acquire(timeout=wait):
-                with self._lock:
-                    self._computing += 1
-                return True
-        return False
+        if stop.is_set():
+            return False
+        if self._slots.acquire(blocking=False):
+            with self._lock:
+                self._computing += 1
+            return True
+        with self._lock:
+            self._waiting += 1
+        try:
+            deadline = time.monotonic() + self.limits.queue_wait_s
+            while not stop.is_set():
+                wait = min(POLL_S, deadline - time.monotonic())
+                if wait <= 0:
+                    return False
+                if self._slots.acquire(timeout=wait):
+                    with self._lock:
+                        self._computing += 1
+                    return True
+            return False
+        finally:
+            with self._lock:
+                self._waiting -= 1
 
     def release(self) -> None:
         with self._lock:
@@ -536,8 +556,12 @@ class QueryStream:
                 continue
             kind, value = got
             if kind == "batch":
+                if not self._fields["rows"] and not self._fields["bytes"]:
+                    telemetry.FIRST_BATCH_SECONDS.observe(time.monotonic() - self._started)
                 self._fields["rows"] += value.num_rows
                 self._fields["bytes"] += value.nbytes
+                telemetry.SENT_ROWS.inc(value.num_rows)
+                telemetry.SENT_BYTES.inc(value.nbytes)
                 self._last_sent = time.monotonic()
                 return self._on_batch(value)
             if kind == "error":
@@ -587,6 +611,10 @@ class QueryStream:
             self._fields.setdefault("status", status)
         self._fields["scanned"] = self._source.read[0]
         self._pool.unregister(self)
+        telemetry.SCANNED_BYTES.inc(self._source.read[0])
+        telemetry.STREAM_SECONDS.labels(
+            telemetry.bounded_code(self._fields.get("status"), ok="unknown")
+        ).observe(time.monotonic() - self._started)
 
     def close(self) -> None:
         """The client went away before the stream was drained."""

@@ -23,9 +23,10 @@ import errno
 import functools
 import hashlib
 import os
+import shutil
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -38,7 +39,13 @@ from flight_storage.errors import (
     StaleTicketError,
     StorageError,
 )
-from flight_storage.storage.stores import StoredObject
+from flight_storage.storage.stores import (
+    COMMITS_FOLDER,
+    StoredObject,
+    commit_folder,
+    commit_generation,
+    commit_name,
+)
 from flight_storage.storage.version_cache import VersionCache
 
 if TYPE_CHECKING:
@@ -321,6 +328,43 @@ class FolderBucket:
                 raise
         return self.head(key)
 
+    # ------------------------------------------------------------------ commit records
+    def _commits(self, table: str) -> Path:
+        return self._resolved / commit_folder(table)
+
+    def commit_generations(self, table: str) -> Sequence[int]:
+        try:
+            names = os.listdir(self._commits(table))
+        except FileNotFoundError:
+            return []
+        return sorted(g for g in map(commit_generation, names) if g is not None)
+
+    def read_commit(self, table: str, generation: int) -> bytes | None:
+        try:
+            return (self._commits(table) / commit_name(generation)).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def create_commit(self, table: str, generation: int, body: bytes) -> bool:
+        """The record is written whole to a temporary file, then ``link``-ed to its name:
+        the link fails when the name exists, atomically for every process on the folder (a
+        rename would replace it)."""
+        folder = self._commits(table)
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(dir=folder, prefix=".record-")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(body)
+            os.link(temporary, folder / commit_name(generation))
+            return True
+        except FileExistsError:
+            return False
+        finally:
+            os.unlink(temporary)
+
+    def delete_commit(self, table: str, generation: int) -> None:
+        (self._commits(table) / commit_name(generation)).unlink(missing_ok=True)
+
     def delete(self, key: str) -> None:
         """Remove ``key`` and the folders it leaves empty."""
         try:
@@ -416,6 +460,8 @@ class FolderBuckets:
         if self._only is not None:
             raise InvalidRequestError(f"{self.description} is served as a bucket; it cannot be "
                                       "deleted through the server")
+        if next(bucket.list(), None) is None:  # no object: its tables' records go with it
+            shutil.rmtree(bucket.folder / COMMITS_FOLDER, ignore_errors=True)
         for entry in os.scandir(bucket.folder):
             if entry.is_file(follow_symlinks=False) and entry.name.startswith("."):
                 os.unlink(entry.path)

@@ -46,8 +46,9 @@ from flight_storage.errors import (
     StorageError,
     StoreUnavailableError,
 )
-from flight_storage.storage.s3_store import S3Connection, pyarrow_store_error, store_error
+from flight_storage.storage.s3_store import S3Connection
 from flight_storage.storage.sources import DataFusionLocation
+from flight_storage.storage.store_errors import pyarrow_store_error, store_error
 
 if TYPE_CHECKING:
     from datafusion import SessionContext

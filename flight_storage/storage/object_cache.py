@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 
 _LARGEST_SHARE = 4
 """An object over 1/4 of the cache is never kept (it would evict everything else)."""
+_REFUSALS_KEPT = 4096
+"""Versions remembered as too large to keep (so each is logged once, within a bound)."""
 _EVICTED_KEPT_S = 600.0
 """An evicted file is deleted this long after: a query planned on it (the engine keeps
 DataFusion plans for 5 minutes) may still open it."""
@@ -59,6 +61,7 @@ class ObjectCache:
         self._files: OrderedDict[str, int] = OrderedDict()  # name -> size, LRU first
         self._evicted: list[tuple[float, Path]] = []
         self._pending: set[str] = set()
+        self._refused: set[str] = set()  # versions too large, logged once
         self._lock = threading.Lock()
         self._downloads: queue.Queue[tuple[str, int, Callable[[], BinaryIO]]] = queue.Queue()
         self._worker: threading.Thread | None = None
@@ -79,10 +82,12 @@ class ObjectCache:
             self.hits += 1
         return self.folder / name
 
-    def request(self, name: str, size: int, open_object: Callable[[], BinaryIO]) -> None:
+    def request(self, name: str, size: int, open_object: Callable[[], BinaryIO],
+                label: str = "") -> None:
         """Copy an object version into the cache in the background (once; never one too
-        large to keep)."""
+        large to keep: that is logged once per version, naming ``label``, the object)."""
         if size * _LARGEST_SHARE > self.max_bytes:
+            self._too_large(name, size, label or name)
             return
         with self._lock:
             if name in self._files or name in self._pending:
@@ -93,6 +98,18 @@ class ObjectCache:
                                                 name="object-cache", daemon=True)
                 self._worker.start()
         self._downloads.put((name, size, open_object))
+
+    def _too_large(self, name: str, size: int, label: str) -> None:
+        with self._lock:
+            if name in self._refused:
+                return
+            if len(self._refused) >= _REFUSALS_KEPT:
+                self._refused.clear()
+            self._refused.add(name)
+        log.warning("object cache: %s (%d MiB) is not kept: an object over 1/%d of the cache "
+                 "(--store-cache-mb %d) would evict everything else; a cache of at least "
+                 "%d MiB keeps it", label, size >> 20, _LARGEST_SHARE, self.max_bytes >> 20,
+                 -(-size * _LARGEST_SHARE // (1 << 20)))
 
     def _download_loop(self) -> None:
         while True:

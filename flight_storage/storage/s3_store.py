@@ -33,20 +33,21 @@ object store retries with its own bound, 10 retries, which datafusion-python doe
 
 from __future__ import annotations
 
-import functools
+import hashlib
 import io
 import logging
 import re
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 import pyarrow as pa
 
+from flight_storage import telemetry
 from flight_storage.errors import (
     AccessDeniedError,
     InvalidRequestError,
@@ -57,6 +58,8 @@ from flight_storage.errors import (
 )
 from flight_storage.storage.folder_store import BUCKET_CONFIG, check_name
 from flight_storage.storage.object_cache import ObjectCache
+from flight_storage.storage.s3_commits import S3CommitRecords
+from flight_storage.storage.store_errors import body_errors, store_error
 from flight_storage.storage.stores import StoredObject
 
 if TYPE_CHECKING:
@@ -73,6 +76,9 @@ _STORE_TTL_S = 300.0
 
 _CONFIG_BYTES = 1 << 20
 """The largest bucket configuration object read."""
+
+STORE_TEMPORARIES = "flight-select-stores"
+"""The folder, under the system's temporary folder, of object-store buckets' temporaries."""
 
 _CONFIG_TTL_S = 1.0
 """A bucket's configuration is fetched at most once a second (a query's GetFlightInfo and its
@@ -141,11 +147,13 @@ class S3Connection:
         self._session = session
         self.client: Any = session.client("s3", endpoint_url=settings.endpoint_url,
                                           region_name=settings.region or None, config=config)
+        self.client.meta.events.register("response-received.s3", _count_response)
         self.endpoint: str = self.client.meta.endpoint_url
         self.region: str = self.client.meta.region_name or "us-east-1"
         self._lock = threading.Lock()
         self._pyarrow: Any = None
         self._datafusion_stores: dict[str, tuple[float, Any]] = {}
+        self._created: dict[str, int] = {}
         self.cache = (ObjectCache(settings.cache_dir or Path(tempfile.gettempdir()),
                                   settings.cache_bytes) if settings.cache_bytes > 0 else None)
 
@@ -160,6 +168,20 @@ class S3Connection:
         (DataFusion's, pyarrow's, pyiceberg's). Never logged."""
         credentials = self._session.get_credentials()
         return credentials.get_frozen_credentials() if credentials is not None else None
+
+    def bucket_created_ns(self, bucket: str) -> int:
+        """The store's CreationDate of ``bucket`` (one ListBuckets answer, kept), 0 when the
+        store does not list it."""
+        with self._lock:
+            known = self._created.get(bucket)
+        if known is not None:
+            return known
+        answer = self.call("ListBuckets", lambda: self.client.list_buckets())
+        listed = {b["Name"]: _ns(b.get("CreationDate")) for b in answer.get("Buckets", [])}
+        with self._lock:
+            self._created.update(listed)
+            self._created.setdefault(bucket, 0)
+        return listed.get(bucket, 0)
 
     def datafusion_store(self, bucket: str) -> Any:
         """DataFusion's object store for ``bucket`` (fresh credentials each time: temporary
@@ -202,105 +224,6 @@ class S3Connection:
             raise
         except Exception as exc:
             raise store_error(exc, what, self.endpoint) from None
-
-
-# S3 error code -> (our error, what to tell the user)
-_CODES: dict[str, tuple[type[StorageError], str]] = {
-    "NoSuchKey": (ObjectNotFoundError, "NoSuchKey"),
-    "404": (ObjectNotFoundError, "NoSuchKey"),
-    "NotFound": (ObjectNotFoundError, "NoSuchKey"),
-    "NoSuchBucket": (ObjectNotFoundError, "NoSuchBucket"),
-    "AccessDenied": (AccessDeniedError, "AccessDenied"),
-    "403": (AccessDeniedError, "AccessDenied"),
-    "Forbidden": (AccessDeniedError, "AccessDenied"),
-    "InvalidAccessKeyId": (AccessDeniedError, "AccessDenied"),
-    "SignatureDoesNotMatch": (AccessDeniedError, "AccessDenied"),
-    "ExpiredToken": (AccessDeniedError, "AccessDenied"),
-    "InvalidToken": (AccessDeniedError, "AccessDenied"),
-    "PreconditionFailed": (StaleTicketError, "PreconditionFailed"),
-    "412": (StaleTicketError, "PreconditionFailed"),
-    "SlowDown": (StoreUnavailableError, "SlowDown"),
-    "503": (StoreUnavailableError, "ServiceUnavailable"),
-    "ServiceUnavailable": (StoreUnavailableError, "ServiceUnavailable"),
-    "InternalError": (StoreUnavailableError, "ServiceUnavailable"),
-    "500": (StoreUnavailableError, "ServiceUnavailable"),
-    "RequestTimeout": (StoreUnavailableError, "ServiceUnavailable"),
-    "KeyTooLongError": (InvalidRequestError, "KeyTooLongError"),
-}
-
-
-def store_error(exc: BaseException, what: str, endpoint: str) -> StorageError:
-    """A botocore (or connection) failure of ``what`` as the error a client is told: the S3
-    code, the operation and the store's endpoint; never a credential."""
-    import boto3.exceptions
-    import botocore.exceptions
-
-    if isinstance(exc, boto3.exceptions.S3UploadFailedError) and isinstance(
-            exc.__context__, botocore.exceptions.ClientError):
-        exc = exc.__context__  # boto3's transfer manager wraps the store's answer
-    if isinstance(exc, botocore.exceptions.ClientError):
-        error = exc.response.get("Error", {})
-        code = str(error.get("Code", ""))
-        kind, s3_code = _CODES.get(code, (StoreUnavailableError, "ServiceUnavailable"))
-        detail = {
-            StaleTicketError: "it changed after the query was planned; plan it again",
-            AccessDeniedError: f"the object store at {endpoint} refused the credentials "
-                               f"({code}): check AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or "
-                               "--store-profile",
-            InvalidRequestError: f"the object store at {endpoint} refused it ({code}: "
-                                 f"{str(error.get('Message', ''))[:200]})",
-        }.get(kind, f"the object store at {endpoint} answered {code or 'an error'}")
-        if kind is ObjectNotFoundError:
-            detail = f"no such {'bucket' if s3_code == 'NoSuchBucket' else 'key'}"
-        return kind(f"{what}: {detail}", code=s3_code)
-    if isinstance(exc, botocore.exceptions.NoCredentialsError):
-        return AccessDeniedError(f"{what}: no credentials for the object store at {endpoint} "
-                                 "(set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a "
-                                 "profile)")
-    if isinstance(exc, botocore.exceptions.BotoCoreError | OSError):
-        return StoreUnavailableError(
-            f"{what}: cannot reach the object store at {endpoint} ({type(exc).__name__})")
-    return StoreUnavailableError(f"{what}: the object store at {endpoint} failed "
-                                 f"({type(exc).__name__})")
-
-
-# pyarrow's S3 client (the AWS C++ SDK) says what failed only in its text: "AWS Error
-# NETWORK_CONNECTION during GetObject operation: ..." -> (our error, S3 code)
-_PYARROW_AWS_ERROR = re.compile(r"AWS Error ([A-Z_]+)")
-_PYARROW_CODES: dict[str, tuple[type[StorageError], str]] = {
-    "NO_SUCH_KEY": (ObjectNotFoundError, "NoSuchKey"),
-    "RESOURCE_NOT_FOUND": (ObjectNotFoundError, "NoSuchKey"),
-    "NO_SUCH_BUCKET": (ObjectNotFoundError, "NoSuchBucket"),
-    "ACCESS_DENIED": (AccessDeniedError, "AccessDenied"),
-    "INVALID_ACCESS_KEY_ID": (AccessDeniedError, "AccessDenied"),
-    "SIGNATURE_DOES_NOT_MATCH": (AccessDeniedError, "AccessDenied"),
-    "SLOW_DOWN": (StoreUnavailableError, "SlowDown"),
-    "THROTTLING": (StoreUnavailableError, "SlowDown"),
-}
-
-
-def pyarrow_store_error(text: str, what: str) -> StorageError | None:
-    """The error a client is told for a failure of pyarrow's S3 client whose text is
-    ``text`` (an ``OSError`` of pyarrow, or DataFusion's text around it), or None when it is
-    not one: a store that dropped the connection, cut a body off or did not answer past the
-    retries is ``ServiceUnavailable`` (retry later), never an error of the object's bytes."""
-    match = _PYARROW_AWS_ERROR.search(text)
-    if match is None:
-        return None
-    kind, code = _PYARROW_CODES.get(match.group(1), (StoreUnavailableError, "ServiceUnavailable"))
-    detail = text.strip().splitlines()[0][:300] if text.strip() else match.group(0)
-    return kind(f"{what}: the object store failed ({detail})", code=code)
-
-
-@functools.cache
-def _body_errors() -> tuple[type[BaseException], ...]:
-    """What reading a response body raises when the connection breaks mid-way: botocore's
-    wrappers (``ResponseStreamingError``, ``IncompleteReadError``, read timeouts), urllib3's
-    own, and the socket's."""
-    import botocore.exceptions
-    import urllib3.exceptions
-
-    return (botocore.exceptions.BotoCoreError, urllib3.exceptions.HTTPError, OSError)
 
 
 def _version(etag: str, size: int, mtime_ns: int) -> str:
@@ -376,7 +299,7 @@ class RangedReader(io.RawIOBase):
         while True:
             try:
                 data: bytes = self._body.read(wanted)
-            except _body_errors() as exc:
+            except body_errors() as exc:
                 cause = type(exc).__name__
             except Exception as exc:
                 raise store_error(exc, what, self._bucket.connection.endpoint) from None
@@ -494,7 +417,8 @@ class S3Bucket:
         name = ObjectCache.name(self.bucket, self._key(obj.key), obj.version)
         path = cache.path(name)
         if path is None:
-            cache.request(name, obj.size, lambda: self._ranged(obj, 0, 8 << 20))
+            cache.request(name, obj.size, lambda: self._ranged(obj, 0, 8 << 20),
+                          f"{self.name}/{obj.key}")
         return path
 
     def _ranged(self, obj: StoredObject, start: int, buffer: int) -> BinaryIO:
@@ -559,7 +483,7 @@ class S3Bucket:
             body = answer["Body"]
             try:  # read() whole checks the Content-Length: a cut body raises
                 return str(body.read().decode("utf-8", errors="replace"))
-            except _body_errors() as exc:
+            except body_errors() as exc:
                 if attempt == attempts:
                     raise StoreUnavailableError(
                         f"{what}: the object store at {self.connection.endpoint} cut the "
@@ -569,11 +493,21 @@ class S3Bucket:
         raise AssertionError("unreachable: the last try returns or raises")
 
     def created_ns(self) -> int:
-        return 0
+        try:
+            return self.connection.bucket_created_ns(self.bucket)
+        except StorageError:  # a store that refuses ListBuckets to these credentials
+            return 0
 
     # ------------------------------------------------------------------ writing
     def temporary_folder(self) -> Path | None:
-        return None
+        """A folder of this bucket's own under the system's temporary folder (``
+        flight-select-stores/<digest of endpoint, bucket and prefix>``): what is staged for
+        one bucket is never within reach of another's."""
+        where = f"{self.connection.endpoint}\x00{self.bucket}\x00{self.prefix}"
+        folder = (Path(tempfile.gettempdir()) / STORE_TEMPORARIES
+                  / hashlib.sha256(where.encode()).hexdigest()[:24])
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
 
     def put_file(self, key: str, file: Path, size: int) -> StoredObject:  # noqa: ARG002 - BucketStore.put_file
         """Upload the finished ``file`` (multipart when large: boto3's transfer manager);
@@ -602,6 +536,19 @@ class S3Bucket:
                        copy_source, self.bucket, store_key, ExtraArgs=extra,
                        Config=TransferConfig(multipart_threshold=5 << 30)))
         return self.head(key)
+
+    # ------------------------------------------------------------------ commit records
+    def commit_generations(self, table: str) -> Sequence[int]:
+        return S3CommitRecords(self).generations(table)
+
+    def read_commit(self, table: str, generation: int) -> bytes | None:
+        return S3CommitRecords(self).read(table, generation)
+
+    def create_commit(self, table: str, generation: int, body: bytes) -> bool:
+        return S3CommitRecords(self).create(table, generation, body)
+
+    def delete_commit(self, table: str, generation: int) -> None:
+        S3CommitRecords(self).delete(table, generation)
 
     def delete(self, key: str) -> None:
         store_key = self._key(key)
@@ -668,5 +615,20 @@ class S3Buckets:
         if self._name is not None:
             raise InvalidRequestError(f"{self.description} is served as a bucket; it cannot be "
                                       "deleted through the server")
+        bucket = S3Bucket(self.connection, name, name)
+        if next(bucket.list(), None) is None:  # no object: its tables' records go with it
+            S3CommitRecords(bucket).drop_all()
         self.connection.call(f"DeleteBucket {name}",
                              lambda: self.connection.client.delete_bucket(Bucket=name))
+
+
+def _count_response(event_name: str, response_dict: Any = None, exception: Any = None,
+                    **_details: Any) -> None:
+    """Count one HTTP attempt of a boto3 call (botocore's ``response-received`` event fires
+    per attempt, retries included) by operation and result."""
+    operation = event_name.rsplit(".", 1)[-1]
+    status = int((response_dict or {}).get("status_code") or 0)
+    result = ("ok" if exception is None and 0 < status < 400
+              else "client_error" if exception is None and 400 <= status < 500
+              else "server_error")
+    telemetry.STORE_REQUESTS.labels(telemetry.bounded_code(operation), result).inc()

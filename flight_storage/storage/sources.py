@@ -179,3 +179,31 @@ def version_key(source: ObjectSource) -> Hashable | None:
         OSError: a file source that can no longer be stat'ed.
     """
     return getattr(source, "version_key", None)
+
+
+def content_identity(source: ObjectSource, *, ask_store: bool = False) -> Hashable | None:
+    """What identifies ``source``'s content across restarts, for caches kept on disk: a
+    stored object's store, bucket, key and version (``ask_store``: the version its store
+    says now, not the one the request listed), a file's path and version (inode, change
+    time, size, modification time: a rewrite that keeps size and mtime still changes the
+    change time); None for bytes in memory.
+
+    Raises:
+        OSError: the object can no longer be stat'ed.
+        StorageError: the store no longer has it (``ask_store``).
+    """
+    source = unwrapped(source)
+    if isinstance(source, StoredSource):
+        info = source.info
+        version = info.store.head(info.key).version if ask_store else info.version
+        return (info.store.description, info.bucket, info.key, version)
+    if isinstance(source, FileSource):
+        return (str(source.path), file_version(os.stat(source.path)))
+    return None
+
+
+def unwrapped(source: ObjectSource) -> ObjectSource:
+    """The stored object under a query's wrapper (``rpc/streams.StoppableSource``: its reads
+    stop with its query), for work that outlives the query (a decoded cache's fill)."""
+    stored = getattr(source, "stored", None)
+    return stored if isinstance(stored, StoredSource) else source

@@ -15,6 +15,7 @@ needs and never branches on where the bytes are:
 | the bucket's ``.flight-select.json`` | :meth:`BucketStore.config_text` |
 | writes of the S3 door's writable mode | :meth:`BucketStore.put_file`, :meth:`BucketStore.delete` |
 | a copy that never passes through this process (CopyObject) | :meth:`BucketStore.copy_in` |
+| a prefix table's commit records (ingests atomic across processes, ``table_commits.py``) | :meth:`BucketStore.commit_generations`, :meth:`BucketStore.read_commit`, :meth:`BucketStore.create_commit`, :meth:`BucketStore.delete_commit` |
 
 An object's **version** is a content identity the store vouches for, and a ticket is bound to
 it: a store's ETag with the object's size and last-modified time, or, for a file, its inode,
@@ -26,7 +27,8 @@ versions.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import hashlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Protocol
@@ -35,6 +37,28 @@ import pyarrow as pa
 
 if TYPE_CHECKING:  # the storage layer does not load DataFusion; the engine hands it a session
     from datafusion import SessionContext
+
+
+COMMITS_FOLDER = ".flight-select-commits"
+"""A bucket's hidden folder of prefix tables' commit records (a dot-name: never an object)."""
+
+
+def commit_folder(table: str) -> str:
+    """``table``'s folder of commit records, relative to the bucket: ``COMMITS_FOLDER/<hash>``
+    (a digest, so any table name, however long, gives one short name)."""
+    return f"{COMMITS_FOLDER}/{hashlib.sha256(table.encode()).hexdigest()[:32]}"
+
+
+def commit_name(generation: int) -> str:
+    """The file name of commit record ``generation`` (zero-padded: names sort as numbers)."""
+    return f"{generation:020d}.json"
+
+
+def commit_generation(name: str) -> int | None:
+    """The generation a commit record's file name says, or None for any other name."""
+    stem, dot, suffix = name.partition(".")
+    return int(stem) if dot and suffix == "json" and len(stem) == 20 and stem.isdigit() \
+        else None
 
 
 @dataclass(frozen=True)
@@ -134,7 +158,27 @@ class BucketStore(Protocol):
 
     def temporary_folder(self) -> Path | None:
         """Where an upload may be written before :meth:`put_file` (beside the objects for a
-        folder, so the final rename is atomic; None: anywhere)."""
+        folder, so the final rename is atomic; a folder of this bucket's own under the system's
+        temporary folder for an object store; None: anywhere)."""
+        ...
+
+    def commit_generations(self, table: str) -> Sequence[int]:
+        """The generations of the commit records of the prefix table ``table``, ascending
+        (records live in the bucket's hidden ``.flight-select-commits/``, never objects)."""
+        ...
+
+    def read_commit(self, table: str, generation: int) -> bytes | None:
+        """The body of one commit record; None when it is gone (pruned meanwhile)."""
+        ...
+
+    def create_commit(self, table: str, generation: int, body: bytes) -> bool:
+        """Write the record ``generation`` only if no record of that generation exists, in
+        one atomic step every process sharing the store agrees on (a folder's ``link``, S3's
+        ``If-None-Match: *``); False when one exists (another commit won)."""
+        ...
+
+    def delete_commit(self, table: str, generation: int) -> None:
+        """Remove one commit record (no error when it is absent)."""
         ...
 
 

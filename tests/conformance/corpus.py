@@ -102,14 +102,14 @@ class Case:
 
     @property
     def default_flavor(self) -> str:
-        """``ceph`` for Ceph sources (file name or id prefix ``ceph_``), ``standard`` for
-        MinIO's, ``aws`` otherwise. MinIO reads and prints by AWS's rules but accepts AWS's
-        reserved keywords as unquoted names (``value``, ``time``, ``first``), where AWS answers
-        a parse error: ``standard`` is AWS's reading without that refusal."""
+        """``ceph`` for Ceph sources (file name or id prefix ``ceph_``), ``minio`` for
+        MinIO's, ``aws`` otherwise. MinIO reads, types and prints by AWS's rules but accepts
+        AWS's reserved keywords as unquoted names (``value``, ``time``, ``first``), where AWS
+        answers a parse error: the ``minio`` flavour record says so."""
         if self.file.startswith("ceph") or self.id.startswith("ceph"):
             return "ceph"
         if self.file.startswith("minio") or self.id.startswith("minio"):
-            return "standard"
+            return "minio"
         return "aws"
 
 

@@ -3,7 +3,7 @@
 Usage::
 
     python tests/conformance/run.py [--json OUT] [CORPUS.jsonl ...]
-        [--corpus-dir DIR] [--flavor ceph|aws] [-k SUBSTRING] [--seed N]
+        [--corpus-dir DIR] [--flavor standard|ceph|aws|minio] [-k SUBSTRING] [--seed N]
         [--show-failures N] [--nanosecond-build] [--write-known-failures FILE]
 
 Without corpus files every ``*.jsonl`` of the corpus directory runs (``--corpus-dir``,
@@ -29,6 +29,8 @@ else:  # executed as a script: make the project and this directory importable
     sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parent)]
     import corpus  # type: ignore[no-redef]
 
+from select_dialect.flavors import FLAVOR_NAMES  # noqa: E402 - after the path set-up above
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The command-line interface."""
@@ -39,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="directory holding generators.py (and the default corpus files)")
     parser.add_argument("--json", type=Path, default=None, metavar="OUT",
                         help="write per-case results (id, status, detail) as JSON")
-    parser.add_argument("--flavor", choices=("ceph", "aws", "standard"), default=None,
+    parser.add_argument("--flavor", choices=FLAVOR_NAMES, default=None,
                         help="run every case with this flavour (default: from the source)")
     parser.add_argument("-k", dest="substring", default=None,
                         help="run only cases whose id contains SUBSTRING")

@@ -543,7 +543,7 @@ def test_parse_ok_statement_only_runs_over_empty_json() -> None:
     assert outcome.status == corpus.PASSED
     assert engine.calls[0]["data"] == b""
     assert engine.calls[0]["input_serialization"] == {"JSON": {"Type": "LINES"}}
-    assert engine.calls[0]["flavor"] == "standard"
+    assert engine.calls[0]["flavor"] == "minio"
     assert not passes(case, fixed(QuerySyntaxError("ParseUnexpectedToken", "no")))
 
 

@@ -173,3 +173,29 @@ def test_bad_reading_settings_are_refused(tmp_path: Path, entry: dict[str, objec
 def test_reading_settings_are_checked() -> None:
     with pytest.raises(InvalidRequestError, match="bad_values must be one of"):
         TableReading(bad_values="ignore")
+
+
+@pytest.mark.parametrize(("values", "expected"), [
+    (["00611", "12345"], "string"),  # a zip code prints without its leading zero
+    (["+1", "2"], "string"),  # nor with its plus
+    (["007.5", "8.5"], "string"),
+    (["-0", "3"], "string"),  # -0 prints 0
+    (["611", "-12", "0"], "int64"),
+    (["1e3", "2E5"], "float64"),  # a float's notation: the number it spells
+    (["1.50", "0.5", ".5", "-.25"], "float64"),
+])
+def test_a_number_column_must_read_back_as_written(values: list[str], expected: str) -> None:
+    """Issue #39 item 2: a column whose texts do not come back from the inferred type stays
+    text, as DuckDB keeps zip codes and ``+1``."""
+    sample = ("name,v\n" + "".join(f"n{i},{v}\n" for i, v in enumerate(values))).encode()
+    assert sniff_csv(sample, STANDARD).types == ("string", expected)
+
+
+def test_a_sample_is_never_cut_inside_quotes() -> None:
+    """The standard flavour reads RFC 4180: the sample ends at a record's end, not at a line
+    break inside a quoted field (pyarrow would refuse the sample, leaving the object
+    unsniffed)."""
+    data = b'id,note\n1,"one\ntwo\nthree"\n2,plain\n'
+    for size in range(len(b"id,note\n"), len(data)):
+        sample = read_sample(io.BytesIO(data), STANDARD, size)
+        assert sample in (b"id,note\n", data[: data.index(b"2,plain")])

@@ -111,8 +111,9 @@ def test_a_new_flavour_reaches_the_translator_and_the_sniffer(minio: str) -> Non
 # ------------------------------------------------------------------ every flag is read
 
 
-def _csv(data: bytes, reading: ReadingRules, csv: dict[str, str] | None = None) -> Any:
-    options = CsvInputOptions.from_request(csv or {}, reading)
+def _csv(data: bytes, reading: ReadingRules, csv: dict[str, str] | None = None, *,
+         typed: bool = False) -> Any:
+    options = CsvInputOptions.from_request(csv or {}, reading, typed=typed)
     try:
         return [b.to_pylist() for b in iter_csv_batches(io.BytesIO(data), options,
                                                          num_columns=None)]
@@ -130,6 +131,7 @@ READ_BY_FLAG: dict[str, Callable[[ReadingRules], Any]] = {
     "csv_quotes_anywhere": lambda r: _csv(b'a"b,c"d\n', r),
     "csv_escape": lambda r: _csv(b'"a\\"b",c\n', r),
     "csv_empty_is_null": lambda r: _csv(b"a,,b\n", r),
+    "csv_typed_empty_is_null": lambda r: _csv(b"a,,b\n", r, typed=True),
     "csv_skip_empty_lines": lambda r: _csv(b"a\n\nb\n", r),
     "csv_comment": lambda r: _csv(b"#a\nb\n", r),
     "csv_quoted_record_delimiter": lambda r: _csv(b'"a\nb",c\n', r),

@@ -57,8 +57,12 @@ def test_create_writes_one_parquet_object_that_queries_read(server: ServerProces
     assert obj.suffix == ".parquet" and pq.read_table(obj).equals(DATA)
     result = _read(server, 'SELECT id, name FROM "lake"."people/"')
     assert result.to_pylist() == DATA.to_pylist()
-    # nothing else was left behind (no temporary file in the bucket)
-    assert sorted(p.name for p in (data / "lake").iterdir()) == ["old.csv", "people"]
+    # nothing else was left behind (no temporary file in the bucket), but the table's one
+    # commit record in the bucket's hidden commits folder (storage/table_commits.py)
+    assert sorted(p.name for p in (data / "lake").iterdir()) == [
+        ".flight-select-commits", "old.csv", "people"]
+    (records,) = (data / "lake" / ".flight-select-commits").iterdir()
+    assert [p.name for p in records.iterdir()] == ["00000000000000000001.json"]
 
 
 def test_append_adds_an_object_and_replace_keeps_only_the_new_one(server: ServerProcess,

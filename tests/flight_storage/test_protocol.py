@@ -448,7 +448,7 @@ def test_client_import_stays_light() -> None:
     assert out.stdout.strip() == (
         "[] ['flight_storage', 'flight_storage._flight_sql_pb2', 'flight_storage.protocol', "
         "'flight_storage.protocol.messages', 'flight_storage.protocol.schemas', "
-        "'flight_storage.protocol.tickets']"
+        "'flight_storage.protocol.signing', 'flight_storage.protocol.tickets']"
     )
 
 

@@ -99,3 +99,22 @@ def test_store_copy_in_is_server_side_and_checks_the_etag(
     seaweedfs.client().put_object(Bucket=bucket, Key="src.csv", Body=b"3,4\n")
     with pytest.raises(StaleTicketError):
         store.copy_in("stale.csv", store, obj)
+
+
+def test_a_store_bucket_is_listed_with_the_stores_creation_date(
+        seaweedfs: SeaweedFS, tmp_path: Path) -> None:
+    """The S3 door listed an object store's buckets as created on 1970-01-01 (issue #39 item
+    10): it gives the store's own CreationDate."""
+    bucket = seaweedfs.new_bucket("dated")
+    created = {b["Name"]: b["CreationDate"]
+               for b in seaweedfs.client().list_buckets()["Buckets"]}[bucket]
+    (tmp_path / "local" / "files").mkdir(parents=True)
+    server, url = start_door(tmp_path / "local", "--data", f"s3://{bucket}",
+                             env=seaweedfs.env())
+    try:
+        listed = {b["Name"]: b["CreationDate"] for b in s3_client(url).list_buckets()["Buckets"]}
+    finally:
+        server.stop()
+    assert created.year >= 2026
+    assert abs((listed[bucket] - created).total_seconds()) < 1  # S3 XML: whole seconds
+    assert listed["files"].year >= 2026  # a folder: its modification time

@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from flight_storage.rpc.s3_http.multipart import parse_complete
+from flight_storage.rpc.s3_http.objects import parse_delete_request
+from flight_storage.rpc.s3_http.s3_errors import S3HttpError
 from flight_storage.rpc.s3_http.select_xml import select_request
 
 _BODY = (
@@ -21,3 +29,29 @@ def test_a_crlf_record_delimiter_stays_crlf() -> None:
     assert request["InputSerialization"]["CSV"]["RecordDelimiter"] == "\r\n"
     assert request["OutputSerialization"]["CSV"]["RecordDelimiter"] == "\r\n"
     assert request["Expression"] == "select * from s3object"
+
+
+_HOSTILE = {
+    "an entity bomb": b'<!DOCTYPE d [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;">]>',
+    "an external entity": b'<!DOCTYPE d [<!ENTITY x SYSTEM "file:///etc/passwd">]>',
+    "a bare document type": b"<!DOCTYPE d>",
+}
+_PARSERS: dict[str, tuple[Callable[[bytes], Any], bytes]] = {
+    "SelectObjectContent": (lambda b: select_request(b, "b", "k"),
+                            _BODY.split(b"\r\n", 1)[1]),
+    "DeleteObjects": (parse_delete_request, b"<Delete><Object><Key>k</Key></Object></Delete>"),
+    "CompleteMultipartUpload": (parse_complete, b"<CompleteMultipartUpload><Part><PartNumber>1"
+                                b"</PartNumber><ETag>e</ETag></Part></CompleteMultipartUpload>"),
+}
+
+
+@pytest.mark.parametrize("parser", sorted(_PARSERS))
+@pytest.mark.parametrize("prolog", sorted(_HOSTILE))
+def test_every_xml_body_refuses_declarations(parser: str, prolog: str) -> None:
+    """One parser (defusedxml) reads every body a client sends: no document type, entity or
+    external reference reaches a handler, whichever call carries it."""
+    parse, body = _PARSERS[parser]
+    parse(body)  # the plain document is accepted
+    with pytest.raises(S3HttpError) as refused:
+        parse(_HOSTILE[prolog] + body)
+    assert refused.value.code == "MalformedXML"

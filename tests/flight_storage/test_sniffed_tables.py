@@ -277,12 +277,16 @@ def malformed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProces
 
 
 def test_an_unterminated_quote_mid_file_fails_naming_its_line(malformed: ServerProcess) -> None:
+    """RFC 4180: a quoted field may hold line ends, so a quote that never closes reads on
+    until its record is over the record-size limit (AWS's OverMaxRecordSize with
+    AllowQuotedRecordDelimiter), naming the line it opened on (issue #39 item 5)."""
     line = 120_000 // 2 + 2  # the header is line 1
     message = _error(malformed, 'SELECT count(*) FROM "shop"."quote.csv"')
-    assert "CSVEscapingRecordDelimiter" in message
-    assert f"shop/quote.csv: line {line}, column 2: a quoted field does not close" in message
+    assert "OverMaxRecordSize" in message
+    assert f"shop/quote.csv: line {line}: record {line} is longer than" in message
+    assert "a quoted field in it holds" in message and "unterminated quote" in message
     message = _error(malformed, 'SELECT name FROM "shop"."quote.csv" WHERE n = 7')
-    assert f"shop/quote.csv: line {line}, column 2" in message
+    assert f"shop/quote.csv: line {line}: record" in message
 
 
 def test_cephs_rule_closes_an_unterminated_quote_at_the_line_end(

@@ -104,12 +104,14 @@ def test_configured_column_that_does_not_convert_is_null_when_configured(
         "b/t/a.csv: 1 value of column 1 (id) is not a valid int64 (e.g. 'three'); read as NULL",)
 
 
-def test_columns_on_a_json_or_parquet_object_are_refused(tmp_path: Path) -> None:
+def test_columns_type_json_lines_and_are_refused_on_a_json_document(tmp_path: Path) -> None:
     config = {"tables": [{"prefix": "", "columns": [{"name": "id", "type": "int64"}]}]}
-    catalog = write_bucket(tmp_path, {"a.ndjson": '{"id": 1}\n', "a.csv": "1\n"}, config)
+    catalog = write_bucket(tmp_path, {"a.ndjson": '{"id": 1}\n', "a.csv": "1\n",
+                                      "a.json": '{"id": 1}'}, config)
     assert resolve_table(catalog, "b", "a.csv").input.columns is not None
+    assert resolve_table(catalog, "b", "a.ndjson").input.columns is not None
     with pytest.raises(InvalidRequestError, match=re.escape("'columns' in b/.flight-select.json")):
-        resolve_table(catalog, "b", "a.ndjson")
+        resolve_table(catalog, "b", "a.json")
 
 
 def test_with_options_set_input_serialization() -> None:

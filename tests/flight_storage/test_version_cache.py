@@ -3,12 +3,15 @@ a file it is keyed by (``storage.sources.version_key``)."""
 
 from __future__ import annotations
 
+import io
+import logging
 import os
 from collections.abc import Hashable
 from pathlib import Path
 
 import pytest
 
+from flight_storage.storage.object_cache import ObjectCache
 from flight_storage.storage.sources import FileSource, version_key
 from flight_storage.storage.version_cache import VersionCache
 
@@ -95,3 +98,24 @@ def test_a_missing_file_has_no_version_and_an_empty_bound_is_refused(tmp_path: P
         version_key(FileSource(tmp_path / "missing", "missing", 0))
     with pytest.raises(ValueError, match="at least 1"):
         VersionCache[str](max_entries=0)
+
+
+def test_an_object_too_large_for_the_object_cache_is_logged_once(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """``--store-cache-mb`` too small for an object was silently unused (issue #39 item 10):
+    the log says so, once per object version, naming the object and the size that keeps it."""
+    cache = ObjectCache(tmp_path, 8 << 20)
+    opened: list[str] = []
+
+    def open_object() -> io.BytesIO:
+        opened.append("opened")
+        return io.BytesIO(b"")
+
+    with caplog.at_level(logging.WARNING, logger="flight_storage.storage.object_cache"):
+        for _ in range(3):
+            cache.request("v1", 3 << 20, open_object, "shop/big.csv")
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == ["object cache: shop/big.csv (3 MiB) is not kept: an object over 1/4 of the "
+                     "cache (--store-cache-mb 8) would evict everything else; a cache of at "
+                     "least 12 MiB keeps it"]
+    assert opened == [] and cache.path("v1") is None

@@ -29,7 +29,7 @@ def _standard(sql: str) -> object:
 def test_every_flavour_has_a_grammar_and_reading_and_printing_rules() -> None:
     from sqlglot.dialects.dialect import Dialect
 
-    assert FLAVOR_NAMES == ("standard", "ceph", "aws")
+    assert FLAVOR_NAMES == ("standard", "ceph", "aws", "minio")
     assert STATEMENT_DEFAULT == "standard"
     for record in FLAVORS.values():
         assert issubclass(record.grammar, Dialect)

@@ -55,10 +55,11 @@ if TYPE_CHECKING:
 def csv_options(engine: SelectEngine, input: InputSpec, flavor: str,
                 translation: Translation | None = None) -> CsvInputOptions:
     """The CSV options of ``input`` under the reading rules of ``flavor``
-    (``Flavor.reading``), an empty field kept as ``''`` where the translation reads it as NULL
-    itself."""
+    (``Flavor.reading``; a typed table's empty fields by ``csv_typed_empty_is_null``), an
+    empty field kept as ``''`` where the translation reads it as NULL itself."""
     options = CsvInputOptions.from_request(
-        input.options, FLAVORS[flavor].reading, max_record_size=engine.config.max_record_bytes
+        input.options, FLAVORS[flavor].reading, max_record_size=engine.config.max_record_bytes,
+        typed=input.columns is not None,
     )
     if translation is not None and translation.keeps_empty_fields:
         return replace(options, empty_is_null=False)

@@ -35,13 +35,13 @@ from flight_storage.execution.session import READ_ONLY, new_session
 from flight_storage.execution.streaming_dataset import ScanFunction, generic_scan
 from flight_storage.formats.scan_range import scan_bounds
 from flight_storage.protocol import Partition
-from flight_storage.storage.s3_store import pyarrow_store_error
 from flight_storage.storage.sources import (
     ObjectSource,
     datafusion_location,
     random_access,
     version_key,
 )
+from flight_storage.storage.store_errors import pyarrow_store_error
 from select_dialect import Column, Translation
 
 if TYPE_CHECKING:

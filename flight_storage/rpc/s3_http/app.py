@@ -27,6 +27,7 @@ from pyarrow import flight
 from starlette.requests import Request
 from starlette.responses import Response
 
+from flight_storage import telemetry
 from flight_storage.errors import StorageError
 from flight_storage.protocol import FLAVOR_HEADER
 from flight_storage.rpc.auth import User
@@ -170,6 +171,9 @@ class S3Door:
                   object=call.resource, status="ok" if error is None else "error", error=error,
                   http=response.status_code,
                   duration_ms=round((time.perf_counter() - started) * 1000, 2))
+        # operation names come from operations.py's tables (anything else has spaces: other)
+        telemetry.S3_REQUESTS.labels(telemetry.bounded_code(call.operation),
+                                     str(response.status_code)).inc()
         return response
 
     def error(self, call: Call, exc: S3HttpError) -> Response:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING, BinaryIO, Final
 from xml.sax.saxutils import escape
 
@@ -30,6 +29,7 @@ from flight_storage.rpc.s3_http.copies import copy_source
 from flight_storage.rpc.s3_http.listing import OWNER_XML, S3_NS, XML_HEADER, iso_time
 from flight_storage.rpc.s3_http.s3_errors import S3HttpError
 from flight_storage.rpc.s3_http.staging import Part, PartWriter, Upload, multipart_etag
+from flight_storage.rpc.s3_http.xml_body import local_name, parse_xml
 from flight_storage.storage.catalog import ObjectInfo
 
 if TYPE_CHECKING:
@@ -141,17 +141,13 @@ def parse_complete(body: bytes) -> tuple[list[tuple[int, str]], list[dict[str, s
         S3HttpError: ``MalformedXML`` (not XML, not the document, a part without its number
             or ETag, no part).
     """
-    try:
-        root = ET.fromstring(body)
-    except ET.ParseError as exc:
-        raise S3HttpError("MalformedXML", "The XML you provided was not well-formed or did "
-                          f"not validate against our published schema ({exc})") from None
-    if _local(root.tag) != "CompleteMultipartUpload":
+    root = parse_xml(body, "the CompleteMultipartUpload document")
+    if local_name(root.tag) != "CompleteMultipartUpload":
         raise S3HttpError("MalformedXML", "the body must be a CompleteMultipartUpload document")
     wanted: list[tuple[int, str]] = []
     sums: list[dict[str, str]] = []
-    for entry in (e for e in root if _local(e.tag) == "Part"):
-        fields = {_local(f.tag): (f.text or "").strip() for f in entry}
+    for entry in (e for e in root if local_name(e.tag) == "Part"):
+        fields = {local_name(f.tag): (f.text or "").strip() for f in entry}
         if not fields.get("PartNumber", "").isdigit() or not fields.get("ETag"):
             raise S3HttpError("MalformedXML", "every Part needs a PartNumber and an ETag")
         wanted.append((int(fields["PartNumber"]), fields["ETag"]))
@@ -275,6 +271,3 @@ async def list_uploads(door: S3Door, call: Call) -> Response:
             f"</IsTruncated>{entries}{rolled_up}")
     return Response(_result("ListMultipartUploadsResult", body), media_type=XML)
 
-
-def _local(tag: str) -> str:
-    return tag.rsplit("}", 1)[-1]

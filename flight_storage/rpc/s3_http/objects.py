@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import os
 import tempfile
-import xml.etree.ElementTree as ET
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO, Final
@@ -21,6 +20,7 @@ from xml.sax.saxutils import escape
 
 from flight_storage.rpc.s3_http.listing import S3_NS, XML_HEADER
 from flight_storage.rpc.s3_http.s3_errors import S3HttpError
+from flight_storage.rpc.s3_http.xml_body import local_name, parse_xml
 from flight_storage.storage.catalog import Catalog, ObjectInfo
 from flight_storage.storage.folder_store import FolderBucket
 from flight_storage.storage.stores import BucketStore, StoredObject
@@ -153,17 +153,14 @@ def parse_delete_request(body: bytes) -> tuple[bool, list[tuple[str, str | None]
         S3HttpError: ``MalformedXML`` (not a ``Delete`` document, a key missing, no key or
             more than 1000).
     """
-    try:
-        root = ET.fromstring(body)
-    except ET.ParseError as exc:
-        raise S3HttpError("MalformedXML", f"the Delete document is not XML: {exc}") from None
-    if _local(root.tag) != "Delete":
+    root = parse_xml(body, "the Delete document")
+    if local_name(root.tag) != "Delete":
         raise S3HttpError("MalformedXML", "the body must be a Delete document")
-    quiet = any(_local(c.tag) == "Quiet" and (c.text or "").strip().lower() == "true"
+    quiet = any(local_name(c.tag) == "Quiet" and (c.text or "").strip().lower() == "true"
                 for c in root)
     keys: list[tuple[str, str | None]] = []
-    for entry in (c for c in root if _local(c.tag) == "Object"):
-        fields = {_local(f.tag): f.text or "" for f in entry}
+    for entry in (c for c in root if local_name(c.tag) == "Object"):
+        fields = {local_name(f.tag): f.text or "" for f in entry}
         if not fields.get("Key"):
             raise S3HttpError("MalformedXML", "an Object of the Delete document has no Key")
         keys.append((fields["Key"], fields.get("VersionId")))
@@ -182,6 +179,3 @@ def delete_result_xml(deleted: list[str], errors: list[tuple[str, str, str]],
                      f"{escape(m)}</Message></Error>" for k, c, m in errors)
     return f'{XML_HEADER}<DeleteResult xmlns="{S3_NS}">{done}{failed}</DeleteResult>'.encode()
 
-
-def _local(tag: str) -> str:
-    return tag.rsplit("}", 1)[-1]

@@ -3,8 +3,7 @@
 The HTTP door does not interpret a request itself: it turns AWS's XML into the JSON document
 of ``flight_storage.request.s3_request`` (same field names, same nesting), so both doors share
 one parser, one set of checks and one answer. Hand-written because the mapping is a few typed
-leaves; the stdlib's expat parser reads the XML (expat >= 2.4 refuses entity-expansion bombs,
-and the body is size-bounded before it gets here).
+leaves; ``xml_body.parse_xml`` (defusedxml) reads the XML.
 """
 
 from __future__ import annotations
@@ -14,6 +13,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from flight_storage.rpc.s3_http.s3_errors import S3HttpError
+from flight_storage.rpc.s3_http.xml_body import local_name, parse_xml
 
 _CONTAINERS: Final = frozenset(
     {"InputSerialization", "OutputSerialization", "CSV", "JSON", "Parquet", "RequestProgress",
@@ -44,17 +44,14 @@ _TYPED_LEAVES: Final[dict[str, Callable[[str], Any]]] = {
 """Leaves the JSON request holds as booleans or numbers; every other leaf is a string."""
 
 
-def _local(tag: str) -> str:
-    return tag.rsplit("}", 1)[-1]
-
 
 def _value(element: ET.Element) -> Any:
-    name = _local(element.tag)
+    name = local_name(element.tag)
     children = list(element)
     if children or name in _CONTAINERS:
         out: dict[str, Any] = {}
         for child in children:
-            out[_local(child.tag)] = _value(child)
+            out[local_name(child.tag)] = _value(child)
         return out
     return _TYPED_LEAVES.get(name, str)(element.text or "")
 
@@ -67,20 +64,15 @@ def select_request(body: bytes, bucket: str, key: str) -> dict[str, Any]:
             ``MissingRequiredParameter`` when InputSerialization or OutputSerialization is
             absent (the HTTP API requires both).
     """
-    if b"<!DOCTYPE" in body or b"<!ENTITY" in body:
-        raise S3HttpError("MalformedXML", "document type declarations are not accepted")
-    try:
-        # XML parsers turn a carriage return into a line feed (XML 1.0, 2.11), but SDKs send
-        # delimiters such as RecordDelimiter "\r\n" as raw text and S3 keeps them: a character
-        # reference survives the normalisation (inside the document element only: the prolog
-        # may end its lines with CR LF too)
-        start = max(body.find(b"<SelectObjectContentRequest"), 0)
-        root = ET.fromstring(body[:start] + body[start:].replace(b"\r", b"&#13;"))
-    except ET.ParseError as exc:
-        raise S3HttpError("MalformedXML", f"the request body is not well-formed XML: {exc}") from None
-    if _local(root.tag) != "SelectObjectContentRequest":
+    # XML parsers turn a carriage return into a line feed (XML 1.0, 2.11), but SDKs send
+    # delimiters such as RecordDelimiter "\r\n" as raw text and S3 keeps them: a character
+    # reference survives the normalisation (inside the document element only: the prolog may
+    # end its lines with CR LF too)
+    start = max(body.find(b"<SelectObjectContentRequest"), 0)
+    root = parse_xml(body[:start] + body[start:].replace(b"\r", b"&#13;"), "the request body")
+    if local_name(root.tag) != "SelectObjectContentRequest":
         raise S3HttpError("MalformedXML",
-                          f"expected SelectObjectContentRequest, not {_local(root.tag)}")
+                          f"expected SelectObjectContentRequest, not {local_name(root.tag)}")
     document = _value(root)
     for required in ("Expression", "InputSerialization", "OutputSerialization"):
         if required not in document:
