@@ -65,6 +65,7 @@ from flight_storage.storage.iceberg_catalog import (
     check_present,
     data_file_location,
     iceberg_call,
+    is_local,
     open_data_file,
 )
 
@@ -431,12 +432,12 @@ def execute_iceberg(engine: SelectEngine, catalogs: IcebergCatalogs, plan: Selec
     if partition.deletes:  # the deleted positions, not the data, are the join's build side
         ctx.sql("SET datafusion.optimizer.join_reordering = false")
     mismatch: list[int] = []
-    # every file is asked for in the store, whatever the footers kept: DataFusion would read a
-    # missing one as no rows (iceberg_catalog.check_present); after the read, once more
-    present = paths + sorted({path for _, path in partition.deletes})
+    # every data file is asked for in the store after the read, whatever the footers kept:
+    # DataFusion reads a missing one as no rows (iceberg_catalog.check_present); files on this
+    # disk (a stat each) before the read too, so the error comes before any row
 
     def open_stream() -> Any:
-        check_present(present, catalogs.connection)
+        check_present([p for p in paths if is_local(p)], catalogs.connection)
         frames = [_file_frame(ctx, catalogs, plan.input_schema, ids, path, n, deleted[n])
                   for n, path in enumerate(paths)]
         view = functools.reduce(lambda a, b: a.union(b), frames)

@@ -175,22 +175,31 @@ def missing_file(path: str) -> ObjectNotFoundError:
                                "was expired since planning)", code="NoSuchKey")
 
 
+def is_local(path: str) -> bool:
+    """Whether ``path`` is a file of this machine (``file://`` or bare), not an object."""
+    return urlsplit(path).scheme in ("", "file")
+
+
 def check_present(paths: Sequence[str], connection: Callable[[], S3Connection]) -> None:
     """Each of ``paths`` is in the store now (a HEAD of each ``s3://`` file, a few at once; a
     stat of a local one).
 
     DataFusion's listing reads a file URL that is not found as a folder of that name, which
     holds nothing: a data file removed from the store would read as no rows, not as an error.
-    The engine asks this before it reads a snapshot's files and again after (a file removed
-    while DataFusion looked it up is found gone then).
+    The engine asks this after DataFusion has read a snapshot's files (a data file's path is
+    never written again: one gone now was gone when DataFusion looked, or was read whole), and
+    for files on this disk before as well. Asking before too would cost a second HEAD per
+    file and endpoint (a 20-file table on SeaweedFS, warm server, 2 busy cores: 0.41 s a
+    query without checks, 0.61 s with HEADs before and after, 0.38-0.47 s with the one after,
+    as without).
 
     Raises:
         ObjectNotFoundError: the first missing file, named (:func:`missing_file`).
         StoreUnavailableError: the store did not answer.
     """
-    remote = [p for p in paths if urlsplit(p).scheme in ("s3", "s3a", "s3n")]
+    remote = [p for p in paths if not is_local(p)]
     for path in paths:
-        if path not in remote:
+        if is_local(path):
             parts = urlsplit(path)
             if not os.path.isfile(parts.path if parts.scheme == "file" else path):
                 raise missing_file(path)
