@@ -213,6 +213,9 @@ class Flavor:
             (AWS/MinIO: ``42 != true``); off, the JSON value is read as a boolean.
         sniffs_csv_tables: a CSV table without configured columns gets the header and column
             types sniffed from a sample (the standard surface; ``flight_storage.request``).
+        datafusion_sql: statements the s3-select translation does not read (JOINs, CTEs,
+            subqueries, window functions, DataFusion's functions) are DataFusion's SQL over the
+            tables they name, SELECT only (:mod:`select_dialect.sql_surface`).
     """
 
     name: str
@@ -239,6 +242,7 @@ class Flavor:
     version_function: bool = False
     json_bool_typed_equality: bool = True
     sniffs_csv_tables: bool = False
+    datafusion_sql: bool = False
 
 
 STANDARD: Final = "standard"
@@ -249,7 +253,7 @@ MINIO: Final = "minio"
 FLAVORS: Final[dict[str, Flavor]] = {
     STANDARD: Flavor(STANDARD, "standard SQL over S3 Select's functions (AWS reading rules)",
                      standard_sql=True, sql_types=True, sniffs_csv_tables=True,
-                     unnamed_as_sql=True,
+                     unnamed_as_sql=True, datafusion_sql=True,
                      reading=replace(AWS_READING, csv_unclosed_quote_error=True,
                                      csv_quoted_record_delimiter=True,
                                      csv_typed_empty_is_null=True)),

@@ -108,9 +108,10 @@ def test_flight_storage_imports_point_only_downward() -> None:
 # metadata builders, which use the call context, limits and streams; auth and the error
 # boundary are at the bottom. A module imports only modules after it in this order.
 RPC_LAYERS = ("operations_http", "server", "cluster_actions", "partition_streams",
-              "cancellations", "cluster", "actions", "iceberg_tables", "prepared_parameters",
-              "ingest", "sessions", "metadata", "column_metadata", "endpoints",
-              "endpoint_readers", "config", "peers", "middleware", "streams", "auth", "boundary")
+              "cancellations", "cluster", "actions", "iceberg_tables", "sql_statements",
+              "prepared_parameters", "ingest", "sessions", "metadata", "column_metadata",
+              "endpoints", "endpoint_readers", "config", "peers", "middleware", "streams",
+              "auth", "boundary")
 
 
 def test_rpc_modules_import_only_downward() -> None:

@@ -338,6 +338,21 @@ class SelectEngine:
         for batch in self.execute(plan, partitions, ordered=ordered):
             yield to_arrow_result(batch, schema)
 
+    def register_input(self, ctx: Any, plan: SelectPlan) -> None:
+        """Register all of ``plan``'s table as ``s3object`` on ``ctx``, read as
+        :meth:`execute` reads it: DataFusion's own reader where it reads as the reference
+        does, else the reference readers, one fragment per piece (a statement DataFusion
+        plans over several tables reads each table this way)."""
+        whole = [p.partition for p in plan.partitions]
+        if plan.native is not None and len(plan.sources) == 1:
+            table = _driver(plan.input).verified(self, plan, plan.native, whole, True)
+            if table is not None:
+                table.register(ctx, TABLE)
+                return
+        pieces = [s for p in self._expand(plan, whole) for s in self._scans(plan, p)]
+        ctx.register_dataset(TABLE, StreamingDataset(plan.input_schema,
+                                                     pieces or [chain_scans([])]))
+
     def _objects_read_one_by_one(self, plan: SelectPlan) -> bool:
         """A prefix table whose result is the union of its objects' results, in object order
         (no aggregate, LIMIT or whole-input clause): each object can be its own query, and

@@ -236,9 +236,11 @@ class PartitionTicket:
             raise ValueError(f"unknown request kind {self.request!r}")
 
 
-REQUEST_KINDS: Final = ("statement", "constant", "iceberg", "select_object")
+REQUEST_KINDS: Final = ("statement", "constant", "iceberg", "select_object", "sql")
 """A Flight SQL statement over a table (an object or a prefix), one that reads no table
-(``SELECT 1``), one over an Iceberg table, and an S3 SelectObjectContent request."""
+(``SELECT 1``), one over an Iceberg table, an S3 SelectObjectContent request, and a statement
+DataFusion plans over the tables it names (its ``bucket`` and ``key``: the session's catalog
+and schema its one-part names resolve in)."""
 
 
 # Short JSON keys keep tickets small: they are sent once per endpoint.

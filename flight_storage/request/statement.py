@@ -82,14 +82,25 @@ class TableReference:
     def names(self, bucket: str, key: str) -> bool:
         """Whether this reference may name ``bucket``/``key`` (an unqualified one: resolved
         in some schema, as the object or as the prefix table of its name)."""
-        if self.qualified:
-            return (self.bucket, self.key) == (bucket, key)
+        if self.qualified:  # "bucket"."table" names the prefix table table/ too
+            return self.bucket == bucket and key in (self.key, self.key + "/")
         stem = key[:-1] if key.endswith("/") and not self.key.endswith("/") else key
         return stem == self.key or stem.endswith("/" + self.key)
 
     def in_namespace(self, bucket: str, key: str) -> TableReference:
         """This reference naming ``bucket``/``key`` (an unqualified name, resolved)."""
         return TableReference(bucket, key, self.input_serialization)
+
+    def as_object(self) -> TableReference:
+        """A three-part name that is no Iceberg table's, ``"bucket"."schema"."table"``, as the
+        table ``schema/table`` of the bucket (where an ingest with a schema writes it); any
+        other reference unchanged."""
+        if self.table is None:
+            return self
+        if self.version is not None or self.as_of is not None:
+            raise InvalidRequestError(f"{self.bucket} is no Iceberg catalog: FOR VERSION AS OF "
+                                      "and FOR TIMESTAMP AS OF read Iceberg tables only")
+        return TableReference(self.bucket, f"{self.key}/{self.table}", None)
 
     @property
     def is_iceberg(self) -> bool:

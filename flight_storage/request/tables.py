@@ -135,7 +135,17 @@ def resolve_table(catalog: Catalog, bucket: str, key: str,
     config = catalog.bucket_config(bucket)
     configured = any(t.prefix == key for t in config.tables)
     if not key.endswith("/") and not configured:
-        obj = catalog.object(bucket, key)
+        try:
+            obj = catalog.object(bucket, key)
+        except ObjectNotFoundError as exc:
+            if exc.code != "NoSuchKey":
+                raise
+            if next(iter(catalog.objects(bucket, key + "/")), None) is None:
+                raise ObjectNotFoundError(f"{exc.message}, and no table {key}/ of objects "
+                                          "under it", code=exc.code) from None
+            # "bucket"."table" names the prefix table table/ (what an ingest writes)
+            return resolve_table(catalog, bucket, key + "/", overrides, sniffer=sniffer,
+                                 bad_values=bad_values)
         entry = config.for_key(key)
         spec = input_spec(obj, entry, overrides, bad_values=bad_values)
         if sniffer is not None:

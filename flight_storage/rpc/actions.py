@@ -84,10 +84,11 @@ def _create_prepared(host: ActionHost, call: CallContext, body: bytes) -> list[f
     if has_parameters(query):
         # The parameter types are known once bound; still check the statement now.
         reference, _ = split_table_reference(query)
-        if reference is not None and iceberg_reference(query, host.iceberg) is not None:
+        if (reference is not None
+                and iceberg_reference(query, host.iceberg, host.catalog) is not None):
             host.check_access(call, reference.bucket)  # the catalog
         elif reference is not None:
-            reference = sessions.qualify(host.catalog, session, reference)
+            reference = sessions.qualify(host.catalog, session, reference.as_object())
             host.check_access(call, reference.bucket)
             # the table rule (a prefix or an object), not the object rule: "orders/" is a key
             # no object can have, but a configured prefix's name

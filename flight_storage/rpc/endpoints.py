@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from flight_storage.errors import StaleTicketError
 from flight_storage.execution.plan_types import SelectPlan
 from flight_storage.protocol import Partition, PartitionTicket
 
@@ -61,3 +62,16 @@ def partition_bytes(partition: Partition, plan: SelectPlan) -> int:
 def _filters_rows(plan: SelectPlan) -> bool:
     sql = plan.translation.sql.upper()
     return " WHERE " in sql or " LIMIT " in sql or plan.translation.is_aggregate
+
+
+def stale_ticket(ticket: PartitionTicket, node_name: str | None) -> StaleTicketError:
+    """The error of a ticket whose objects are not, on this node, the version it was planned
+    on."""
+    where = f"{ticket.bucket}/{ticket.key}"
+    if ticket.planned_by is not None and ticket.planned_by != node_name:
+        return StaleTicketError(
+            f"{where} on node {node_name} is not the copy node {ticket.planned_by} "
+            f"planned the query on (their contents differ): make the replicas equal, "
+            "then plan it again", code="PreconditionFailed")
+    return StaleTicketError(f"{where} changed after the query was planned; plan it again "
+                            "(GetFlightInfo)", code="PreconditionFailed")

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from flight_storage import protocol
-from flight_storage.errors import InvalidRequestError
+from flight_storage.errors import InvalidRequestError, StorageError
 from flight_storage.execution.engine import SelectEngine
 from flight_storage.execution.iceberg_scan import (
     IcebergPlan,
@@ -42,6 +42,7 @@ from flight_storage.rpc.endpoints import endpoint_partitions, known_rows, query_
 from flight_storage.rpc.middleware import CallContext
 from flight_storage.rpc.prepared_parameters import bound_sql
 from flight_storage.rpc.streams import QueryStream, ReadCounter, StreamPool
+from flight_storage.storage.catalog import Catalog
 from flight_storage.storage.iceberg_catalog import IcebergCatalogs
 from select_dialect.translate import refuse_writes
 
@@ -83,8 +84,12 @@ class IcebergHost(Protocol):
         ...
 
 
-def iceberg_reference(query: str, catalogs: IcebergCatalogs) -> TableReference | None:
+def iceberg_reference(query: str, catalogs: IcebergCatalogs,
+                      buckets: Catalog | None = None) -> TableReference | None:
     """The Iceberg table a statement reads (None: it reads an object, or nothing).
+
+    A three-part name whose first part is no Iceberg catalog but a bucket of ``buckets`` is
+    ``"bucket"."schema"."table"``, a table of that bucket (``TableReference.as_object``).
 
     Besides ``"catalog"."namespace"."table"``, a two-part name whose first part is a configured
     catalog, ``"catalog"."namespace.table"``, names a table too (the last dot ends the
@@ -94,11 +99,22 @@ def iceberg_reference(query: str, catalogs: IcebergCatalogs) -> TableReference |
     if reference is None:
         return None
     if reference.is_iceberg:
+        if (reference.bucket not in catalogs and buckets is not None
+                and _is_bucket(buckets, reference.bucket)):
+            return None
         return reference
     namespace, dot, table = reference.key.rpartition(".")
     if reference.bucket in catalogs and dot and namespace and table:
         return TableReference(reference.bucket, namespace, None, table)
     return None
+
+
+def _is_bucket(buckets: Catalog, name: str) -> bool:
+    try:
+        buckets.store(name)
+    except StorageError:
+        return False
+    return True
 
 
 def _name(reference: TableReference) -> IcebergTableName:

@@ -123,12 +123,12 @@ def ingest(host: IngestHost, call: CallContext, command: Any,
     store = host.catalog.store(target.bucket)
     _check_not_object(host.catalog, target)
     existing = list(store.list(target.prefix))
-    check = _check_mode(command, target, store, reader.schema)
+    check, written_as = _check_mode(command, target, store, reader.schema)
     check(existing, lambda: None)  # before the data is read: the commit checks again
 
     def work(stop: threading.Event) -> tuple[Path, int, int]:
         return _write_parquet(store, reader, host.config.max_ingest_bytes, stop,
-                              call.is_cancelled)
+                              call.is_cancelled, written_as[0])
 
     written, size, rows = host.bounded(call, "ingest", work)
     telemetry.INGEST_ROWS.inc(rows)  # received whole; a commit that fails stores none of it
@@ -206,13 +206,16 @@ def _check_not_object(catalog: Catalog, target: Target) -> None:
 
 
 def _check_mode(command: Any, target: Target, store: BucketStore, schema: pa.Schema
-                ) -> table_commits.Check:
+                ) -> tuple[table_commits.Check, list[pa.Schema]]:
     """The check of the command's mode against a table's objects (and its newest commit,
-    which names who wrote it), run before the data is read and at each commit attempt; an
-    object's schema is read once per version."""
+    which names who wrote it), run before the data is read and at each commit attempt; and
+    the schema the data is written with, set by the check (an append's: the table's, when
+    every column of the data casts to it without loss). An object's schema is read once per
+    version."""
     options = command.table_definition_options
     where = f"{target.bucket}/{target.prefix}"
-    same_schema: set[str] = set()
+    checked: dict[str, pa.Schema] = {}
+    written = [schema]
 
     def check(existing: list[StoredObject], head: Callable[[], Record | None]) -> None:
         if not existing:
@@ -221,9 +224,10 @@ def _check_mode(command: Any, target: Target, store: BucketStore, schema: pa.Sch
                                           "it)", code="NoSuchTable")
             return
         if options.if_exists == _OPTIONS.TABLE_EXISTS_OPTION_APPEND:
-            if existing[0].version not in same_schema:
-                _check_schema(where, store, existing[0], schema)
-                same_schema.add(existing[0].version)
+            version = existing[0].version
+            if version not in checked:
+                checked[version] = _check_schema(where, store, existing[0], schema)
+            written[0] = checked[version]
         elif options.if_exists != _OPTIONS.TABLE_EXISTS_OPTION_REPLACE:
             writer = head()
             by = f" (written by {writer.describe()})" if writer is not None else ""
@@ -231,11 +235,31 @@ def _check_mode(command: Any, target: Target, store: BucketStore, schema: pa.Sch
                                       "refuses it: append or replace it",
                                       code="TableAlreadyExists")
 
-    return check
+    return check, written
+
+
+def _lossless(data: pa.DataType, table: pa.DataType) -> bool:
+    """Whether every value of ``data`` casts to ``table`` exactly (a finer timestamp unit in
+    the same zone, a wider integer of the same sign, a wider float); a value outside the
+    finer unit's range is refused when the batch is cast."""
+    if pa.types.is_timestamp(data) and pa.types.is_timestamp(table):
+        units = ("s", "ms", "us", "ns")
+        return bool(data.tz == table.tz) and units.index(data.unit) <= units.index(table.unit)
+    for same_kind in (pa.types.is_signed_integer, pa.types.is_unsigned_integer,
+                      pa.types.is_floating):
+        if same_kind(data) and same_kind(table):
+            return bool(data.bit_width <= table.bit_width)
+    return False
+
+
+def _describe(field: pa.Field) -> str:
+    return f"{field.name}: {field.type}" + ("" if field.nullable else " not null")
 
 
 def _check_schema(where: str, store: BucketStore, first: StoredObject,
-                  schema: pa.Schema) -> None:
+                  schema: pa.Schema) -> pa.Schema:
+    """The schema an append writes: the data's when it is the table's, the table's when every
+    column casts to it without loss; else ``SchemaMismatch`` saying what differs."""
     if describe_key(first.key)[0] != "parquet":
         raise InvalidRequestError(f"table {where} holds {first.key}, not Parquet: ingest "
                                   "appends only to tables of Parquet objects")
@@ -243,22 +267,40 @@ def _check_schema(where: str, store: BucketStore, first: StoredObject,
     ours = pa.schema([f.remove_metadata() for f in schema]).remove_metadata()
     theirs = pa.schema([f.remove_metadata() for f in table]).remove_metadata()
     if ours.equals(theirs):
-        return
-    differences = [f"{f.name}: {f.type}" + ("" if f.nullable else " not null") for f in ours
-                   if f not in theirs]
-    expected = [f"{f.name}: {f.type}" + ("" if f.nullable else " not null") for f in theirs
-                if f not in ours]
-    raise InvalidRequestError(
-        f"the data's schema differs from table {where}: the data has "
-        f"[{', '.join(differences) or 'the same columns in another order'}], the table "
-        f"[{', '.join(expected) or 'the same columns in another order'}]",
-        code="SchemaMismatch")
+        return schema
+    problems = []
+    missing = [_describe(f) for f in theirs if f.name not in ours.names]
+    if missing:
+        problems.append(f"the data lacks the table's columns [{', '.join(missing)}]")
+    extra = [_describe(f) for f in ours if f.name not in theirs.names]
+    if extra:
+        problems.append(f"the data has columns the table has not [{', '.join(extra)}]")
+    differing = [
+        f"{_describe(f)} where the table has {_describe(theirs.field(f.name))}"
+        for f in ours if f.name in theirs.names and not _castable(f, theirs.field(f.name))]
+    if differing:
+        problems.append(f"column types differ: {'; '.join(differing)}")
+    if not problems and ours.names == theirs.names:
+        return theirs  # every column casts to the table's without loss
+    if not problems:
+        problems.append(f"the same columns in another order: the data has "
+                        f"[{', '.join(ours.names)}], the table [{', '.join(theirs.names)}]")
+    raise InvalidRequestError(f"the data's schema differs from table {where}: "
+                              + "; ".join(problems), code="SchemaMismatch")
+
+
+def _castable(data: pa.Field, table: pa.Field) -> bool:
+    """A column written into the table's type without loss (NULLs only where allowed)."""
+    if data.nullable and not table.nullable:
+        return False
+    return data.type == table.type or _lossless(data.type, table.type)
 
 
 def _write_parquet(store: BucketStore, reader: flight.MetadataRecordBatchReader, limit: int,
-                   stop: threading.Event, cancelled: Callable[[], bool]
+                   stop: threading.Event, cancelled: Callable[[], bool], schema: pa.Schema
                    ) -> tuple[Path, int, int]:
-    """Every batch the client sends into one Parquet file; its path, size and row count.
+    """Every batch the client sends into one Parquet file of ``schema`` (the data's, or the
+    table's it casts to without loss); its path, size and row count.
 
     A client killed mid-stream ends the stream as if it had finished (pyarrow's reader just
     stops); only the call's cancellation tells them apart, so it is asked once the stream
@@ -269,14 +311,14 @@ def _write_parquet(store: BucketStore, reader: flight.MetadataRecordBatchReader,
     path = Path(name)
     received = rows = 0
     try:
-        with os.fdopen(fd, "wb") as sink, pq.ParquetWriter(sink, reader.schema) as out:
+        with os.fdopen(fd, "wb") as sink, pq.ParquetWriter(sink, schema) as out:
             for batch in _batches(reader, stop):
                 received += batch.nbytes
                 if received > limit:
                     raise ResourceLimitError(
                         f"the ingest sent over {limit >> 20} MiB of Arrow data "
                         "(--max-ingest-mb)", code="EntityTooLarge")
-                out.write_batch(batch)
+                out.write_batch(_as_table_schema(batch, schema))
                 rows += batch.num_rows
         if cancelled():
             raise flight.FlightCancelledError(_GONE)
@@ -284,6 +326,16 @@ def _write_parquet(store: BucketStore, reader: flight.MetadataRecordBatchReader,
     except BaseException:
         path.unlink(missing_ok=True)
         raise
+
+
+def _as_table_schema(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    if batch.schema.equals(schema):
+        return batch
+    try:
+        return batch.cast(schema)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise InvalidRequestError(f"the data does not fit the table's columns {schema.types}: "
+                                  f"{exc}", code="SchemaMismatch") from None
 
 
 def _batches(reader: flight.MetadataRecordBatchReader,

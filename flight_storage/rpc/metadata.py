@@ -28,8 +28,9 @@ from flight_storage.rpc.column_metadata import describe_columns
 from flight_storage.rpc.config import ServerConfig
 from flight_storage.rpc.middleware import CallContext
 from flight_storage.rpc.streams import object_sources
-from flight_storage.storage.catalog import Catalog
+from flight_storage.storage.catalog import Catalog, ingested_table
 from flight_storage.storage.iceberg_catalog import IcebergCatalogs
+from select_dialect.flavors import FLAVORS
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +88,7 @@ def _sql_info(host: MetadataHost, call: CallContext, message: Any) -> pa.Table: 
         SqlInfo.FLIGHT_SQL_SERVER_STATEMENT_TIMEOUT: int(host.config.query_timeout_s),
         SqlInfo.FLIGHT_SQL_SERVER_TRANSACTION_TIMEOUT: 0,
         **_DIALECT_INFO,
+        **(_DATAFUSION_SQL_INFO if FLAVORS[call.statement_flavor].datafusion_sql else {}),
         SqlInfo.SQL_MAX_STATEMENT_LENGTH: host.config.engine.max_query_chars,
     }
     wanted = list(message.info) or list(values)
@@ -134,6 +136,17 @@ _DIALECT_INFO: Final[Mapping[int, Any]] = {
     SqlInfo.SQL_NAMED_PARAMETERS_SUPPORTED: False,  # ? only
 }
 """What the SQL surface supports, for GetSqlInfo (each claim is checked by a test)."""
+
+_DATAFUSION_SQL_INFO: Final[Mapping[int, Any]] = {
+    SqlInfo.SQL_SUPPORTED_GRAMMAR: 3,  # SQL_MINIMUM_GRAMMAR | SQL_CORE_GRAMMAR: DataFusion's
+    SqlInfo.SQL_OUTER_JOINS_SUPPORT_LEVEL: 2,  # SQL_FULL_OUTER_JOINS
+    SqlInfo.SQL_SUPPORTED_SUBQUERIES: 7,  # in comparisons, EXISTS, IN
+    SqlInfo.SQL_CORRELATED_SUBQUERIES_SUPPORTED: True,
+    SqlInfo.SQL_SUPPORTED_UNIONS: 3,  # UNION, UNION ALL
+    SqlInfo.SQL_MAX_TABLES_IN_SELECT: 0,  # no limit
+}
+"""What a flavour with ``datafusion_sql`` (the standard surface: ``rpc/sql_statements.py``)
+supports beyond S3 Select's one table, for a caller in that flavour."""
 
 
 def _catalogs(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:  # noqa: ARG001 - a METADATA_COMMANDS builder
@@ -199,8 +212,11 @@ def _tables(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
             log.warning("bucket %s: %s", bucket, exc)
             configured = ()
         names = [(t.prefix, PREFIX_TABLE_TYPE) for t in configured]
-        names += [(o.key, OBJECT_TABLE_TYPE) for o in host.catalog.objects(bucket)
-                  if o.format is not None]
+        for o in host.catalog.objects(bucket):
+            # an ingested table once, by the name users write, rather than its part files
+            name = ingested_table(o.key) or o.key
+            if o.format is not None and (name, OBJECT_TABLE_TYPE) not in names[-1:]:
+                names.append((name, OBJECT_TABLE_TYPE))
         for name, kind in names:
             if not _like(name, table_pattern) or (types and kind not in types):
                 continue

@@ -31,8 +31,8 @@ from flight_storage import protocol
 from flight_storage.errors import (
     AccessDeniedError,
     InvalidRequestError,
-    StaleTicketError,
 )
+from flight_storage.execution.datafusion_sql import SqlPlan
 from flight_storage.execution.engine import InputSpec, SelectEngine, SelectPlan
 from flight_storage.protocol import Partition, PartitionTicket, PreparedHandle, pb
 from flight_storage.protocol.signing import Secret, Signer
@@ -44,7 +44,7 @@ from flight_storage.request.s3_request import (
 from flight_storage.request.sniffing import TableSniffer
 from flight_storage.request.statement import split_table_reference
 from flight_storage.request.tables import ResolvedTable, input_spec, object_version, resolve_table
-from flight_storage.rpc import iceberg_tables
+from flight_storage.rpc import iceberg_tables, sql_statements
 from flight_storage.rpc.actions import ACTIONS
 from flight_storage.rpc.auth import TokenSigner, Users
 from flight_storage.rpc.boundary import guarded, rpc_boundary
@@ -59,6 +59,7 @@ from flight_storage.rpc.endpoints import (
     known_rows,
     partition_bytes,
     query_id,
+    stale_ticket,
     ticket_key,
 )
 from flight_storage.rpc.ingest import ingest
@@ -309,10 +310,13 @@ class StorageServer(flight.FlightServerBase):
         fields: dict[str, Any],
         namespace: Session | None = None,
     ) -> flight.FlightInfo:
-        if iceberg_tables.iceberg_reference(query, self.iceberg) is not None:  # Iceberg
+        if iceberg_tables.iceberg_reference(query, self.iceberg, self.catalog) is not None:
             return iceberg_tables.statement_info(self, call, descriptor, query, flavor,
                                                  parameters, fields)
         table, plan = self.plan_statement(call, query, flavor, parameters, namespace)
+        if isinstance(plan, SqlPlan):  # DataFusion's plan over the tables it names
+            return sql_statements.statement_info(self, call, descriptor, query, flavor, plan,
+                                                 parameters, fields, namespace)
         partitions = ([Partition("object")] if call.single_endpoint
                       else endpoint_partitions(plan))
         if table is None:  # SELECT 1: a ticket naming no object
@@ -413,15 +417,16 @@ class StorageServer(flight.FlightServerBase):
     def plan_statement(
         self, call: CallContext, query: str, flavor: str, parameters: bytes | None,
         namespace: Session | None = None,
-    ) -> tuple[ResolvedTable | None, SelectPlan]:
-        """The table a statement reads (None for one without FROM) and its plan; a one-part
-        table name resolves in ``namespace`` (a prepared statement's), else in the caller's
-        session (``rpc/sessions.py``)."""
+    ) -> tuple[ResolvedTable | None, SelectPlan | SqlPlan]:
+        """The table a statement reads (None for one without FROM, or one DataFusion plans
+        over its tables: ``rpc/sql_statements.py``) and its plan; a one-part table name
+        resolves in ``namespace`` (a prepared statement's), else in the caller's session
+        (``rpc/sessions.py``)."""
         self.check_query_length(query)
         refuse_writes(query)  # before the table: INSERT INTO a new key is not NoSuchKey
         session = namespace if namespace is not None else current_session(self, call)
 
-        if iceberg_tables.iceberg_reference(query, self.iceberg) is not None:  # Iceberg
+        if iceberg_tables.iceberg_reference(query, self.iceberg, self.catalog) is not None:
             return None, iceberg_tables.plan_statement(self, call, query, flavor,
                                                        parameters).plan
 
@@ -440,13 +445,14 @@ class StorageServer(flight.FlightServerBase):
                     'SELECT * FROM "sales"."orders/2024-01.csv"',
                     code="MissingObject",
                 )
-            reference = qualify(self.catalog, session, reference)
+            reference = qualify(self.catalog, session, reference.as_object())
             table, plan, _ = self._plan_table(call, reference.bucket, reference.key,
                                               reference.input_serialization,
                                               bound_sql(sql, parameters), flavor, stop)
             return table, plan
 
-        return self.bounded(call, "planning", plan)
+        return sql_statements.plan_either(self, call, query, flavor, parameters, session,
+                                          lambda: self.bounded(call, "planning", plan))
 
     def _plan_table(self, call: CallContext, bucket: str, key: str,
                     overrides: Mapping[str, Any] | None, sql: str, flavor: str,
@@ -551,6 +557,9 @@ class StorageServer(flight.FlightServerBase):
                                                   self._fields(context))
         if ticket.request == "constant":
             return self._serve_constant(ticket)
+        if ticket.request == sql_statements.SQL_REQUEST:
+            return sql_statements.serve_partition(self, context, call, ticket, handle,
+                                                  self._fields(context))
         if self.cluster is not None:  # before the catalog, which would say NoSuchBucket
             self.cluster.check_holds(ticket.bucket, ticket.key)
         self.check_access(call, ticket.bucket)
@@ -583,7 +592,7 @@ class StorageServer(flight.FlightServerBase):
         """A DoGet's plan, by its ticket's request kind, the way GetFlightInfo planned it."""
         if ticket.request == "statement":
             reference, sql = split_table_reference(ticket.query)
-            if reference is None or not reference.names(ticket.bucket, ticket.key):
+            if reference is None or not reference.as_object().names(ticket.bucket, ticket.key):
                 raise protocol.TicketError("ticket does not match its statement")
             table, plan, sources = self._plan_table(
                 call, ticket.bucket, ticket.key, reference.input_serialization,
@@ -595,7 +604,7 @@ class StorageServer(flight.FlightServerBase):
                 ticket.flavor, None, stop)
             objects, sources = (obj,), [source]
         if ticket.object_version is not None and ticket.object_version != object_version(objects):
-            raise self._stale(ticket)
+            raise stale_ticket(ticket, self.node_name)
         sources[0].read[0] = 0  # count what the scan reads, not the header planning peeked at
         sources[0].processed[0] = 0
         return sources[0], plan, objects
@@ -604,17 +613,6 @@ class StorageServer(flight.FlightServerBase):
     def node_name(self) -> str | None:
         """This node's name in its cluster (None for a single server)."""
         return self.config.node_name if self.cluster is not None else None
-
-    def _stale(self, ticket: PartitionTicket) -> StaleTicketError:
-        """The error of a ticket whose objects are not, here, the version it was planned on."""
-        where = f"{ticket.bucket}/{ticket.key}"
-        if ticket.planned_by is not None and ticket.planned_by != self.node_name:
-            return StaleTicketError(
-                f"{where} on node {self.node_name} is not the copy node {ticket.planned_by} "
-                f"planned the query on (their contents differ): make the replicas equal, "
-                "then plan it again", code="PreconditionFailed")
-        return StaleTicketError(f"{where} changed after the query was planned; plan it again "
-                                "(GetFlightInfo)", code="PreconditionFailed")
 
     # ------------------------------------------------------------------ unsupported RPCs
     @rpc_boundary

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,20 @@ _FORMAT_SUFFIXES = {
     ".pq": "parquet",
 }
 _JSON_LINES_SUFFIXES = {".ndjson", ".jsonl"}
+_INGESTED_PART = re.compile(r"^(.+)/part-[^/]*\.parquet$")
+"""The objects a bulk ingest writes (``rpc/ingest.py``): ``<table>/part-<time>-<random>.parquet``."""
+
+
+def ingested_table(key: str) -> str | None:
+    """The table an ingest's part file belongs to, as users name it (``events/part-1-a.parquet``
+    is part of ``events``), or None for any other key.
+
+    Example:
+        >>> ingested_table("analytics/daily/part-00000000000000000001-0a1b2c3d.parquet")
+        'analytics/daily'
+    """
+    match = _INGESTED_PART.match(key)
+    return match.group(1) if match else None
 
 
 @dataclass(frozen=True)

@@ -55,17 +55,21 @@ def server(data: Path) -> Iterator[ServerProcess]:
         yield process
 
 
-def _info(server: ServerProcess) -> dict[int, Any]:
+def _info(server: ServerProcess, flavor: str | None = None) -> dict[int, Any]:
     client = flight.connect(server.location)
+    options = flight.FlightCallOptions(
+        headers=[(protocol.FLAVOR_HEADER.encode(), flavor.encode())] if flavor else [])
     info = client.get_flight_info(flight.FlightDescriptor.for_command(
-        protocol.pack_any(pb.CommandGetSqlInfo())))
-    table = client.do_get(info.endpoints[0].ticket).read_all()
+        protocol.pack_any(pb.CommandGetSqlInfo())), options)
+    table = client.do_get(info.endpoints[0].ticket, options).read_all()
     return dict(zip(table.column("info_name").to_pylist(), table.column("value").to_pylist(),
                     strict=True))
 
 
-def _rows(server: ServerProcess, sql: str) -> list[tuple[Any, ...]]:
-    with flightsql.connect(server.location) as conn, conn.cursor() as cursor:
+def _rows(server: ServerProcess, sql: str, flavor: str | None = None) -> list[tuple[Any, ...]]:
+    options = ({f"adbc.flight.sql.rpc.call_header.{protocol.FLAVOR_HEADER}": flavor}
+               if flavor else {})
+    with flightsql.connect(server.location, db_kwargs=options) as conn, conn.cursor() as cursor:
         cursor.execute(sql)
         return cursor.fetchall()
 
@@ -104,16 +108,45 @@ def test_null_ordering_and_null_arithmetic(server: ServerProcess) -> None:
         (None,)]
 
 
-def test_grammar_limits_are_what_the_server_refuses(server: ServerProcess) -> None:
-    info = _info(server)
+_BEYOND_ONE_TABLE = (f'SELECT * FROM {TABLE} a JOIN "t"."nulls.parquet" b ON a._1 = b.x',
+                     f"SELECT * FROM {TABLE} UNION SELECT * FROM {TABLE}",
+                     f"SELECT * FROM (SELECT * FROM {TABLE})")
+
+
+@pytest.mark.parametrize("flavor", ["ceph", "aws"])
+def test_s3_select_grammar_limits_are_what_the_server_refuses(server: ServerProcess,
+                                                              flavor: str) -> None:
+    info = _info(server, flavor)
+    assert info[SqlInfo.SQL_SUPPORTED_GRAMMAR] == 1
     assert info[SqlInfo.SQL_OUTER_JOINS_SUPPORT_LEVEL] == 0
     assert info[SqlInfo.SQL_MAX_TABLES_IN_SELECT] == 1
     assert info[SqlInfo.SQL_SUPPORTED_UNIONS] == 0 and info[SqlInfo.SQL_SUPPORTED_SUBQUERIES] == 0
-    for sql in (f'SELECT * FROM {TABLE} a JOIN "t"."nulls.parquet" b ON a._1 = b.x',
-                f"SELECT * FROM {TABLE} UNION SELECT * FROM {TABLE}",
-                f"SELECT * FROM (SELECT * FROM {TABLE})"):
+    assert info[SqlInfo.SQL_CORRELATED_SUBQUERIES_SUPPORTED] is False
+    for sql in _BEYOND_ONE_TABLE:
         with pytest.raises(adbc_driver_manager.Error):
-            _rows(server, sql)
+            _rows(server, sql, flavor)
+
+
+def test_standard_grammar_is_datafusions(server: ServerProcess) -> None:
+    info = _info(server)  # the standard surface, every SQL client's default
+    assert info[SqlInfo.SQL_SUPPORTED_GRAMMAR] == 3
+    assert info[SqlInfo.SQL_OUTER_JOINS_SUPPORT_LEVEL] == 2
+    assert info[SqlInfo.SQL_MAX_TABLES_IN_SELECT] == 0
+    assert info[SqlInfo.SQL_SUPPORTED_UNIONS] == 3 and info[SqlInfo.SQL_SUPPORTED_SUBQUERIES] == 7
+    assert info[SqlInfo.SQL_CORRELATED_SUBQUERIES_SUPPORTED] is True
+    whole = len(_rows(server, f"SELECT * FROM {TABLE}"))
+    assert whole > 0
+    nulls = '"t"."nulls.parquet"'
+    assert len(_rows(server, f"SELECT * FROM {TABLE} UNION ALL SELECT * FROM {TABLE}")) == (
+        2 * whole)
+    assert len(_rows(server, f"SELECT * FROM (SELECT * FROM {TABLE}) s")) == whole
+    # x = 1 and 2 meet orders 1 and 2; the NULL meets none and is a row of its own
+    assert _rows(server, f"SELECT count(*) FROM {TABLE} a FULL OUTER JOIN {nulls} b "
+                         "ON a.order_id = b.x") == [(whole + 1,)]
+    correlated = (f"SELECT x FROM {nulls} n WHERE EXISTS (SELECT 1 FROM {nulls} m "
+                  "WHERE m.x = n.x) AND x IN (SELECT x FROM {nulls} WHERE x > 1) "
+                  "AND x = (SELECT max(x) FROM {nulls})")
+    assert _rows(server, correlated.replace("{nulls}", nulls)) == [(2,)]
     assert info[SqlInfo.SQL_MAX_STATEMENT_LENGTH] == MAX_CHARS
     long = f"SELECT * FROM {TABLE} WHERE _1 = '{'x' * MAX_CHARS}'"
     with pytest.raises(adbc_driver_manager.Error, match="ExpressionTooLong"):

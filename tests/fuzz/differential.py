@@ -26,10 +26,12 @@ import duckdb
 import pyarrow as pa
 
 from flight_storage.errors import StorageError
+from flight_storage.execution.datafusion_sql import SqlTable, execute_sql, plan_sql, table_plan
 from flight_storage.execution.engine import InputSpec, SelectEngine
 from flight_storage.execution.select_local import run_select
 from flight_storage.storage.sources import FileSource
 from select_dialect import SelectDialectError
+from select_dialect.sql_surface import parse_sql
 from tests.fuzz.generate import Case_
 from tests.fuzz.oracle import answer, render_csv
 from tests.fuzz.query_ast import render_query
@@ -135,6 +137,24 @@ def standard_engine_answer(case: StandardCase, path: Path) -> list[tuple[Any, ..
         return f"ERROR {exc.code}: {exc}"
 
 
+def standard_join_answer(case: StandardCase, path: Path) -> list[tuple[Any, ...]] | str:
+    """Our answer to a statement DataFusion plans over the tables it names (the object is the
+    table ``s3object``, read as the standard surface reads it alone), or ``ERROR``."""
+    engine = SelectEngine()
+    spec = InputSpec.from_request({"CSV": {"FileHeaderInfo": "USE"}}, default_format="csv")
+    source = FileSource(path, path.name, path.stat().st_size)
+    try:
+        statement = parse_sql(case.ours)
+        assert statement is not None, case.ours
+        assert not statement.one_table, case.ours
+        tables = [SqlTable(name, table_plan(engine, [source], spec, flavor="standard"))
+                  for name in statement.tables]
+        plan = plan_sql(engine, case.ours, tables, flavor="standard")
+        return _arrow_rows(list(execute_sql(engine, plan)))
+    except (StorageError, SelectDialectError) as exc:  # an answer to compare; a crash raises
+        return f"ERROR {exc.code}: {exc}"
+
+
 def duckdb_answer(case: StandardCase, path: Path) -> list[tuple[Any, ...]] | str:
     """DuckDB's answer over the same bytes, every column VARCHAR, or ``ERROR``."""
     columns = ", ".join(f"'{name}': 'VARCHAR'" for name, _ in case.columns)
@@ -172,13 +192,15 @@ def _same_rows(expected: list[tuple[Any, ...]], actual: list[tuple[Any, ...]], o
                for a, b in zip(expected, actual, strict=True))
 
 
-def check_standard(case: StandardCase) -> StandardOutcome:
+def check_standard(case: StandardCase, *, joined: bool = False) -> StandardOutcome:
     """Our engine and DuckDB over one CSV; they agree when both give the same rows (floats
-    within 1e-9) or both refuse the query."""
+    within 1e-9) or both refuse the query (``joined``: a statement DataFusion plans over the
+    tables it names, :func:`standard_join_answer`)."""
     with tempfile.TemporaryDirectory(prefix="fuzz-standard-") as directory:
         path = Path(directory) / "object.csv"
         path.write_bytes(case.data)
-        actual = standard_engine_answer(case, path)
+        ours = standard_join_answer if joined else standard_engine_answer
+        actual = ours(case, path)
         expected = duckdb_answer(case, path)
     if isinstance(expected, str) or isinstance(actual, str):
         agrees = isinstance(expected, str) and isinstance(actual, str)
