@@ -132,6 +132,9 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
     store.add_argument("--store-region", help="the signing region (default $AWS_REGION, the "
                        "profile's, or us-east-1)")
     store.add_argument("--store-profile", help="a profile of the shared AWS config files")
+    store.add_argument("--store-max-attempts", type=_attempts,
+                       help="tries of one store request, and of one ranged read whose body is "
+                       "cut off mid-way, each from where it broke (default 4; docs/storage.md)")
     store.add_argument("--store-cache-mb", type=int, default=0,
                        help="keep copies of the store objects read on local disk, up to this "
                        "many MiB (one file per object version; 0: off; docs/storage.md)")
@@ -300,6 +303,17 @@ def _ticket_secret(path: Path | None) -> bytes:
     return os.environ.get("FLIGHT_SELECT_TICKET_SECRET", "").encode()
 
 
+def _attempts(text: str) -> int:
+    """``--store-max-attempts``: a whole number from 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of tries, 1 or more")
+    return value
+
+
 class _Refused(Exception):
     """Why the server will not start: printed after ``flight-select:``, exit status 2."""
 
@@ -399,7 +413,9 @@ def _server_config(args: argparse.Namespace, cluster: ClusterDescription | None,
         iceberg=tuple(args.iceberg),
         store=S3Settings(endpoint_url=args.store_endpoint_url, region=args.store_region,
                          profile=args.store_profile, cache_bytes=args.store_cache_mb << 20,
-                         cache_dir=args.store_cache_dir),
+                         cache_dir=args.store_cache_dir,
+                         **({"max_attempts": args.store_max_attempts}
+                            if args.store_max_attempts is not None else {})),
         host=args.host or (node.bind_host if node is not None else "127.0.0.1"),
         port=(node.port if workers is not None and node is not None
               else args.port if args.port is not None

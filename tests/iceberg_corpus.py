@@ -199,3 +199,21 @@ def _write_delete_file(catalog: Any, corpus: Corpus, schema: Any, name: str, *,
         append.append_data_file(delete_file)
     corpus.snapshots[name] = [s.snapshot_id for s in catalog.load_table(
         f"{NAMESPACE}.{name}").snapshots()]
+
+
+def write_files_table(catalog: Any, name: str, files: int = 5, rows: int = 1000) -> list[str]:
+    """Table ``name`` (namespace ``corpus``, created if absent) of one column ``k`` appended
+    ``files`` times, ``rows`` consecutive values each (one data file per append); its data
+    files' paths in append order."""
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField
+
+    if (NAMESPACE,) not in [tuple(n) for n in catalog.list_namespaces()]:
+        catalog.create_namespace(NAMESPACE)
+    table = catalog.create_table(f"{NAMESPACE}.{name}", Schema(NestedField(1, "k", LongType())))
+    paths: list[str] = []
+    for n in range(files):
+        table.append(pa.table({"k": pa.array(range(n * rows, (n + 1) * rows), pa.int64())}))
+        paths += [t.file.file_path for t in table.scan().plan_files()
+                  if t.file.file_path not in paths]
+    return paths

@@ -1,6 +1,7 @@
 """A forwarding HTTP proxy in front of the real object store, for what a store alone cannot show:
 how many bytes each client fetched (planning must read only footers and samples), and faults
-(throttling with 503 SlowDown, a store that stops answering).
+(throttling with 503 SlowDown, a store that stops answering, a response body cut off mid-way as
+a proxy or a load balancer that drops a connection does).
 
 It forwards every request unchanged (the Host header included, so SigV4 signatures made for the
 proxy's address still verify at the store) and streams the answer back, counting the bytes of
@@ -11,6 +12,8 @@ each response body. Hand-written for the tests: a dozen lines over the standard 
 from __future__ import annotations
 
 import http.client
+import random
+import socket
 import sys
 import threading
 from collections.abc import Callable
@@ -38,6 +41,8 @@ class Counters:
     requests: int = 0
     body_bytes: int = 0
     throttled: int = 0
+    cut: int = 0
+    """Response bodies cut off (:attr:`S3Proxy.cut_rate`, :attr:`S3Proxy.cut_next`)."""
     methods: list[str] = field(default_factory=list)
     calls: list[tuple[str, str]] = field(default_factory=list)
     """(method, path) of each request, in order."""
@@ -51,14 +56,23 @@ class S3Proxy:
         counters: requests and response bytes so far (:meth:`reset` zeroes them).
         throttle: answer this many of the next requests with 503 SlowDown.
         refuse: while True, every request is answered 503 at once (a store that is down).
+        cut_rate: the share of GET answers with a body (0 to 1) whose body is cut off half-way:
+            the status and the full Content-Length go out, then half the bytes, then the
+            connection is closed (drawn from a generator seeded with ``seed``: repeatable).
+        cut_next: cut this many of the next GET bodies (before ``cut_rate`` is drawn).
+        cut_only: cut only GETs whose path holds this text ("": any).
     """
 
-    def __init__(self, target: str) -> None:
+    def __init__(self, target: str, *, seed: int = 35) -> None:
         parts = urlsplit(target)
         self._target = (parts.hostname or "127.0.0.1", parts.port or 80)
         self.counters = Counters()
         self.throttle = 0
         self.refuse = False
+        self.cut_rate = 0.0
+        self.cut_next = 0
+        self.cut_only = ""
+        self._random = random.Random(seed)
         self._lock = threading.Lock()
         proxy = self
 
@@ -103,6 +117,21 @@ class S3Proxy:
                 self.throttle -= 1
         return throttled
 
+    def _cut(self, handler: BaseHTTPRequestHandler, answer: http.client.HTTPResponse) -> bool:
+        """Whether this answer's body is cut off (``cut_next``, then ``cut_rate``)."""
+        if handler.command != "GET" or answer.status not in (200, 206):
+            return False
+        if int(answer.getheader("Content-Length") or 0) < 2 or self.cut_only not in handler.path:
+            return False
+        with self._lock:
+            cut = self.cut_next > 0 or (self.cut_rate > 0 and
+                                        self._random.random() < self.cut_rate)
+            if self.cut_next > 0:
+                self.cut_next -= 1
+            if cut:
+                self.counters.cut += 1
+        return cut
+
     def _answer_slow_down(self, handler: BaseHTTPRequestHandler) -> None:
         self._count(lambda c: setattr(c, "throttled", c.throttled + 1))
         handler.send_response(503)
@@ -123,6 +152,15 @@ class S3Proxy:
             handler.send_header("Transfer-Encoding", "chunked")
         handler.end_headers()
         if handler.command == "HEAD":
+            return
+        if self._cut(handler, answer):
+            half = int(answer.getheader("Content-Length") or 0) // 2
+            data = answer.read(half)
+            self._add_body_bytes(len(data))
+            handler.wfile.write(data)
+            handler.wfile.flush()
+            handler.close_connection = True
+            handler.connection.shutdown(socket.SHUT_RDWR)
             return
         while chunk := answer.read(1 << 16):
             self._add_body_bytes(len(chunk))

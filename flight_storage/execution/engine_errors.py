@@ -14,12 +14,17 @@ from collections.abc import Iterable, Iterator
 import pyarrow as pa
 
 from flight_storage.errors import (
+    AccessDeniedError,
     InputFormatError,
+    ObjectNotFoundError,
     QueryExecutionError,
     ResourceLimitError,
+    StaleTicketError,
     StorageError,
+    StoreUnavailableError,
 )
 from flight_storage.execution import udfs
+from flight_storage.storage.store_errors import pyarrow_store_error
 
 # DataFusion error texts that are really the user's processing errors: (pattern, S3 code).
 _ENGINE_ERRORS: tuple[tuple[re.Pattern[str], str], ...] = (
@@ -30,11 +35,21 @@ _ENGINE_ERRORS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"Resources exhausted|memory", re.I), "ResourceLimitExceeded"),
     (re.compile(r"RecursionLimitExceeded|recursion limit", re.I), "ExpressionTooComplex"),
 )
+# DataFusion's object store failing (object_store's texts): the store's answer, not the
+# query's; a store that is down or cuts bodies off past object_store's retries is UNAVAILABLE
+# (retry later), never a processing error of the statement.
+_STORE_ERRORS: tuple[tuple[re.Pattern[str], type[StorageError], str], ...] = (
+    (re.compile(r"Object at location \S+ not found", re.I), ObjectNotFoundError, "NoSuchKey"),
+    (re.compile(r"Generic (S3|HTTP|MicrosoftAzure|GCS) error|HTTP error: |error sending request"
+                r"|request or response body error|Error after \d+ retries", re.I),
+     StoreUnavailableError, "ServiceUnavailable"),
+)
 _EMBEDDED = re.compile(r"\[flight-select:(\w+):(\w+)\] (.*)")
 _EMBEDDED_CLASSES: dict[str, type[StorageError]] = {
-    "InputFormatError": InputFormatError,
-    "ResourceLimitError": ResourceLimitError,
+    cls.__name__: cls for cls in (InputFormatError, ResourceLimitError, StoreUnavailableError,
+                                  ObjectNotFoundError, AccessDeniedError, StaleTicketError)
 }
+"""Our readers' errors that keep their class (and so their status) through DataFusion."""
 
 
 def engine_error(exc: BaseException) -> StorageError:
@@ -51,6 +66,12 @@ def engine_error(exc: BaseException) -> StorageError:
         cls_name, code, message = match.groups()
         return _EMBEDDED_CLASSES.get(cls_name, QueryExecutionError)(message.strip(), code=code)
     message = _first_line(text)
+    store_failure = pyarrow_store_error(message, "reading the input")
+    if store_failure is not None:
+        return store_failure
+    for store_pattern, kind, code in _STORE_ERRORS:
+        if store_pattern.search(text):
+            return kind(f"the object store failed: {message}", code=code)
     for pattern, code in _ENGINE_ERRORS:
         if pattern.search(text):
             if code == "ResourceLimitExceeded":

@@ -62,8 +62,10 @@ from flight_storage.execution.session import READ_ONLY, arrow_batches, new_sessi
 from flight_storage.protocol import Partition
 from flight_storage.storage.iceberg_catalog import (
     IcebergCatalogs,
+    check_present,
     data_file_location,
     iceberg_call,
+    is_local,
     open_data_file,
 )
 
@@ -385,11 +387,8 @@ def whole_partition(plan: SelectPlan) -> Partition:
 
 
 def _footer(catalogs: IcebergCatalogs, path: str) -> pq.FileMetaData:
-    try:
-        return catalogs.footer(path)
-    except FileNotFoundError:
-        raise StaleTicketError(f"data file {path} is gone (the snapshot was expired?): plan the "
-                               "query again", code="NoSuchKey") from None
+    """The file's footer (kept once read: ``ObjectNotFoundError`` naming a missing file)."""
+    return catalogs.footer(path)
 
 
 def replan(engine: SelectEngine, catalogs: IcebergCatalogs, name: IcebergTableName,
@@ -433,8 +432,12 @@ def execute_iceberg(engine: SelectEngine, catalogs: IcebergCatalogs, plan: Selec
     if partition.deletes:  # the deleted positions, not the data, are the join's build side
         ctx.sql("SET datafusion.optimizer.join_reordering = false")
     mismatch: list[int] = []
+    # every data file is asked for in the store after the read, whatever the footers kept:
+    # DataFusion reads a missing one as no rows (iceberg_catalog.check_present); files on this
+    # disk (a stat each) before the read too, so the error comes before any row
 
     def open_stream() -> Any:
+        check_present([p for p in paths if is_local(p)], catalogs.connection)
         frames = [_file_frame(ctx, catalogs, plan.input_schema, ids, path, n, deleted[n])
                   for n, path in enumerate(paths)]
         view = functools.reduce(lambda a, b: a.union(b), frames)
@@ -450,6 +453,7 @@ def execute_iceberg(engine: SelectEngine, catalogs: IcebergCatalogs, plan: Selec
 
     for batch in arrow_batches(open_stream):
         yield to_arrow_result(batch, schema)
+    check_present(paths, catalogs.connection)
     if mismatch:
         raise QueryExecutionError(
             f"{paths[0]}: DataFusion made {mismatch[0]} partitions of the file, not the "

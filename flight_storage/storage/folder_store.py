@@ -20,6 +20,7 @@ whose bytes differ, whatever its size and times, is a different version.
 from __future__ import annotations
 
 import errno
+import functools
 import hashlib
 import os
 import shutil
@@ -86,6 +87,34 @@ def check_name(kind: str, name: str) -> None:
                                   code="KeyTooLongError")
 
 
+@functools.lru_cache(maxsize=256)
+def _name_max(folder: str) -> int:
+    """The longest file name (bytes) the file system of ``folder`` takes (255 if unknown)."""
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return 255
+
+
+def check_components(kind: str, name: str, folder: str) -> None:
+    """Refuse a name a folder bucket cannot hold: each ``/``-separated part is a file or
+    folder name, at most the file system's name limit (255 bytes on most), though S3 allows a
+    1,024-byte key in one part. Asked on every read and write of a folder bucket, so PUT, GET,
+    copies and multipart uploads answer alike.
+
+    Raises:
+        InvalidRequestError: ``KeyTooLongError`` naming the part's length and the limit.
+    """
+    limit = _name_max(folder)
+    for part in name.split("/"):
+        size = len(part.encode("utf-8", errors="surrogateescape"))
+        if size > limit:
+            raise InvalidRequestError(
+                f"{kind} name has a part of {size} bytes between slashes; this bucket is a folder "
+                f"whose file system takes names of at most {limit} bytes (S3's limit, "
+                f"{MAX_KEY_BYTES} bytes, is for the whole {kind})", code="KeyTooLongError")
+
+
 def file_version(st: os.stat_result) -> str:
     """The version of a file as :func:`os.stat` sees it (see the module's docstring)."""
     return f"f:{st.st_ino}:{st.st_ctime_ns}:{st.st_size}:{st.st_mtime_ns}"
@@ -138,6 +167,7 @@ class FolderBucket:
         """The file of ``key`` as it is now, refusing ``..``, absolute paths, NUL bytes,
         dotfiles and links out of the bucket."""
         check_name("key", key)
+        check_components("key", key, self._resolved_text)
         if any(part.startswith(".") for part in key.split("/")):
             raise ObjectNotFoundError(f"no such key: {self.name}/{key}")
         # os.path on text: pathlib's parsing cost more than the lstat calls (every DoGet asks)
@@ -170,23 +200,42 @@ class FolderBucket:
         return StoredObject(key, st.st_size, st.st_mtime_ns, self._version(path, st))
 
     def list(self, prefix: str = "") -> Iterator[StoredObject]:
+        """The objects whose keys start with ``prefix``, by key: only the folder the prefix
+        names (up to its last ``/``) is walked, and only its sub-folders the prefix can
+        reach, so a prefix table lists its own folder, not the bucket beside it."""
         if prefix and ("\x00" in prefix or prefix.startswith("/") or ".." in prefix.split("/")):
             raise AccessDeniedError(f"invalid prefix {prefix!r}")
+        start = self._prefix_folder(prefix)
+        if start is None:
+            return
         keys: list[str] = []
-        for dirpath, dirnames, filenames in os.walk(self.folder, followlinks=False):
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for dirpath, dirnames, filenames in os.walk(start, followlinks=False):
             rel = Path(dirpath).relative_to(self.folder).as_posix()
-            for name in filenames:
-                if name.startswith("."):
-                    continue
-                key = name if rel == "." else f"{rel}/{name}"
-                if key.startswith(prefix):
-                    keys.append(key)
+            above = "" if rel == "." else f"{rel}/"
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and _reaches(
+                f"{above}{d}/", prefix))
+            keys += [f"{above}{name}" for name in filenames
+                     if not name.startswith(".") and f"{above}{name}".startswith(prefix)]
         for key in sorted(keys):
             try:
                 yield self.head(key)
             except (ObjectNotFoundError, AccessDeniedError, InvalidRequestError):
                 continue  # vanished, a link out or a loop, an unusable name: not listed
+
+    def _prefix_folder(self, prefix: str) -> Path | None:
+        """The folder of the prefix's whole parts (``a/b/`` of ``a/b/c``): a real folder of
+        the bucket, reached through no link or dot-folder; None when there is none."""
+        folder = self.folder
+        for part in prefix.split("/")[:-1]:
+            if part.startswith("."):
+                return None
+            folder = folder / part
+            try:
+                if not stat.S_ISDIR(os.lstat(folder).st_mode):
+                    return None
+            except OSError:
+                return None
+        return folder
 
     def _current(self, obj: StoredObject) -> Path:
         path = self.path(obj.key)
@@ -235,6 +284,7 @@ class FolderBucket:
             AccessDeniedError: a name that could leave the bucket or that names a hidden file.
         """
         check_name("key", key)
+        check_components("key", key, self._resolved_text)
         parts = key.split("/")
         if any(p.startswith(".") for p in parts):
             raise AccessDeniedError(f"invalid key name {key!r}")
@@ -326,6 +376,11 @@ class FolderBucket:
         while folder != self._resolved and not any(folder.iterdir()):
             folder.rmdir()
             folder = folder.parent
+
+
+def _reaches(folder: str, prefix: str) -> bool:
+    """Whether keys under ``folder`` (``a/b/``) can start with ``prefix``."""
+    return folder.startswith(prefix) or prefix.startswith(folder)
 
 
 def _kernel_copy(source: int, target: int, size: int) -> None:

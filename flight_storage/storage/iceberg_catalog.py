@@ -24,26 +24,31 @@ major, they crash on a mismatch).
 
 from __future__ import annotations
 
+import os
 import re
+import struct
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from flight_storage.errors import (
+    InputFormatError,
     InvalidRequestError,
     ObjectNotFoundError,
     StorageError,
     StoreUnavailableError,
 )
-from flight_storage.storage.s3_store import S3Connection, store_error
+from flight_storage.storage.s3_store import S3Connection
 from flight_storage.storage.sources import DataFusionLocation
+from flight_storage.storage.store_errors import pyarrow_store_error, store_error
 
 if TYPE_CHECKING:
     from datafusion import SessionContext
@@ -52,6 +57,8 @@ _SPEC = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)=(?P<kind>sql|rest):(?P
 _KINDS = {"sql": "sql", "rest": "rest"}
 FOOTERS_KEPT = 4096
 """Data files whose Parquet footer a server keeps."""
+_HEADS_AT_ONCE = 8
+"""HEAD requests one existence check (:func:`check_present`) sends at once."""
 _TABLE_TTL_S = 1.0
 """A ticket's DoGet looks a table's metadata up at most once a second (the endpoints of one query
 read it within one; a snapshot id pins what each reads); planning always reads it fresh, so a
@@ -126,13 +133,93 @@ def _nothing(ctx: SessionContext) -> None:
 
 
 def open_data_file(path: str, connection: Callable[[], S3Connection]) -> pa.NativeFile:
-    """A file for positioned reads of ``path`` (its Parquet footer)."""
+    """A file for positioned reads of ``path`` (its Parquet footer).
+
+    Raises:
+        ObjectNotFoundError: the store has no such file (``NoSuchKey``, naming it).
+    """
     parts = urlsplit(path)
-    if parts.scheme in ("s3", "s3a", "s3n"):
-        store = connection()
-        return store.call(f"GetObject {path}", lambda: store.pyarrow_fs().open_input_file(
-            f"{parts.netloc}{parts.path}"))
-    return pa.OSFile(parts.path if parts.scheme == "file" else path)
+    try:
+        if parts.scheme in ("s3", "s3a", "s3n"):
+            store = connection()
+            return store.call(f"GetObject {path}", lambda: _open_s3(store, parts))
+        return pa.OSFile(parts.path if parts.scheme == "file" else path)
+    except FileNotFoundError:
+        raise missing_file(path) from None
+
+
+def _open_s3(store: S3Connection, parts: Any) -> pa.NativeFile:
+    try:
+        return store.pyarrow_fs().open_input_file(f"{parts.netloc}{parts.path}")
+    except FileNotFoundError:  # not a store failure: store.call would say ServiceUnavailable
+        raise missing_file(urlunsplit(parts)) from None
+
+
+def read_footer(path: str, file: pa.NativeFile) -> pq.FileMetaData:
+    """The Parquet footer of the open data file ``path``: a store that fails while it is read
+    is ``ServiceUnavailable``, bytes that are not Parquet ``InvalidParquet`` (both naming it)."""
+    try:
+        return pq.ParquetFile(file).metadata
+    except (pa.ArrowInvalid, OSError) as exc:
+        store_failure = pyarrow_store_error(str(exc), f"Iceberg data file {path}")
+        if store_failure is not None:
+            raise store_failure from None
+        raise InputFormatError(f"Iceberg data file {path}: not a readable Parquet file ({exc})",
+                               code="InvalidParquet") from None
+
+
+def missing_file(path: str) -> ObjectNotFoundError:
+    """The error of a file a snapshot lists and the store lacks: never rows without it."""
+    return ObjectNotFoundError(f"Iceberg data file {path} is missing from the store (a file "
+                               "of the snapshot read: the table has lost it, or the snapshot "
+                               "was expired since planning)", code="NoSuchKey")
+
+
+def is_local(path: str) -> bool:
+    """Whether ``path`` is a file of this machine (``file://`` or bare), not an object."""
+    return urlsplit(path).scheme in ("", "file")
+
+
+def check_present(paths: Sequence[str], connection: Callable[[], S3Connection]) -> None:
+    """Each of ``paths`` is in the store now (a HEAD of each ``s3://`` file, a few at once; a
+    stat of a local one).
+
+    DataFusion's listing reads a file URL that is not found as a folder of that name, which
+    holds nothing: a data file removed from the store would read as no rows, not as an error.
+    The engine asks this after DataFusion has read a snapshot's files (a data file's path is
+    never written again: one gone now was gone when DataFusion looked, or was read whole), and
+    for files on this disk before as well. Asking before too would cost a second HEAD per
+    file and endpoint (a 20-file table on SeaweedFS, warm server, 2 busy cores: 0.41 s a
+    query without checks, 0.61 s with HEADs before and after, 0.38-0.47 s with the one after,
+    as without).
+
+    Raises:
+        ObjectNotFoundError: the first missing file, named (:func:`missing_file`).
+        StoreUnavailableError: the store did not answer.
+    """
+    remote = [p for p in paths if not is_local(p)]
+    for path in paths:
+        if is_local(path):
+            parts = urlsplit(path)
+            if not os.path.isfile(parts.path if parts.scheme == "file" else path):
+                raise missing_file(path)
+    if not remote:
+        return
+    store = connection()
+
+    def head(path: str) -> None:
+        parts = urlsplit(path)
+        try:
+            store.call(f"HeadObject {path}", lambda: store.client.head_object(
+                Bucket=parts.netloc, Key=parts.path.lstrip("/")))
+        except ObjectNotFoundError:
+            raise missing_file(path) from None
+
+    if len(remote) == 1:
+        head(remote[0])
+        return
+    with ThreadPoolExecutor(min(_HEADS_AT_ONCE, len(remote))) as pool:
+        list(pool.map(head, remote))  # the first failure raises here
 
 
 class IcebergCatalogs:
@@ -166,7 +253,7 @@ class IcebergCatalogs:
                 self._footers.move_to_end(path)
                 return found
         with open_data_file(path, self.connection) as file:
-            metadata = pq.ParquetFile(file).metadata
+            metadata = read_footer(path, file)
         with self._lock:
             self._footers[path] = metadata
             while len(self._footers) > FOOTERS_KEPT:
@@ -264,14 +351,27 @@ class IcebergCatalogs:
         return loaded
 
 
+_DAMAGED: tuple[type[Exception], ...] = (ValueError, EOFError, SystemError, struct.error,
+                                         IndexError, KeyError, TypeError, AssertionError)
+"""What pyiceberg's readers raise on bytes they cannot parse (besides its own
+``ValidationError``, which JSON metadata failing its schema raises): Avro manifests cut short or of
+other bytes (``UnicodeDecodeError``, ``EOFError``, ``SystemError`` from a negative length).
+Its catalog clients' failures (HTTP, SQL, the store) are none of these."""
+
+
 def iceberg_call(what: str, request: Callable[[], Any]) -> Any:
     """``request()`` (a pyiceberg call) with pyiceberg's and the store's failures as our
-    errors: a missing table ``NoSuchTable``, a store that fails ``ServiceUnavailable``."""
+    errors: a missing table ``NoSuchTable``, a store or catalog that fails
+    ``ServiceUnavailable`` (retry later), metadata that cannot be parsed
+    ``InvalidIcebergMetadata`` (asking again cannot help)."""
     from pyiceberg.exceptions import (
         NamespaceNotEmptyError,
         NoSuchNamespaceError,
         NoSuchTableError,
     )
+    from pyiceberg.exceptions import ValidationError as IcebergValidationError
+
+    damaged: tuple[type[Exception], ...] = (*_DAMAGED, IcebergValidationError)
 
     try:
         return request()
@@ -285,6 +385,11 @@ def iceberg_call(what: str, request: Callable[[], Any]) -> Any:
     except OSError as exc:
         raise StoreUnavailableError(f"{what}: cannot read it ({type(exc).__name__}: "
                                     f"{_first_line(exc)})") from None
+    except damaged as exc:  # the same bytes again: not retryable
+        raise InputFormatError(
+            f"{what}: its metadata cannot be read ({type(exc).__name__}: {_first_line(exc)}); "
+            "a metadata file, manifest list or manifest is damaged or not Iceberg's",
+            code="InvalidIcebergMetadata") from None
     except Exception as exc:  # pyiceberg raises plain errors from its HTTP and SQL clients
         if type(exc).__module__.startswith("botocore"):
             raise store_error(exc, what, "the object store") from None

@@ -23,7 +23,10 @@ while reading, answers ``PreconditionFailed`` instead of bytes of another versio
 and pyarrow's reads are checked against the version before and after (the engine's streams).
 
 Bounds: botocore's standard retry mode (``max_attempts`` tries, exponential back-off with
-jitter, on throttling such as 503 ``SlowDown`` and on connection errors; never on 403),
+jitter, on throttling such as 503 ``SlowDown`` and on connection errors; never on 403), a
+response body cut off mid-way asked for again from where it broke (``max_attempts`` tries a
+window; pyarrow's S3 client asks for the range again, ``max_attempts`` tries; DataFusion's
+object store retries with its own bound, 10 retries, which datafusion-python does not expose),
 ``connect_timeout_s`` and ``read_timeout_s`` per request; a store still failing after them is
 ``ServiceUnavailable`` naming the endpoint.
 """
@@ -47,7 +50,6 @@ import pyarrow as pa
 from flight_storage import telemetry
 from flight_storage.errors import (
     AccessDeniedError,
-    ConflictError,
     InvalidRequestError,
     ObjectNotFoundError,
     StaleTicketError,
@@ -57,6 +59,7 @@ from flight_storage.errors import (
 from flight_storage.storage.folder_store import BUCKET_CONFIG, check_name
 from flight_storage.storage.object_cache import ObjectCache
 from flight_storage.storage.s3_commits import S3CommitRecords
+from flight_storage.storage.store_errors import body_errors, store_error
 from flight_storage.storage.stores import StoredObject
 
 if TYPE_CHECKING:
@@ -70,6 +73,9 @@ _S3_BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 
 _STORE_TTL_S = 300.0
 """DataFusion's object store of a bucket is made again after this long (fresh credentials)."""
+
+_CONFIG_BYTES = 1 << 20
+"""The largest bucket configuration object read."""
 
 STORE_TEMPORARIES = "flight-select-stores"
 """The folder, under the system's temporary folder, of object-store buckets' temporaries."""
@@ -90,7 +96,9 @@ class S3Settings:
         profile: a profile of the shared AWS config files; None: ``AWS_PROFILE`` or default.
         connect_timeout_s: seconds to connect, per try.
         read_timeout_s: seconds to wait for bytes, per try.
-        max_attempts: tries of one request (throttling and connection errors are retried).
+        max_attempts: tries of one request (throttling and connection errors are retried), and
+            of one ranged read whose body is cut off mid-way (each from the byte it broke at,
+            :class:`RangedReader`; pyarrow's and DataFusion's clients retry a cut range too).
         cache_bytes: keep copies of the objects read on local disk, up to this many bytes
             (0: none; ``object_cache.py``).
         cache_dir: where (None: the system's temporary folder).
@@ -218,61 +226,6 @@ class S3Connection:
             raise store_error(exc, what, self.endpoint) from None
 
 
-# S3 error code -> (our error, what to tell the user)
-_CODES: dict[str, tuple[type[StorageError], str]] = {
-    "NoSuchKey": (ObjectNotFoundError, "NoSuchKey"),
-    "404": (ObjectNotFoundError, "NoSuchKey"),
-    "NotFound": (ObjectNotFoundError, "NoSuchKey"),
-    "NoSuchBucket": (ObjectNotFoundError, "NoSuchBucket"),
-    "AccessDenied": (AccessDeniedError, "AccessDenied"),
-    "403": (AccessDeniedError, "AccessDenied"),
-    "Forbidden": (AccessDeniedError, "AccessDenied"),
-    "InvalidAccessKeyId": (AccessDeniedError, "AccessDenied"),
-    "SignatureDoesNotMatch": (AccessDeniedError, "AccessDenied"),
-    "ExpiredToken": (AccessDeniedError, "AccessDenied"),
-    "InvalidToken": (AccessDeniedError, "AccessDenied"),
-    "PreconditionFailed": (StaleTicketError, "PreconditionFailed"),
-    "412": (StaleTicketError, "PreconditionFailed"),
-    "ConditionalRequestConflict": (ConflictError, "ConditionalRequestConflict"),
-    "409": (ConflictError, "ConditionalRequestConflict"),
-    "SlowDown": (StoreUnavailableError, "SlowDown"),
-    "503": (StoreUnavailableError, "ServiceUnavailable"),
-    "ServiceUnavailable": (StoreUnavailableError, "ServiceUnavailable"),
-    "InternalError": (StoreUnavailableError, "ServiceUnavailable"),
-    "500": (StoreUnavailableError, "ServiceUnavailable"),
-    "RequestTimeout": (StoreUnavailableError, "ServiceUnavailable"),
-}
-
-
-def store_error(exc: BaseException, what: str, endpoint: str) -> StorageError:
-    """A botocore (or connection) failure of ``what`` as the error a client is told: the S3
-    code, the operation and the store's endpoint; never a credential."""
-    import botocore.exceptions
-
-    if isinstance(exc, botocore.exceptions.ClientError):
-        error = exc.response.get("Error", {})
-        code = str(error.get("Code", ""))
-        kind, s3_code = _CODES.get(code, (StoreUnavailableError, "ServiceUnavailable"))
-        detail = {
-            StaleTicketError: "it changed after the query was planned; plan it again",
-            AccessDeniedError: f"the object store at {endpoint} refused the credentials "
-                               f"({code}): check AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or "
-                               "--store-profile",
-        }.get(kind, f"the object store at {endpoint} answered {code or 'an error'}")
-        if kind is ObjectNotFoundError:
-            detail = f"no such {'bucket' if s3_code == 'NoSuchBucket' else 'key'}"
-        return kind(f"{what}: {detail}", code=s3_code)
-    if isinstance(exc, botocore.exceptions.NoCredentialsError):
-        return AccessDeniedError(f"{what}: no credentials for the object store at {endpoint} "
-                                 "(set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a "
-                                 "profile)")
-    if isinstance(exc, botocore.exceptions.BotoCoreError | OSError):
-        return StoreUnavailableError(
-            f"{what}: cannot reach the object store at {endpoint} ({type(exc).__name__})")
-    return StoreUnavailableError(f"{what}: the object store at {endpoint} failed "
-                                 f"({type(exc).__name__})")
-
-
 def _version(etag: str, size: int, mtime_ns: int) -> str:
     return f"etag:{etag}:{size}:{mtime_ns}"
 
@@ -289,7 +242,13 @@ class RangedReader(io.RawIOBase):
     """A seekable stream of one object version, read with ranged GETs (``If-Match: <ETag>``)
     of growing windows: 64 KiB first (a header peek costs one small request, whatever the
     object's size; an open-ended GET would have the store send megabytes into socket buffers),
-    doubling up to 16 MiB while the reader keeps reading; a seek starts again small."""
+    doubling up to 16 MiB while the reader keeps reading; a seek starts again small.
+
+    A window's body cut off mid-way (a connection dropped by the store, a proxy or a load
+    balancer: botocore retries requests, not bodies) is asked for again from the byte it
+    broke at, as the SDKs' downloaders do: a window is tried at most ``max_attempts`` times
+    (:class:`S3Settings`), then the read fails ``ServiceUnavailable`` naming the object, the
+    byte and the tries."""
 
     def __init__(self, bucket: S3Bucket, obj: StoredObject, start: int = 0) -> None:
         self._bucket = bucket
@@ -298,6 +257,7 @@ class RangedReader(io.RawIOBase):
         self._body: Any = None
         self._window = _FIRST_WINDOW
         self._body_end = start
+        self._tries = 0
 
     def readable(self) -> bool:
         return True
@@ -326,19 +286,43 @@ class RangedReader(io.RawIOBase):
         if self._body is None:
             self._body_end = min(self._obj.size, self._pos + max(self._window, len(buffer)))
             self._body = self._bucket.get_body(self._obj, self._pos, self._body_end)
-        wanted = min(len(buffer), self._body_end - self._pos)
-        data = self._bucket.connection.call(
-            f"GetObject {self._bucket.name}/{self._obj.key}",
-            lambda: self._body.read(wanted))
+            self._tries = 1
+        data = self._read(min(len(buffer), self._body_end - self._pos))
         n = len(data)
         buffer[:n] = data
         self._pos += n
-        if n == 0 and self._pos < self._obj.size:
-            raise StoreUnavailableError(
-                f"{self._bucket.name}/{self._obj.key}: the object store at "
-                f"{self._bucket.connection.endpoint} ended the object at byte {self._pos} of "
-                f"{self._obj.size}")
         return n
+
+    def _read(self, wanted: int) -> bytes:
+        """Up to ``wanted`` bytes of the open window (at least one), resuming a cut body."""
+        what = f"GetObject {self._bucket.name}/{self._obj.key}"
+        while True:
+            try:
+                data: bytes = self._body.read(wanted)
+            except body_errors() as exc:
+                cause = type(exc).__name__
+            except Exception as exc:
+                raise store_error(exc, what, self._bucket.connection.endpoint) from None
+            else:
+                if data:
+                    return data
+                cause = "the body ended early"
+            self._resume(what, cause)
+
+    def _resume(self, what: str, cause: str) -> None:
+        """A new GET of the window's rest, or ``ServiceUnavailable`` after the last try."""
+        self._drop()
+        attempts = self._bucket.connection.settings.max_attempts
+        where = f"byte {self._pos} of {self._obj.size}"
+        if self._tries >= attempts:
+            raise StoreUnavailableError(
+                f"{what}: the object store at {self._bucket.connection.endpoint} cut the "
+                f"object off at {where} ({cause}) on each of {self._tries} tries (a body is "
+                "asked for again from where it broke, --store-max-attempts times)")
+        log.info("%s: body cut off at %s (%s): asking again from there (try %d of %d)",
+                 what, where, cause, self._tries + 1, attempts)
+        self._body = self._bucket.get_body(self._obj, self._pos, self._body_end)
+        self._tries += 1
 
     def _drop(self) -> None:
         if self._body is not None:
@@ -480,19 +464,33 @@ class S3Bucket:
         return text
 
     def _fetch_config(self) -> str | None:
-        try:
-            answer = self._call(f"GetObject {self.name}/{BUCKET_CONFIG}",
-                                lambda: self.connection.client.get_object(
-                                    Bucket=self.bucket, Key=self.prefix + BUCKET_CONFIG))
-        except ObjectNotFoundError as exc:
-            if exc.code == "NoSuchBucket":
-                raise
-            return None
-        body = answer["Body"]
-        try:
-            return str(body.read(1 << 20).decode("utf-8", errors="replace"))
-        finally:
-            body.close()
+        """The configuration object's text, read whole (a body cut off mid-way is asked for
+        again, ``max_attempts`` tries: a part of it would read as another configuration)."""
+        what = f"GetObject {self.name}/{BUCKET_CONFIG}"
+        attempts = self.connection.settings.max_attempts
+        for attempt in range(1, attempts + 1):
+            try:
+                answer = self._call(what, lambda: self.connection.client.get_object(
+                    Bucket=self.bucket, Key=self.prefix + BUCKET_CONFIG))
+            except ObjectNotFoundError as exc:
+                if exc.code == "NoSuchBucket":
+                    raise
+                return None
+            if int(answer.get("ContentLength") or 0) > _CONFIG_BYTES:
+                answer["Body"].close()
+                raise InvalidRequestError(f"{self.name}/{BUCKET_CONFIG}: a bucket configuration "
+                                          f"is at most {_CONFIG_BYTES} bytes")
+            body = answer["Body"]
+            try:  # read() whole checks the Content-Length: a cut body raises
+                return str(body.read().decode("utf-8", errors="replace"))
+            except body_errors() as exc:
+                if attempt == attempts:
+                    raise StoreUnavailableError(
+                        f"{what}: the object store at {self.connection.endpoint} cut the "
+                        f"body off on each of {attempts} tries ({type(exc).__name__})") from None
+            finally:
+                body.close()
+        raise AssertionError("unreachable: the last try returns or raises")
 
     def created_ns(self) -> int:
         try:

@@ -304,3 +304,72 @@ def test_a_data_file_without_field_ids_is_refused_naming_it(tmp_path: Path) -> N
     document = error_document(caught.value)
     assert document["code"] == "NotImplemented"
     assert "outside.parquet" in document["message"] and "field ids" in document["message"]
+
+
+MISSING_FILE_QUERIES = ('SELECT count(*) AS n FROM "gone"."corpus"."t"',
+                        'SELECT * FROM "gone"."corpus"."t"',
+                        'SELECT k FROM "gone"."corpus"."t" WHERE k > 10')
+
+
+def _all_endpoints(server: ServerProcess, sql: str) -> int:
+    """The rows of every endpoint of ``sql`` (one GetFlightInfo, a DoGet each)."""
+    client = flight.connect(server.location)
+    info = _info(server, sql)
+    return sum(client.do_get(e.ticket).read_all().num_rows for e in info.endpoints)
+
+
+def test_a_missing_data_file_is_an_error_on_a_warm_server(tmp_path: Path) -> None:
+    """A data file the snapshot lists and the warehouse lacks is ``NoSuchKey`` naming it, on a
+    server whose caches (footers, table metadata) hold the table from queries before (issue
+    35: DataFusion read the missing file as a folder of no files, 4,000 rows of 5,000), and
+    on a fresh server; never fewer rows."""
+    from tests.iceberg_corpus import write_files_table
+
+    catalog = sql_catalog("gone", str(tmp_path / "c.db"), (tmp_path / "wh").as_uri())
+    paths = write_files_table(catalog, "t")
+    flag = f"gone=sql:sqlite:///{tmp_path / 'c.db'}?warehouse={(tmp_path / 'wh').as_uri()}"
+    with running_server(SAMPLES, "--iceberg", flag) as server:
+        assert _query(server, MISSING_FILE_QUERIES[0]).to_pylist() == [{"n": 5000}]
+        assert [_query(server, sql).num_rows for sql in MISSING_FILE_QUERIES[1:]] == [5000, 4989]
+        assert _all_endpoints(server, MISSING_FILE_QUERIES[1]) == 5000
+        Path(paths[2].removeprefix("file://")).unlink()
+        for sql in MISSING_FILE_QUERIES:
+            for run in (lambda s=sql: _query(server, s), lambda s=sql: _all_endpoints(server, s)):
+                with pytest.raises((pa.ArrowException, flightsql.Error)) as caught:
+                    run()
+                document = error_document(caught.value)
+                assert document["code"] == "NoSuchKey", sql
+                assert paths[2] in document["message"], sql
+    with running_server(SAMPLES, "--iceberg", flag) as fresh, \
+            pytest.raises(flightsql.Error) as caught:
+        _query(fresh, MISSING_FILE_QUERIES[1])
+    assert error_document(caught.value)["code"] == "NoSuchKey"
+    assert paths[2] in error_document(caught.value)["message"]
+
+
+def test_damaged_metadata_is_a_named_error_not_retryable(tmp_path: Path) -> None:
+    """A metadata file cut short, a manifest cut in half and a manifest list of other bytes
+    are ``InvalidIcebergMetadata`` naming the table, INVALID_ARGUMENT (asking again reads the
+    same bytes), where they had been UNAVAILABLE ("retry later")."""
+    from tests.iceberg_corpus import write_files_table
+
+    catalog = sql_catalog("bad", str(tmp_path / "c.db"), (tmp_path / "wh").as_uri())
+    for name in ("meta", "manifest", "list"):
+        write_files_table(catalog, name, files=2)
+    meta = catalog.load_table(f"{NAMESPACE}.meta").metadata_location
+    Path(meta.removeprefix("file://")).write_text('{"format-version": 2, "table-uuid": ')
+    table = catalog.load_table(f"{NAMESPACE}.manifest")
+    manifest = Path(table.current_snapshot().manifests(table.io)[0].manifest_path
+                    .removeprefix("file://"))
+    manifest.write_bytes(manifest.read_bytes()[:manifest.stat().st_size // 2])
+    table = catalog.load_table(f"{NAMESPACE}.list")
+    Path(table.current_snapshot().manifest_list.removeprefix("file://")).write_bytes(b"x" * 70)
+    flag = f"bad=sql:sqlite:///{tmp_path / 'c.db'}?warehouse={(tmp_path / 'wh').as_uri()}"
+    with running_server(SAMPLES, "--iceberg", flag) as server:
+        for name in ("meta", "manifest", "list"):
+            with pytest.raises(flightsql.ProgrammingError) as caught:  # INVALID_ARGUMENT
+                _query(server, f'SELECT count(*) FROM "bad"."{NAMESPACE}"."{name}"')
+            assert "INVALID_ARGUMENT" in str(caught.value), name
+            document = error_document(caught.value)
+            assert document["code"] == "InvalidIcebergMetadata", name
+            assert f"bad.{NAMESPACE}.{name}" in document["message"]

@@ -41,6 +41,7 @@ from flight_storage.storage.sources import (
     random_access,
     version_key,
 )
+from flight_storage.storage.store_errors import pyarrow_store_error
 from select_dialect import Column, Translation
 
 if TYPE_CHECKING:
@@ -192,6 +193,9 @@ def _parquet_file(source: ObjectSource) -> pq.ParquetFile:
         # positioned reads: the footer alone, not a stream's read-ahead
         return pq.ParquetFile(random_access(source))
     except (pa.ArrowInvalid, OSError) as exc:
+        store_failure = pyarrow_store_error(str(exc), source.name)
+        if store_failure is not None:  # not the object's bytes: the store's answer
+            raise store_failure from None
         raise InputFormatError(
             f"{source.name}: not a readable Parquet object ({exc})", code="InvalidParquet"
         ) from None
@@ -252,5 +256,8 @@ def _parquet_errors(batches: Iterable[pa.RecordBatch], name: str) -> Iterator[pa
     try:
         yield from batches
     except (pa.ArrowInvalid, OSError) as exc:
+        store_failure = pyarrow_store_error(str(exc), name)
+        if store_failure is not None:  # not the object's bytes: the store's answer
+            raise store_failure from None
         raise InputFormatError(f"{name}: corrupt Parquet data ({exc})",
                                code="InvalidParquet") from None
