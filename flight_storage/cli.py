@@ -4,6 +4,7 @@
                         [--tls-cert PEM --tls-key PEM [--tls-client-ca PEM]] [limits...]
                         [--cluster FILE --node NAME --ticket-secret-file FILE]
     flight-select cluster status --cluster FILE [--user NAME]
+    flight-select cache status --location URL [--user NAME] [--json]
     flight-select query FILE --expression SQL [--input-serialization JSON]
                         [--output-serialization JSON] [--scan-range START:END]
                         [--flavor aws|ceph|standard]
@@ -85,6 +86,17 @@ def _build_parser() -> argparse.ArgumentParser:
     status.add_argument("--user", help="user name when the nodes use --auth (password from "
                         "$FLIGHT_SELECT_PASSWORD)")
     status.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    cache = commands.add_parser("cache", help="a running server's decoded cache")
+    cache_status = cache.add_subparsers(dest="cache_command", required=True).add_parser(
+        "status", help="entries, bytes, hits, misses and fills of serve --cache-dir")
+    cache_status.add_argument("--location", required=True,
+                              help="the server, e.g. grpc://127.0.0.1:8815")
+    cache_status.add_argument("--user", help="user name when the server uses --auth "
+                              "(password from $FLIGHT_SELECT_PASSWORD)")
+    cache_status.add_argument("--tls-root-certs", type=Path,
+                              help="PEM to trust for a grpc+tls location")
+    cache_status.add_argument("--json", action="store_true", help="print JSON")
 
     add_user_arguments(commands.add_parser(
         "add-user", description="add or replace a user in a users file",
@@ -605,6 +617,32 @@ def _cluster(args: argparse.Namespace) -> int:
     return 2 if refused else 0
 
 
+def _cache(args: argparse.Namespace) -> int:
+    import pyarrow.flight as flight
+
+    from flight_storage.rpc.cache_status import cache_status, format_cache_status
+
+    password = os.environ.get("FLIGHT_SELECT_PASSWORD", "") if args.user else None
+    roots = args.tls_root_certs.read_bytes() if args.tls_root_certs else None
+    try:
+        stats = cache_status(args.location, args.user, password, roots)
+    except (flight.FlightUnauthenticatedError, flight.FlightUnauthorizedError) as exc:
+        print(f"flight-select: {args.location} refused the credentials ({_first_line(exc)}); "
+              "pass --user with $FLIGHT_SELECT_PASSWORD", file=sys.stderr)
+        return 2
+    except flight.FlightError as exc:
+        print(f"flight-select: {args.location} did not answer ({_first_line(exc)})",
+              file=sys.stderr)
+        return 1
+    print(json.dumps(stats, indent=2) if args.json else format_cache_status(stats))
+    return 0
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def _add_user(args: argparse.Namespace) -> int:
     return run_add_user(args)
 
@@ -614,6 +652,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "query": _query,
     "add-user": _add_user,
     "cluster": _cluster,
+    "cache": _cache,
 }
 
 

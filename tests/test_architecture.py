@@ -110,8 +110,8 @@ def test_flight_storage_imports_point_only_downward() -> None:
 RPC_LAYERS = ("operations_http", "server", "cluster_actions", "partition_streams",
               "cancellations", "cluster", "actions", "iceberg_tables", "sql_statements",
               "prepared_parameters", "ingest", "sessions", "metadata", "column_metadata",
-              "endpoints", "endpoint_readers", "config", "peers", "middleware", "streams",
-              "auth", "boundary")
+              "endpoints", "endpoint_readers", "config", "peers", "cache_status", "middleware",
+              "streams", "auth", "boundary")
 
 
 def test_rpc_modules_import_only_downward() -> None:

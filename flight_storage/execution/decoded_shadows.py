@@ -1,6 +1,8 @@
 """Typed shadows of an entry's text columns: a column's cells kept converted beside its text
 where the dialect's own cast converts every cell, so ``CAST(_2 AS INT) > 500`` reads integers
-(with statistics to prune by) instead of parsing text on every query.
+(with statistics to prune by) instead of parsing text on every query; and, for a column of
+dates and times, the wall-clock timestamp the translator writes under ``extract``/``date_part``
+of ``to_timestamp(_5)``, so ``extract(year FROM to_timestamp(_5))`` reads timestamps.
 
 Exact by construction: a shadow is the value of the very SQL fragment the translator writes for
 the cast (``COALESCE(TRY_CAST("_2" AS BIGINT), s3_cast_int("_2"))`` today), computed by
@@ -31,8 +33,16 @@ log = logging.getLogger(__name__)
 
 METADATA_KEY = b"flight-select.shadows"
 """The entry's Parquet metadata key: JSON ``[[shadow column, fragment text], ...]``."""
-_CASTS = {"int": "INT", "float": "FLOAT"}
-"""The dialect's cast of each shadow kind (``CAST(_1 AS INT)``)."""
+_PROBES: dict[str, tuple[str, str, str | None]] = {
+    "int": ("SELECT CAST(_1 AS INT) FROM s3object", "SELECT ", ' AS "c0" FROM'),
+    "float": ("SELECT CAST(_1 AS FLOAT) FROM s3object", "SELECT ", ' AS "c0" FROM'),
+    "ts": ("SELECT count(*) FROM s3object WHERE extract(year FROM to_timestamp(_1)) = 2024",
+           "date_part('year', ", None),
+}
+"""Each shadow kind's probe statement over ``_1`` and the text around its fragment in the
+translator's SQL (None: up to the call's closing parenthesis): the casts (``CAST(_1 AS
+INT)``), and the wall-clock timestamp that ``extract``/``date_part`` of ``to_timestamp(_1)``
+read (the ``year`` peer query's)."""
 _PROBE = '"_1"'
 SAMPLE_ROWS = 1 << 16
 """Rows whose cells decide which shadows a one-pass fill tries."""
@@ -50,12 +60,32 @@ def fragments(translate: Callable[[str], str]) -> dict[str, str]:
     """Each kind's fragment for column ``_1`` as the translator writes it (``translate``:
     statement -> DataFusion SQL)."""
     out = {}
-    for kind, sql_type in _CASTS.items():
-        sql = translate(f"SELECT CAST(_1 AS {sql_type}) FROM s3object")
-        head, tail = "SELECT ", ' AS "c0" FROM'
-        if sql.startswith(head) and tail in sql and _PROBE in sql:
-            out[kind] = sql[len(head):sql.index(tail)]
+    for kind, (statement, head, tail) in _PROBES.items():
+        sql = translate(statement)
+        start = sql.find(head) + len(head)
+        end = _closing(sql, start) if tail is None else sql.find(tail, start)
+        if start >= len(head) and end > start and _PROBE in sql[start:end]:
+            out[kind] = sql[start:end]
     return out
+
+
+def _closing(sql: str, start: int) -> int:
+    """The index of the parenthesis closing the call whose arguments run from ``start``
+    (quoted text skipped), or -1."""
+    depth, quote = 0, ""
+    for index in range(start, len(sql)):
+        char = sql[index]
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            if not depth:
+                return index
+            depth -= 1
+    return -1
 
 
 def shadows_in_one_pass(ctx: SessionContext, templates: dict[str, str], target: Path) -> bool:
@@ -74,7 +104,7 @@ def shadows_in_one_pass(ctx: SessionContext, templates: dict[str, str], target: 
     chosen, computed, checks = [], [], []
     for kind, template in templates.items():
         for column in texts:
-            if not _converts(sample.column(column), _SIEVE_TYPES.get(kind, pa.float64())):
+            if not _SIEVES[kind](sample.column(column)):
                 continue
             name = shadow_name(column, kind)
             chosen.append((name, template.replace(_PROBE, f'"{column}"')))
@@ -139,7 +169,8 @@ def add_shadows(config: EngineConfig, text: Path, target: Path,
     schema = pq.read_schema(text)
     texts = [f.name for f in schema if f.type == pa.string() and f.name.startswith("_")]
     chosen = [(shadow_name(column, kind), template.replace(_PROBE, f'"{column}"'))
-              for column in _numeric(text, texts) for kind, template in templates.items()]
+              for kind, template in templates.items()
+              for column in _passing(text, texts, _SIEVES[kind])]
     try:  # the usual case: every sieved column converts; one pass writes the entry
         _write(ctx, schema, chosen, target)
     except Exception:  # DataFusion raises plain exceptions: a cell some fragment refuses
@@ -165,17 +196,14 @@ def _write(ctx: SessionContext, schema: pa.Schema, chosen: list[tuple[str, str]]
     write_batches(target, out_schema, _checked(batches, checks or []))
 
 
-def _numeric(text: Path, columns: list[str]) -> list[str]:
-    """The columns whose every cell pyarrow reads as a number (a cheap first sieve; the
-    fragment's own evaluation decides)."""
+def _passing(text: Path, columns: list[str], sieve: Callable[[pa.ChunkedArray], bool]
+             ) -> list[str]:
+    """The columns whose every cell passes ``sieve`` (a cheap first sieve; the fragment's own
+    evaluation decides)."""
     file = pq.ParquetFile(text)
     return [column for column in columns
-            if all(_converts(batch.column(0), pa.float64())
+            if all(sieve(batch.column(0))
                    for batch in file.iter_batches(columns=[column], batch_size=1 << 16))]
-
-
-_SIEVE_TYPES = {"int": pa.int64(), "float": pa.float64()}
-"""What a sample's cells must read as in pyarrow for a one-pass fill to try each kind."""
 
 
 def _converts(cells: pa.Array | pa.ChunkedArray, data_type: pa.DataType) -> bool:
@@ -184,6 +212,23 @@ def _converts(cells: pa.Array | pa.ChunkedArray, data_type: pa.DataType) -> bool
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return False
     return True
+
+
+def _dated(cells: pa.Array | pa.ChunkedArray) -> bool:
+    """Whether every cell starts as a timestamp's text does (a timestamp shadow is tried)."""
+    if cells.null_count == len(cells):
+        return False
+    return bool(pc.all(pc.match_substring_regex(cells, _DATE_START)).as_py() is not False)
+
+
+_DATE_START = r"^\s*[0-9]{4}(-[0-9]{2}){0,2}T"
+"""The start of every form of S3 Select's timestamp text (``2024T`` .. ``2024-08-16T10:11Z``)."""
+_SIEVES: dict[str, Callable[[pa.Array | pa.ChunkedArray], bool]] = {
+    "int": lambda cells: _converts(cells, pa.int64()),
+    "float": lambda cells: _converts(cells, pa.float64()),
+    "ts": _dated,
+}
+"""What a column's cells must pass (a sample's, or every cell) for a fill to try each kind."""
 
 
 def _evaluates(ctx: SessionContext, expressions: list[str]) -> bool:
@@ -228,11 +273,24 @@ def rewrite(sql: str, entry_schema: pa.Schema) -> str:
     raw = (entry_schema.metadata or {}).get(METADATA_KEY)
     if not raw:
         return sql
-    outside = _LITERAL.sub("''", sql)
     for name, fragment in json.loads(raw):
-        if fragment in outside and sql.count(fragment) == outside.count(fragment):
-            sql = sql.replace(fragment, f'"{name}"')
-            outside = outside.replace(fragment, f'"{name}"')
+        sql = _replaced(sql, fragment, f'"{name}"')
+    return sql
+
+
+def _replaced(sql: str, fragment: str, column: str) -> str:
+    """``sql`` with each occurrence of ``fragment`` replaced by ``column``, or unchanged when
+    one starts inside a string literal (a fragment holds balanced literals of its own: one
+    that starts outside a literal ends outside)."""
+    literals = [m.span() for m in _LITERAL.finditer(sql)]
+    starts, at = [], sql.find(fragment)
+    while at >= 0:
+        if any(start < at < end for start, end in literals):
+            return sql
+        starts.append(at)
+        at = sql.find(fragment, at + len(fragment))
+    for at in reversed(starts):
+        sql = sql[:at] + column + sql[at + len(fragment):]
     return sql
 
 

@@ -9,6 +9,13 @@ view that gives exactly the plan's ``s3object`` columns) and its endpoints the e
 row-group partitions, in record order. Everything after (partition plans, execution, errors)
 is the native Parquet path's.
 
+A typed JSON Lines table of the standard surface (one object: sniffed or configured
+columns, ``drivers/json_format.py``) is served the same way: its entry holds the rows and
+typed columns the JSON driver's reader gives, in record order, and its name adds the
+flavour's reading rules and the record limit (``--max-record-bytes``) to the rules below. A
+value that does not convert fails the fill, so such an object has no entry and its queries
+fail as before. S3 Select's JSON (per-query path columns of JSON text) is not cached.
+
 An entry holds exactly the rows DataFusion's CSV reader gives for the object under the plan's
 reading rules, at the object's full width (every ``_1 .. _N`` of a Utf8 table, every column of
 a typed one), in record order; a query that reads fewer columns reads a projection, one that
@@ -60,6 +67,7 @@ from flight_storage.execution.decoded_shadows import (
     shadows_in_one_pass,
     write_batches,
 )
+from flight_storage.execution.drivers.json_format import typed_json_rows
 from flight_storage.execution.native_csv import DeferredCsvTable, NativeCsvTable, native_csv_table
 from flight_storage.execution.native_parquet import NativeParquetTable, row_group_starts
 from flight_storage.execution.plan_types import TABLE, PlannedPartition, SelectPlan
@@ -77,6 +85,8 @@ ENV_MODE = "FLIGHT_SELECT_DECODED_CACHE"
 """``fill-first``: a miss fills the entry before the query is answered (a test mode)."""
 _FORMAT_VERSION = "decoded-csv-1"
 """Part of every entry's name: a change to what entries hold gives new names."""
+_JSON_FORMAT_VERSION = "decoded-json-lines-1"
+"""The same, for typed JSON Lines entries."""
 
 
 def _register_nothing(ctx: SessionContext) -> None:
@@ -111,13 +121,23 @@ class DecodedTable(NativeParquetTable):
                 self.row_filter)
 
 
-def cache_rules(plan: SelectPlan) -> Hashable | None:
+def cache_rules(plan: SelectPlan, max_record_bytes: int | None = None) -> Hashable | None:
     """Everything an entry of ``plan``'s object depends on, or None when the plan cannot be
-    served from an entry (not one CSV object read by DataFusion's CSV reader, or no content
-    identity)."""
+    served from an entry (not one CSV object read by DataFusion's CSV reader nor one typed
+    JSON Lines object, or no content identity).
+
+    A typed JSON Lines table's rules are the flavour's reading rules, the record limit (an
+    object with a longer record fails, so has no entry) and its columns (sniffed or
+    configured); its options and compression as a CSV object's."""
     native = plan.native
-    if (plan.input.format != "csv" or len(plan.sources) != 1
-            or not isinstance(native, NativeCsvTable | DeferredCsvTable)):
+    if len(plan.sources) != 1:
+        return None
+    if plan.input.format == "json" and plan.input.columns is not None and native is None:
+        reading: tuple[object, ...] = (_JSON_FORMAT_VERSION, plan.flavor, repr(plan.reading),
+                                       max_record_bytes)
+    elif plan.input.format == "csv" and isinstance(native, NativeCsvTable | DeferredCsvTable):
+        reading = (_FORMAT_VERSION, native.options)
+    else:
         return None
     try:
         identity = content_identity(plan.source)
@@ -126,8 +146,7 @@ def cache_rules(plan: SelectPlan) -> Hashable | None:
     if identity is None:
         return None
     serialization = tuple(sorted((str(k), repr(v)) for k, v in plan.input.options.items()))
-    return (_FORMAT_VERSION, identity, native.options, plan.input.compression, serialization,
-            repr(plan.input.columns))
+    return (*reading, identity, plan.input.compression, serialization, repr(plan.input.columns))
 
 
 def fill_first() -> bool:
@@ -141,7 +160,7 @@ def decoded_plan(engine: SelectEngine, plan: SelectPlan) -> SelectPlan:
     cache = engine.decoded
     if cache is None or plan.uncached is not None:
         return plan
-    rules = cache_rules(plan)
+    rules = cache_rules(plan, engine.config.max_record_bytes)
     if rules is None:
         return plan
     name = entry_name(rules)
@@ -254,14 +273,28 @@ def request_fill(engine: SelectEngine, plan: SelectPlan) -> None:
 
 
 def fill_entry(engine: SelectEngine, plan: SelectPlan, target: Path) -> int:
-    """Write the rows of ``plan``'s object (full width, record order) to ``target``.
+    """Write the rows of ``plan``'s object (full width, record order) to ``target``: a CSV
+    object's as DataFusion's CSV reader gives them, a typed JSON Lines object's as the JSON
+    driver's typed reader does (every column).
 
     Raises:
         StorageError: the object cannot be cached (the native reader refuses it at full
             width, or it changed while it was read).
-        Exception: DataFusion's errors (a malformed record): nothing is kept.
+        Exception: the readers' errors (a malformed record, a value that does not convert):
+            nothing is kept.
     """
     before = content_identity(plan.source)
+    if plan.input.format == "json":
+        rows = write_batches(target, plan.input_schema, typed_json_rows(engine, plan))
+    else:
+        rows = _csv_entry(engine, plan, target)
+    if content_identity(plan.source, ask_store=True) != before:
+        raise StorageError(f"{plan.source.name} changed while it was cached")
+    return rows
+
+
+def _csv_entry(engine: SelectEngine, plan: SelectPlan, target: Path) -> int:
+    """Write a CSV object's entry (typed shadows of its text columns where they convert)."""
     table = _full_width(engine, plan)
     ctx = new_session(engine.config, partitions=1)
     table.register(ctx, TABLE)
@@ -279,8 +312,6 @@ def fill_entry(engine: SelectEngine, plan: SelectPlan, target: Path) -> int:
                 add_shadows(engine.config, text, target, templates)
             finally:
                 text.unlink(missing_ok=True)
-    if content_identity(plan.source, ask_store=True) != before:
-        raise StorageError(f"{plan.source.name} changed while it was cached")
     return rows
 
 

@@ -299,3 +299,41 @@ def test_typed_shadows_answer_casts_as_the_text_does(tmp_path: Path, flavor: str
         if plan is not None and plan.uncached is not None:
             rewritten += plan.translation.sql != plan.uncached.translation.sql
     assert rewritten >= 3  # the casts of _1 and _2 read their shadows
+
+
+_STAMPS = ["2024-08-16T10:11:12Z", "2023-12-31T23:59:59+05:30", "2025-01-01T00:00:00-08:00",
+           "2024-02-29T12:00:00.123456Z", "2022-06-01T01:02:03", "2021-03-04T", "2024-07-01T09:00Z",
+           "2020-01-01T00:00:00.5+01:00", "2019T", "2018-05T"]
+_STAMP_QUERIES = [
+    "select count(*) from s3object where extract(year from to_timestamp(_2)) = 2024",
+    "select extract(month from to_timestamp(_2)), extract(hour from to_timestamp(_2)) "
+    "from s3object where _1 < '30'",
+    "select max(extract(year from to_timestamp(_2))), min(extract(minute from to_timestamp(_2))) "
+    "from s3object where _2 <> ''",
+    "select _1 from s3object where extract(day from to_timestamp(_2)) = 1 limit 9",
+]
+
+
+@pytest.mark.parametrize("flavor", FLAVOR_NAMES)
+def test_timestamp_shadows_answer_as_the_text_does(tmp_path: Path, flavor: str,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wall-clock fragment of ``extract(.. FROM to_timestamp(_2))`` read from its shadow
+    answers as the text does (zones, fractions, dates alone, empty cells); a column with a cell
+    the fragment refuses keeps the text, and the query its error."""
+    good, bad = tmp_path / "stamps.csv", tmp_path / "bad.csv"
+    good.write_text("".join(f"{i},{_STAMPS[i % len(_STAMPS)]}\n" for i in range(3000)))
+    bad.write_text(good.read_text() + "3000,2024-13-45T99:99Z\n")  # passes the sieve
+    plain, cached = _engine(None), _engine(tmp_path / "cache")
+    rewritten = 0
+    for path in (good, bad):
+        for query in _STAMP_QUERIES:
+            _, expected = _run(plain, query, path, {}, flavor)
+            monkeypatch.setenv("FLIGHT_SELECT_DECODED_CACHE", "fill-first")
+            plan, got = _run(cached, query, path, {}, flavor)
+            monkeypatch.delenv("FLIGHT_SELECT_DECODED_CACHE")
+            assert got == expected, (path.name, query)
+            if plan is not None and plan.uncached is not None:
+                changed = plan.translation.sql != plan.uncached.translation.sql
+                assert changed == (path is good), (path.name, query)
+                rewritten += changed
+    assert rewritten == len(_STAMP_QUERIES)

@@ -17,6 +17,7 @@ from flight_storage.errors import InvalidRequestError
 from flight_storage.execution.drivers.base import byte_range, open_input
 from flight_storage.execution.drivers.csv_format import byte_partitions
 from flight_storage.execution.engine_errors import guard_reader
+from flight_storage.execution.native_parquet import NativeParquetTable
 from flight_storage.execution.plan_types import (
     InputSpec,
     PlannedPartition,
@@ -35,7 +36,6 @@ from select_dialect.errors import UnsupportedFeatureError
 if TYPE_CHECKING:
     from flight_storage.execution.engine import SelectEngine
     from flight_storage.execution.native_csv import DeferredCsvTable, NativeCsvTable
-    from flight_storage.execution.native_parquet import NativeParquetTable
 
 
 _TYPED_READER = ("typed JSON Lines: pyarrow's JSON parser where it proves it reads as the "
@@ -94,7 +94,8 @@ class JsonDriver:
                  native: NativeCsvTable | NativeParquetTable | DeferredCsvTable,  # noqa: ARG002 - FormatDriver.verified
                  chosen: Sequence[Partition], everything: bool  # noqa: ARG002 - FormatDriver.verified
                  ) -> NativeCsvTable | NativeParquetTable | None:
-        return None
+        # a typed table's plan has a Parquet table only when served from its decoded entry
+        return native if isinstance(native, NativeParquetTable) else None
 
     def scan(self, engine: SelectEngine, plan: SelectPlan, source: ObjectSource,
              partition: Partition) -> ScanFunction:
@@ -104,6 +105,19 @@ class JsonDriver:
             lambda: guard_reader(_read(engine, plan, source, partition), source.name),
             plan.input_schema,
         )
+
+
+def typed_json_rows(engine: SelectEngine, plan: SelectPlan) -> Iterator[pa.RecordBatch]:
+    """Every row of a typed JSON Lines plan's object, every column, in record order, as the
+    plan's queries read them (the decoded cache's fill).
+
+    Raises:
+        StorageError: the reader's errors (a value that does not convert, a malformed line).
+    """
+    columns = plan.input.columns
+    assert columns is not None
+    for batch in _read(engine, plan, plan.source, Partition("object"), columns.names):
+        yield pa.RecordBatch.from_arrays(batch.columns, schema=plan.input_schema)
 
 
 def _typed_scan(engine: SelectEngine, plan: SelectPlan, source: ObjectSource,
