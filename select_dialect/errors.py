@@ -78,6 +78,11 @@ class UnsupportedFeatureError(SelectDialectError):
     code = "UnsupportedSyntax"
 
 
+class TableShapeError(UnsupportedFeatureError):
+    """The statement reads its table in a way the table's columns cannot serve (a path into a
+    column holding JSON text): final, whichever engine would plan the statement."""
+
+
 class QuerySemanticError(SelectDialectError):
     """The statement is well formed but cannot be evaluated as written."""
 

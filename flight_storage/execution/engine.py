@@ -18,7 +18,7 @@ import hashlib
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -39,6 +39,7 @@ from flight_storage.execution.decoded_table import (
 from flight_storage.execution.drivers import DRIVERS, FormatDriver
 from flight_storage.execution.drivers.base import named
 from flight_storage.execution.engine_errors import engine_error
+from flight_storage.execution.in_order import in_order
 from flight_storage.execution.native_csv import DeferredCsvTable, NativeCsvTable, SurveyCache
 from flight_storage.execution.native_parquet import NanSurvey, NativeParquetTable
 from flight_storage.execution.plan_types import (
@@ -297,45 +298,40 @@ class SelectEngine:
 
     # ------------------------------------------------------------------ execution
     def execute(
-        self, plan: SelectPlan, partitions: Sequence[Partition] | None = None, *,
-        ordered: bool = True,
+        self, plan: SelectPlan, partitions: Sequence[Partition] | None = None
     ) -> Iterator[pa.RecordBatch]:
         """Stream the statement's result batches (engine types) over ``partitions``.
 
-        With ``ordered`` (S3 Select's rule, and any statement with a LIMIT), partitions are
-        read one after another inside one DataFusion partition, so the output keeps the
-        object's record order and a LIMIT sees records in order. A caller whose answer has no
-        order (a SQL statement without ORDER BY or LIMIT) passes ``ordered=False``: the
-        partitions of one endpoint are then read on every core at once. A plan that missed
-        the decoded cache asks for its entry once its stream has ended.
+        The output keeps the object's record order (S3 Select's order; a LIMIT sees records in
+        order; a client resuming a broken stream on a replica skips what it has): the byte
+        ranges of one endpoint are read on every core at once and yielded range after range
+        (``execution/in_order.py``). A plan that missed the decoded cache asks for its entry
+        once its stream has ended.
         """
-        ordered = ordered and not order_free(plan.translation)
         chosen = (
             list(partitions) if partitions is not None else [p.partition for p in plan.partitions]
         )
         plan = for_partitions(plan, chosen)
-        yield from self._execute(plan, chosen, ordered)
+        yield from self._execute(plan, chosen)
         request_fill(self, plan)
 
-    def _execute(self, plan: SelectPlan, chosen: list[Partition], ordered: bool
-                 ) -> Iterator[pa.RecordBatch]:
+    def _execute(self, plan: SelectPlan, chosen: list[Partition]) -> Iterator[pa.RecordBatch]:
         if plan.native is not None:
-            native = self._native_stream(plan, plan.native, chosen, ordered)
+            native = self._native_stream(plan, plan.native, chosen)
             if native is not None:
                 yield from native
                 return
         if self._objects_read_one_by_one(plan):
-            yield from self._each_object(plan, chosen, ordered)
+            yield from self._each_object(plan, chosen)
             return
-        yield from self._reference_stream(plan, chosen, ordered)
+        yield from self._reference_stream(plan, chosen)
 
     def execute_arrow(
-        self, plan: SelectPlan, partitions: Sequence[Partition] | None = None, *,
-        ordered: bool = True,
+        self, plan: SelectPlan, partitions: Sequence[Partition] | None = None
     ) -> Iterator[pa.RecordBatch]:
         """Like :meth:`execute`, converted to :attr:`SelectPlan.arrow_schema`."""
         schema = plan.arrow_schema
-        for batch in self.execute(plan, partitions, ordered=ordered):
+        for batch in self.execute(plan, partitions):
             yield to_arrow_result(batch, schema)
 
     def register_input(self, ctx: Any, plan: SelectPlan) -> None:
@@ -360,7 +356,7 @@ class SelectEngine:
         return (self.config.native_readers and len(plan.sources) > 1 and plan.parallel_safe
                 and plan.input.format in ("csv", "parquet"))
 
-    def _each_object(self, plan: SelectPlan, chosen: Sequence[Partition], ordered: bool
+    def _each_object(self, plan: SelectPlan, chosen: Sequence[Partition]
                      ) -> Iterator[pa.RecordBatch]:
         """The chosen partitions object by object: the object's own plan when DataFusion reads
         it and it reads as the table does (same input and result schema, same header), else
@@ -382,7 +378,7 @@ class SelectEngine:
                     continue
                 yield from self._reference_objects(plan, waiting)
                 waiting = []
-                yield from self.execute(own, ordered=ordered)
+                yield from self.execute(own)
             yield from self._reference_objects(plan, waiting)
 
     def _reference_objects(self, plan: SelectPlan, keys: Sequence[str]
@@ -392,12 +388,12 @@ class SelectEngine:
             yield from self._reference_stream(plan, [Partition("objects", keys=tuple(keys))])
 
     def _reference_stream(
-        self, plan: SelectPlan, chosen: Sequence[Partition], ordered: bool = True
+        self, plan: SelectPlan, chosen: Sequence[Partition]
     ) -> Iterator[pa.RecordBatch]:
         """The reference readers (Python, s3-select rules) feeding DataFusion."""
-        if not ordered or order_free(plan.translation):
-            # An answer without an order (an aggregate without LIMIT, a statement that asks
-            # for none): let DataFusion read the pieces in parallel, one fragment each.
+        if order_free(plan.translation):
+            # An aggregate without LIMIT does not care about record order: let DataFusion read
+            # the pieces in parallel, one fragment each.
             pieces = [s for p in self._expand(plan, chosen) for s in self._scans(plan, p)]
             scans = pieces or [chain_scans([])]
         else:
@@ -423,7 +419,6 @@ class SelectEngine:
         plan: SelectPlan,
         native: NativeCsvTable | NativeParquetTable | DeferredCsvTable,
         chosen: Sequence[Partition],
-        ordered: bool = True,
     ) -> Iterator[pa.RecordBatch] | None:
         """DataFusion reading the object itself, or None when ``chosen`` is not one of its
         partitions (the reference reader then serves them)."""
@@ -434,7 +429,12 @@ class SelectEngine:
             return None
         if everything:
             cores = table.whole_partitions(self.config.parallelism)
-            return self._run_native(plan, table, 1 if ordered else cores, None)
+            if order_free(plan.translation):
+                return self._run_native(plan, table, cores, None)
+            if (cores > 1 and plan.parallel_safe and len(plan.sources) == 1
+                    and plan.source.size >= cores * MIN_SPLIT_BYTES):
+                return self._in_order(plan, table, cores)
+            return self._run_native(plan, table, 1, None)
         if len(chosen) != 1 or not plan.parallel_safe:
             return None
         wanted = table.piece(chosen[0])
@@ -483,6 +483,22 @@ class SelectEngine:
         yield from arrow_batches(open_stream, explain)
         if mismatch and partition is not None:  # the reference reader serves the range
             yield from self._reference_stream(plan, [partition])
+
+    def _in_order(self, plan: SelectPlan, native: NativeCsvTable | NativeParquetTable,
+                  partitions: int) -> Iterator[pa.RecordBatch]:
+        """The whole object as ``partitions`` ranges read at once and yielded in record order
+        (one endpoint using every core; ``execution/in_order.py``)."""
+        prepared = self._partition_plan(plan, native, partitions)
+        if prepared is _SPLIT_DIFFERS:
+            yield from self._run_native(plan, native, 1, None)
+            return
+        ctx, physical = prepared
+        explain = native.explainer(plan.source.size, partitions, None)
+
+        def reader(index: int) -> Callable[[], Iterator[pa.RecordBatch]]:
+            return lambda: arrow_batches(lambda: ctx.execute(physical, index), explain)
+
+        yield from in_order([reader(i) for i in range(partitions)])
 
     def _partition_plan(self, plan: SelectPlan, native: NativeCsvTable | NativeParquetTable,
                         partitions: int) -> Any:

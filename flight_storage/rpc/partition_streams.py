@@ -55,11 +55,8 @@ def partition_stream(
                   stop_key=key, check_source=lambda: _changed(objects, version))
 
     def arrow() -> Iterator[pa.RecordBatch]:
-        # a statement without LIMIT promises no order (SQL's rule): its endpoint may read on
-        # every core; an S3 request keeps the object's record order
-        ordered = ticket.request != "statement" or plan.translation.limit is not None
-        batches = _counted(engine.execute_arrow(plan, [partition], ordered=ordered), plan,
-                           source, partition_bytes(partition, plan))
+        batches = _counted(engine.execute_arrow(plan, [partition]), plan, source,
+                           partition_bytes(partition, plan))
         return _unchanged(batches, objects, version)
 
     if ticket.request == "statement":

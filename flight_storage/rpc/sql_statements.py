@@ -44,7 +44,12 @@ from flight_storage.rpc.sessions import current as current_session
 from flight_storage.rpc.streams import QueryStream, ReadCounter, StreamPool, object_sources
 from flight_storage.storage.catalog import Catalog, ObjectInfo
 from flight_storage.storage.iceberg_catalog import IcebergCatalogs
-from select_dialect.errors import QuerySyntaxError, SelectDialectError, UnsupportedFeatureError
+from select_dialect.errors import (
+    QuerySyntaxError,
+    SelectDialectError,
+    TableShapeError,
+    UnsupportedFeatureError,
+)
 from select_dialect.flavors import FLAVORS
 from select_dialect.sql_surface import TableName, parse_sql
 
@@ -100,6 +105,8 @@ def plan_either(host: SqlHost, call: CallContext, query: str, flavor: str,
     if statement.one_table:
         try:
             return one_table()
+        except TableShapeError:
+            raise  # the table cannot serve it, whichever engine plans the statement
         except (UnsupportedFeatureError, QuerySyntaxError) as exc:
             refused = exc  # what the s3-select translation does not speak, DataFusion may
     try:

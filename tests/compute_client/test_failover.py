@@ -58,7 +58,10 @@ def secret(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _replica(data: Path, secret: Path) -> ServerProcess:
-    return start_server(data, "--ticket-secret-file", str(secret), "--idle-timeout", "5")
+    # ranges of 8 MiB: the 50 MB object is one endpoint per core (at least two), so a
+    # stream can break with endpoints still to read
+    return start_server(data, "--ticket-secret-file", str(secret), "--idle-timeout", "5",
+                        "--endpoint-min-mb", "8")
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,7 @@ when its statement asks for no order."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,17 +34,31 @@ def test_endpoint_minimum_is_a_setting() -> None:
     assert engine.range_count(100 * MIB) == 16
 
 
-def test_an_unordered_endpoint_reads_every_row_once_on_every_core(tmp_path: Path) -> None:
-    """One endpoint over a CSV of several DataFusion ranges: without order, every record once;
-    with order (S3 Select's rule, the default), every record in the object's order."""
+def test_one_endpoint_reads_its_ranges_at_once_in_record_order(tmp_path: Path) -> None:
+    """One endpoint over a CSV of several DataFusion ranges (four cores): every record once,
+    in the object's order, whether the ranges run one by one or at once."""
     path = tmp_path / "rows.csv"
-    path.write_text("".join(f"{i},{'x' * (i % 7)}\n" for i in range(200_000)))
-    engine = SelectEngine(EngineConfig(cores=4))
+    path.write_text("".join(f"{i},{'x' * (i % 7)}\n" for i in range(600_000)))
     source = FileSource(path, path.name, path.stat().st_size)
-    plan = engine.plan("SELECT _1 FROM s3object WHERE _2 <> 'xxx'", source,
-                       InputSpec("csv"), flavor="standard")
-    expected = [str(i) for i in range(200_000) if i % 7 != 3]
-    ordered = [v for b in engine.execute(plan) for v in b.column(0).to_pylist()]
-    assert ordered == expected
-    unordered = [v for b in engine.execute(plan, ordered=False) for v in b.column(0).to_pylist()]
-    assert sorted(unordered, key=int) == expected
+    expected = [str(i) for i in range(600_000) if i % 7 != 3]
+    for cores in (1, 4):
+        engine = SelectEngine(EngineConfig(cores=cores))
+        plan = engine.plan("SELECT _1 FROM s3object WHERE _2 <> 'xxx'", source,
+                           InputSpec("csv"), flavor="standard")
+        assert [v for b in engine.execute(plan) for v in b.column(0).to_pylist()] == expected
+
+
+def test_in_order_stops_its_producers_and_raises_in_turn() -> None:
+    from flight_storage.execution.in_order import in_order
+
+    def failing() -> Iterator[int]:
+        yield 10
+        raise ValueError("third range broke")
+
+    merged = in_order([lambda: iter(range(5)), failing, lambda: iter(range(100, 200))])
+    assert [next(merged) for _ in range(6)] == [0, 1, 2, 3, 4, 10]
+    with pytest.raises(ValueError, match="third range"):
+        next(merged)
+    endless = in_order([lambda: iter(range(10**9)), lambda: iter(range(10**9))], depth=2)
+    assert next(endless) == 0
+    endless.close()  # the producers see the stop and end (daemon threads, bounded queues)

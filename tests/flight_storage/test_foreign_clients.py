@@ -85,9 +85,7 @@ def test_pyarrow_first_endpoint_reads_every_row(server: ServerProcess) -> None:
     info = client.get_flight_info(statement_descriptor(ALL_ROWS))
     table = client.do_get(info.endpoints[0].ticket).read_all()
     assert table.num_rows == ROWS and len(info.endpoints) == 1
-    # every row exactly once; a statement without ORDER BY promises no order (one endpoint
-    # reads its ranges on every core at once: issue 37)
-    assert sorted(int(x) for x in table.column("order_id").to_pylist()) == list(range(ROWS))
+    assert [int(x) for x in table.column("order_id").to_pylist()] == list(range(ROWS))
 
 
 def test_flightsql_dbapi_reads_every_row(server: ServerProcess) -> None:
@@ -95,18 +93,18 @@ def test_flightsql_dbapi_reads_every_row(server: ServerProcess) -> None:
     before = len(_statement_plans(server))
     rows = _dbapi(server, ALL_ROWS)["rows"]
     assert len(rows) == ROWS
-    assert sorted(int(r[0]) for r in rows) == list(range(ROWS))  # no ORDER BY: no order
+    assert [int(r[0]) for r in rows] == list(range(ROWS))
     assert _plans_after(server, before, 1) == [(1, "not known to read every endpoint")]
 
 
 def test_flightsql_dbapi_single_endpoint_option_reads_every_row(server: ServerProcess) -> None:
     rows = _dbapi(server, ALL_ROWS, endpoints="single")["rows"]
-    assert sorted(int(r[0]) for r in rows) == list(range(ROWS))  # no ORDER BY: no order
+    assert [int(r[0]) for r in rows] == list(range(ROWS))
 
 
-def test_a_single_endpoint_keeps_the_order_asked_for(server: ServerProcess) -> None:
-    """One endpoint reads on every core when the statement asks for no order; ORDER BY is
-    honoured, and a LIMIT still sees the object's first records (it keeps record order)."""
+def test_a_single_endpoint_keeps_record_order(server: ServerProcess) -> None:
+    """One endpoint reads its ranges on every core and still answers in record order;
+    ORDER BY is honoured, and a LIMIT sees the object's first records."""
     ordered = _dbapi(server, ALL_ROWS + " ORDER BY CAST(order_id AS INT)")["rows"]
     assert [int(r[0]) for r in ordered] == list(range(ROWS))
     limited = _dbapi(server, ALL_ROWS + " LIMIT 20000")["rows"]
@@ -190,8 +188,7 @@ def test_pandas_and_polars_through_adbc_read_every_row(server: ServerProcess) ->
 
     with flightsql.connect(server.location) as conn:
         frame = pd.read_sql('SELECT order_id, note FROM "shop"."orders.csv"', conn)
-    assert len(frame) == ROWS
-    assert sorted(frame["order_id"].astype(int).tolist()) == list(range(ROWS))  # no ORDER BY
+    assert len(frame) == ROWS and frame["order_id"].astype(int).tolist() == list(range(ROWS))
     polars = pytest.importorskip("polars")
     with flightsql.connect(server.location) as conn, conn.cursor() as cur:
         cur.execute('SELECT order_id FROM "shop"."orders.csv" WHERE region = \'r1\'')

@@ -20,6 +20,7 @@ import pytest
 
 from flight_storage.execution.select_local import run_select
 from flight_storage.protocol import FLAVOR_HEADER
+from select_dialect.flavors import FLAVOR_NAMES
 from tests.conftest import ServerProcess
 from tests.flight_storage.test_s3_door import s3_client, start_door
 
@@ -115,6 +116,7 @@ def test_serve_help_names_the_option() -> None:
                           capture_output=True, text=True, timeout=60, check=True,
                           cwd=Path(__file__).resolve().parents[2])
     text = " ".join(done.stdout.split())
-    option = text[text.rindex("--s3-flavor {standard,ceph,aws}"):]  # the option, not usage
+    choices = ",".join(FLAVOR_NAMES)  # every flavour record, in the record order
+    option = text[text.rindex(f"--s3-flavor {{{choices}}}"):]  # the option, not usage
     following = option.find(" --", 2)
     assert option[:following if following > 0 else None].endswith("(default: aws)")

@@ -32,6 +32,13 @@ def door(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]
         # byte range DataFusion reads first (in parallel) ends long before the other
         out.write(("1," + "x" * 197 + "\n") * (SKEWED_HALF // 200))
         out.write("1,x\n" * (SKEWED_HALF // 4))
+    with (data / "big" / "quoted.csv").open("w") as out:
+        # a quote holding a line break: the reference tokenizer reads it (DataFusion's reader
+        # cannot split such a file), slowly enough to need keep-alives
+        out.write('0,"two\nlines",0\n')
+        for start in range(0, 200_000, 100_000):
+            out.write("".join(f"{i},name {i % 97},{i * 7 % 1000}\n"
+                              for i in range(start, start + 100_000)))
     with (data / "big" / "rows.ndjson").open("w") as out:
         out.write("".join(json.dumps({"id": i, "name": f"n{i % 13}"}) + "\n"
                           for i in range(20_000)))
@@ -93,11 +100,11 @@ def test_progress_across_endpoints(door: tuple[Path, str]) -> None:
 def test_cont_keep_alives_before_the_first_record_with_progress(
         door: tuple[Path, str]) -> None:
     """A scan that finds its one row at the end and takes longer than the keep-alive: Cont
-    messages keep the connection alive, with Progress beside them. Quoted record delimiters
-    make the reference tokenizer read it (about 1 s for 2 MiB; DataFusion counts the whole
-    object in tens of milliseconds, faster than a keep-alive, so its answer may have none)."""
+    messages keep the connection alive, with Progress beside them. A quoted line break makes
+    the reference tokenizer read it (about 1 s for 2 MiB; DataFusion counts the whole object
+    in tens of milliseconds, faster than a keep-alive, so its answer may have none)."""
     _data, url = door
-    events = _events(url, "rows.csv", "SELECT count(*) FROM s3object s",
+    events = _events(url, "quoted.csv", "SELECT count(*) FROM s3object s",
                      InputSerialization={"CSV": {"AllowQuotedRecordDelimiter": True}},
                      ScanRange={"Start": 0, "End": (2 << 20) - 1})
     kinds = [next(iter(e)) for e in events]

@@ -31,7 +31,7 @@ from flight_storage.formats.json_typed import column_paths, typed_batch
 from flight_storage.protocol import Partition
 from flight_storage.storage.sources import ObjectSource
 from select_dialect import Column, Translation
-from select_dialect.errors import UnsupportedFeatureError
+from select_dialect.errors import TableShapeError, UnsupportedFeatureError
 
 if TYPE_CHECKING:
     from flight_storage.execution.engine import SelectEngine
@@ -49,7 +49,7 @@ def _with_json_hint(error: UnsupportedFeatureError) -> UnsupportedFeatureError:
     """A refused path into a typed JSON table's column, with where such paths are read."""
     if not error.message.startswith(_NESTED_PATHS):
         return error
-    return UnsupportedFeatureError(
+    return TableShapeError(
         f"{error.message}: on the standard surface a JSON Lines object is a table of its keys, "
         "a nested object or array a column of its JSON text; read paths into it in the aws "
         "flavour", code=error.code, line=error.line, column=error.column)
