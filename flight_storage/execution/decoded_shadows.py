@@ -266,12 +266,40 @@ def write_batches(target: Path, schema: pa.Schema, batches: Iterable[pa.RecordBa
 _LITERAL = re.compile(r"'(?:[^']|'')*'")
 
 
+_ITEM_STAR = re.compile(r'^(?:DISTINCT\s+)?(?:"?\w+"?\.)?\*$', re.IGNORECASE)
+
+
+def selects_star(sql: str) -> bool:
+    """Whether the statement's own projection (its first select list, at parenthesis depth
+    0) has ``*`` or ``t.*``: a shadow column the view showed it would become a column of the
+    answer (a ``*`` inside a subquery the outer list names columns of is harmless)."""
+    text = _LITERAL.sub("''", sql).strip()
+    if text[:6].upper() != "SELECT":
+        return False
+    depth, start, items = 0, 6, []
+    i = 6
+    while i < len(text):
+        char = text[i]
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif depth == 0 and char == ",":
+            items.append(text[start:i])
+            start = i + 1
+        elif depth == 0 and text[i:i + 6].upper() == " FROM ":
+            break
+        i += 1
+    items.append(text[start:i])
+    return any(_ITEM_STAR.match(item.strip()) for item in items)
+
+
 def rewrite(sql: str, entry_schema: pa.Schema) -> str:
     """``sql`` with each fragment the entry has a shadow of replaced by the shadow column
     (never inside a string literal: a statement whose literal holds the text is left as
-    it is)."""
+    it is; nothing in a statement projecting ``*``, whose answer would show the shadow)."""
     raw = (entry_schema.metadata or {}).get(METADATA_KEY)
-    if not raw:
+    if not raw or selects_star(sql):
         return sql
     for name, fragment in json.loads(raw):
         sql = _replaced(sql, fragment, f'"{name}"')
