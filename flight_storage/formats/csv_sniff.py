@@ -122,20 +122,17 @@ class TableReading:
 
 
 @dataclass(frozen=True)
-class SniffedTable:
-    """What the sample says about an object.
+class SniffedColumns:
+    """What a sample says about an object's columns (CSV and JSON Lines alike).
 
     Attributes:
-        has_header: the first record names the columns.
-        names: column names (the header's, made unique; ``_N`` without a header or for an
-            empty header field).
+        names: column names.
         types: column types, as the bucket configuration spells them.
-        sample_records: records of the sample the types come from (the header excluded).
+        sample_records: records of the sample the types come from (a header excluded).
         reason: why the object could not be sniffed (``""`` when it was); an unsniffed object
             is read as S3 Select reads it.
     """
 
-    has_header: bool = False
     names: tuple[str, ...] = ()
     types: tuple[str, ...] = ()
     sample_records: int = 0
@@ -150,6 +147,15 @@ class SniffedTable:
     def columns(self) -> tuple[dict[str, str], ...]:
         """The columns as a bucket configuration's ``columns`` entry."""
         return tuple({"name": n, "type": t} for n, t in zip(self.names, self.types, strict=True))
+
+
+@dataclass(frozen=True)
+class SniffedTable(SniffedColumns):
+    """What the sample says about a CSV object: its columns (names are the header's, made
+    unique; ``_N`` without a header or for an empty header field) and ``has_header``, whether
+    the first record names them."""
+
+    has_header: bool = False
 
 
 def read_sample(stream: BinaryIO, options: CsvInputOptions, sample_bytes: int) -> bytes | None:
@@ -226,7 +232,7 @@ def _sniff(sample: bytes, options: CsvInputOptions, header: bool | None) -> Snif
         text = rest if has_header else _text(sample, options, width, skip_rows=0)
     verified = _datafusion_reads(text, types)
     names = _names(named.column_names if has_header else [], width)
-    return SniffedTable(has_header, names, tuple(verified), text.num_rows)
+    return SniffedTable(names, tuple(verified), text.num_rows, has_header=has_header)
 
 
 _HEADER_PROBE: Final = 16

@@ -34,6 +34,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Final
 
+from flight_storage.formats.csv_sniff import SniffedColumns
 from flight_storage.formats.json_typed import JSON_TEXT, converts
 
 _TIMESTAMP: Final = re.compile(
@@ -59,31 +60,9 @@ _KINDS: Final[tuple[tuple[type, str], ...]] = (
 
 
 @dataclass(frozen=True)
-class SniffedJson:
-    """What the sample says about a JSON Lines object.
-
-    Attributes:
-        names: column names (the keys, in the order they first appear).
-        types: column types, as the bucket configuration spells them.
-        sample_records: records of the sample the types come from.
-        reason: why the object could not be sniffed (``""`` when it was); an unsniffed object
-            is read as S3 Select reads it.
-    """
-
-    names: tuple[str, ...] = ()
-    types: tuple[str, ...] = ()
-    sample_records: int = 0
-    reason: str = ""
-
-    @property
-    def sniffed(self) -> bool:
-        """True when the sample gave a table."""
-        return not self.reason
-
-    @property
-    def columns(self) -> tuple[dict[str, str], ...]:
-        """The columns as a bucket configuration's ``columns`` entry."""
-        return tuple({"name": n, "type": t} for n, t in zip(self.names, self.types, strict=True))
+class SniffedJson(SniffedColumns):
+    """What the sample says about a JSON Lines object (names are its keys, in the order they
+    first appear)."""
 
 
 def read_json_sample(stream: BinaryIO, sample_bytes: int) -> bytes | None:
