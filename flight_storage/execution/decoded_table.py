@@ -133,8 +133,7 @@ def cache_rules(plan: SelectPlan, max_record_bytes: int | None = None) -> Hashab
     if len(plan.sources) != 1:
         return None
     if plan.input.format == "json" and plan.input.columns is not None and native is None:
-        reading: tuple[object, ...] = (_JSON_FORMAT_VERSION, plan.flavor, repr(plan.reading),
-                                       max_record_bytes)
+        reading: tuple[object, ...] = (_JSON_FORMAT_VERSION, plan.flavor, repr(plan.reading))
     elif plan.input.format == "csv" and isinstance(native, NativeCsvTable | DeferredCsvTable):
         reading = (_FORMAT_VERSION, native.options)
     else:
@@ -146,7 +145,10 @@ def cache_rules(plan: SelectPlan, max_record_bytes: int | None = None) -> Hashab
     if identity is None:
         return None
     serialization = tuple(sorted((str(k), repr(v)) for k, v in plan.input.options.items()))
-    return (*reading, identity, plan.input.compression, serialization, repr(plan.input.columns))
+    # the record limit for every format: an object with a longer record is refused, so an
+    # entry filled under a higher limit must not answer a server with a lower one
+    return (*reading, max_record_bytes, identity, plan.input.compression, serialization,
+            repr(plan.input.columns))
 
 
 def fill_first() -> bool:
