@@ -244,6 +244,9 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
                         help="plan and compute as on an N-core host: DataFusion partitions, "
                         "byte ranges and endpoints per core (default 0: the cores this process "
                         "may use, its CPU affinity); benchmarks plan for a bigger host with it")
+    limits.add_argument("--engine-workers", type=int, default=engine.engine_workers,
+                        metavar="N", help="worker processes aggregates over local files run "
+                        "in, killed when their query stops (0: all in the server's process)")
     limits.add_argument("--max-columns", type=int, default=engine.max_columns,
                         help="widest table a CSV query may make (select * of wide records)")
     limits.add_argument("--max-concurrent-queries", type=int,
@@ -466,6 +469,7 @@ def _server_config(args: argparse.Namespace, cluster: ClusterDescription | None,
             max_record_bytes=args.max_record_kb << 10,
             max_columns=args.max_columns,
             cores=args.engine_cores,
+            engine_workers=args.engine_workers,
             cache_dir=str(args.cache_dir) if args.cache_dir is not None else None,
             cache_bytes=args.cache_mb << 20,
         ),

@@ -39,6 +39,7 @@ from flight_storage.execution.decoded_table import (
 from flight_storage.execution.drivers import DRIVERS, FormatDriver
 from flight_storage.execution.drivers.base import named
 from flight_storage.execution.engine_errors import engine_error
+from flight_storage.execution.engine_workers import EngineWorkers, WorkerJob, WorkerStream
 from flight_storage.execution.in_order import in_order
 from flight_storage.execution.native_csv import DeferredCsvTable, NativeCsvTable, SurveyCache
 from flight_storage.execution.native_parquet import NanSurvey, NativeParquetTable
@@ -113,8 +114,11 @@ class SelectEngine:
         [2]
     """
 
-    def __init__(self, config: EngineConfig | None = None) -> None:
+    def __init__(self, config: EngineConfig | None = None,
+                 workers: EngineWorkers | None = None) -> None:
         self.config = config or EngineConfig()
+        self.workers = workers
+        """Where aggregates over local files run (None: in this process; the server's)."""
         self.surveys = SurveyCache()
         self.nan_surveys = NanSurvey()
         self.parquet_footers: VersionCache[pq.FileMetaData] = VersionCache(1024)
@@ -127,6 +131,11 @@ class SelectEngine:
         """Physical plans made for endpoints (not served from the cache); tests read it."""
         self.decoded = open_cache(self.config.cache_dir, self.config.cache_bytes)
         """The decoded cache (``execution/decoded_table.py``), or None."""
+
+    def close(self) -> None:
+        """Stop the engine workers (the server's shutdown)."""
+        if self.workers is not None:
+            self.workers.close()
 
     # ------------------------------------------------------------------ planning
     def translate(self, expression: str, **kwargs: Any) -> Translation:
@@ -459,6 +468,9 @@ class SelectEngine:
 
         def open_stream() -> Any:
             if index is None:
+                elsewhere = self._in_worker(plan, native, partitions)
+                if elsewhere is not None:
+                    return elsewhere
                 ctx = new_session(self.config, plan.translation, partitions=partitions,
                                   split_min_bytes=MIN_SPLIT_BYTES, width=_batch_width(native))
                 native.register(ctx, TABLE)
@@ -483,6 +495,21 @@ class SelectEngine:
         yield from arrow_batches(open_stream, explain)
         if mismatch and partition is not None:  # the reference reader serves the range
             yield from self._reference_stream(plan, [partition])
+
+    def _in_worker(self, plan: SelectPlan, native: NativeCsvTable | NativeParquetTable,
+                   cores: int) -> WorkerStream | None:
+        """An aggregate over a local file runs in an engine worker, which the server kills when
+        the query stops (``execution/engine_workers.py``): its first batch is the whole
+        computation, which DataFusion does not stop in every step, and its result is small."""
+        if (self.workers is None or not plan.translation.is_aggregate
+                or not native.location.local):
+            return None
+        # the source (a stop switch, read counters) stays here: the worker needs the file
+        table = (dataclasses.replace(native, source=None)
+                 if isinstance(native, NativeCsvTable) else native)
+        return WorkerStream(self.workers, WorkerJob(
+            table, TABLE, plan.translation.sql, plan.translation, cores, MIN_SPLIT_BYTES,
+            _batch_width(native)))
 
     def _in_order(self, plan: SelectPlan, native: NativeCsvTable | NativeParquetTable,
                   partitions: int) -> Iterator[pa.RecordBatch]:

@@ -15,6 +15,7 @@ order with a bound per source.
 
 from __future__ import annotations
 
+import contextvars
 import queue
 import threading
 from collections.abc import Callable, Iterator
@@ -41,8 +42,10 @@ def in_order(sources: list[Callable[[], Iterator[T]]], depth: int = 4) -> Iterat
     """
     merge = _Merge(len(sources), depth)
     for i, source in enumerate(sources):
-        threading.Thread(target=merge.produce, args=(source, i), name=f"range-{i}",
-                         daemon=True).start()
+        # each thread in the caller's context: a query's stop switch reaches its engine
+        # waits (execution/session.stopped_by)
+        threading.Thread(target=contextvars.copy_context().run, args=(merge.produce, source, i),
+                         name=f"range-{i}", daemon=True).start()
     try:
         for i in range(len(sources)):
             yield from merge.consume(i)

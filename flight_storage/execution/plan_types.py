@@ -72,6 +72,9 @@ class EngineConfig:
         cache_dir: the decoded cache's folder (None: no decoded cache;
             ``execution/decoded_table.py``).
         cache_bytes: the most bytes the decoded cache keeps.
+        engine_workers: worker processes the server runs aggregates over local files in, so
+            that a cancel or timeout stops them at once (``execution/engine_workers.py``); 0:
+            every query in the server's process.
     """
 
     batch_rows: int = 16384
@@ -86,6 +89,7 @@ class EngineConfig:
     cores: int = 0
     cache_dir: str | None = None
     cache_bytes: int = 4 << 30
+    engine_workers: int = 2
 
     @property
     def parallelism(self) -> int:

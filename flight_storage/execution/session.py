@@ -5,18 +5,33 @@ Every session the engine runs a statement in is :func:`new_session`: the read-on
 memory pool of a query, and the settings that let one partition of a plan run on its own
 (work stealing and round-robin repartitioning off, NOTES.md). :func:`arrow_batches` reads a
 DataFusion stream as pyarrow batches with DataFusion's errors made ours.
+
+A query's stream stops its engine work (:func:`stopped_by`): datafusion-python 55's blocking
+``next()`` cannot be interrupted from another thread, and dropping the stream object while a
+``next()`` runs leaves the batch being computed running (an aggregate's first batch is the whole
+aggregate). Its ``__anext__`` runs the batch as a tokio task that pyo3's asyncio bridge drops
+when the awaiting asyncio future is cancelled, and dropping DataFusion's stream aborts the tasks
+it spawned; so a stream read under a stop switch awaits each batch on an event loop of its own
+and cancels the wait when the switch is set. Measured on 2 loaded cores (a join and
+``count(DISTINCT)`` over 20M Parquet rows, cancelled after 2.5 s): the sync ``next()`` went on
+using 1.36 cores for seconds after the stream was dropped; the cancelled ``__anext__`` ended at
+once and used 0.00-0.03 CPU-s in the second after.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import contextvars
 import functools
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
 from datafusion import RuntimeEnvBuilder, SessionConfig, SessionContext, SQLOptions
 
-from flight_storage.errors import StorageError
+from flight_storage.errors import StoppedError, StorageError
 from flight_storage.execution import udfs
 from flight_storage.execution.engine_errors import engine_error
 from flight_storage.execution.native_parquet import SESSION_SETTINGS as PARQUET_SETTINGS
@@ -38,6 +53,25 @@ record (10 s for a one-record object on 2 loaded cores, against 25 ms at 128 row
 def batch_rows(width: int) -> int:
     """Rows per DataFusion batch for a table of ``width`` columns (:data:`BATCH_FIELDS`)."""
     return max(1, min(BATCH_ROWS, BATCH_FIELDS // max(width, 1)))
+
+
+STOP_POLL_S = 0.1
+"""How often a batch being computed under a stop switch looks at it."""
+
+_STOP: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
+    "engine_stop", default=None)
+
+
+@contextlib.contextmanager
+def stopped_by(stop: threading.Event) -> Iterator[None]:
+    """DataFusion streams read in this thread (:func:`arrow_batches`) until the block ends stop
+    their engine work within :data:`STOP_POLL_S` of ``stop`` being set, raising
+    :class:`StoppedError` (see the module docstring)."""
+    token = _STOP.set(stop)
+    try:
+        yield
+    finally:
+        _STOP.reset(token)
 
 
 READ_ONLY = SQLOptions().with_allow_ddl(False).with_allow_dml(False).with_allow_statements(False)
@@ -108,14 +142,62 @@ def arrow_batches(open_stream: Callable[[], Any],
     """The batches of a DataFusion stream as pyarrow, DataFusion's errors made ours (by
     ``explain`` first: a native reader's errors name the object's line); nothing when
     ``open_stream`` returns None."""
+    stop = _STOP.get()
     try:
         stream = open_stream()
         if stream is None:
             return
-        for batch in stream:
-            yield batch.to_pyarrow()
-    except StorageError:
+        run_elsewhere = getattr(stream, "arrow_batches", None)  # engine_workers.WorkerStream
+        if run_elsewhere is not None:
+            yield from run_elsewhere(stop)
+        elif stop is None:
+            for batch in stream:
+                yield batch.to_pyarrow()
+        else:
+            yield from _stoppable(stream, stop)
+    except (StorageError, StoppedError):
         raise
     except Exception as exc:  # DataFusion raises plain exceptions with text only
         explained = explain(str(exc)) if explain is not None else None
         raise (explained or engine_error(exc)) from None
+
+
+async def _next_batch(stream: Any) -> Any:
+    try:
+        return await stream.__anext__()
+    except StopAsyncIteration:
+        return None
+
+
+def _stoppable(stream: Any, stop: threading.Event) -> Iterator[pa.RecordBatch]:
+    """The batches of ``stream``, each awaited on an event loop of this generator's own whose
+    wait is cancelled (and with it the engine's work on the batch) once ``stop`` is set."""
+    loop = asyncio.new_event_loop()
+    try:
+        while True:
+            batch = _await_batch(loop, stream, stop)
+            if batch is None:
+                return
+            yield batch.to_pyarrow()
+    finally:
+        loop.close()
+
+
+def _await_batch(loop: asyncio.AbstractEventLoop, stream: Any, stop: threading.Event) -> Any:
+    if stop.is_set():
+        raise StoppedError("query stopped")
+    task = loop.create_task(_next_batch(stream))
+
+    def watch() -> None:
+        if stop.is_set():
+            task.cancel()
+        else:
+            timer[0] = loop.call_later(STOP_POLL_S, watch)
+
+    timer = [loop.call_later(STOP_POLL_S, watch)]
+    try:
+        return loop.run_until_complete(task)
+    except asyncio.CancelledError:
+        raise StoppedError("query stopped") from None
+    finally:
+        timer[0].cancel()

@@ -9,6 +9,7 @@ from typing import Any
 
 import pyarrow.flight as flight
 
+from flight_storage.execution.engine_workers import EngineWorkers
 from flight_storage.execution.plan_types import EngineConfig
 from flight_storage.formats.csv_sniff import TableReading
 from flight_storage.rpc.streams import StreamLimits, default_running
@@ -124,6 +125,14 @@ class ServerConfig:
         values = (str(self.data),) if isinstance(self.data, Path) else self.data
         holdings = self.cluster is not None and not self.cluster.is_fleet
         return bucket_sets(values, self.store, content_versions=holdings)
+
+    def engine_workers(self) -> EngineWorkers | None:
+        """The pool of engine worker processes (started now, in the background), or None
+        with ``engine.engine_workers`` 0: a query waits for a worker as long as for a compute
+        slot."""
+        if self.engine.engine_workers <= 0:
+            return None
+        return EngineWorkers(self.engine.engine_workers, self.engine, self.queue_wait_s)
 
     @property
     def stream_limits(self) -> StreamLimits:

@@ -120,7 +120,7 @@ class StorageServer(flight.FlightServerBase):
         self.config = config
         self.catalog = Catalog(config.bucket_sets())
         self.iceberg = config.iceberg_catalogs()  # Iceberg tables: rpc/iceberg_tables.py
-        self.engine = SelectEngine(config.engine)
+        self.engine = SelectEngine(config.engine, config.engine_workers())
         self.sniffer = TableSniffer(config.reading, max_columns=config.engine.max_columns)
         self.secret: Secret = (config.ticket_secret or secrets.token_bytes(32),
                                *config.previous_ticket_secrets)  # the first signs
@@ -169,6 +169,7 @@ class StorageServer(flight.FlightServerBase):
             log_event("shutdown", cancelling=self.streams.abort_all())
             stopper.join(_SHUTDOWN_AFTER_ABORT_S)
         self.streams.close()
+        self.engine.close()
         if self.cluster is not None:
             self.cluster.peers.close()
         if stopper.is_alive():

@@ -52,6 +52,7 @@ from flight_storage.errors import (
     StoppedError,
     StorageError,
 )
+from flight_storage.execution.session import stopped_by
 from flight_storage.rpc.boundary import client_error
 from flight_storage.storage.catalog import ObjectInfo
 from flight_storage.storage.sources import DataFusionLocation, StoredSource
@@ -444,6 +445,10 @@ class QueryStream:
 
     # -- producer (its own thread)
     def _run(self) -> None:
+        with stopped_by(self.stop):
+            self._produce_batches()
+
+    def _produce_batches(self) -> None:
         stop = self.stop
         batches = self._produce()
         try:
