@@ -507,9 +507,13 @@ class SelectEngine:
         # the source (a stop switch, read counters) stays here: the worker needs the file
         table = (dataclasses.replace(native, source=None)
                  if isinstance(native, NativeCsvTable) else native)
+        scanned = [0]
+        watch = getattr(plan.sources[0], "watch_scan", None)
+        if watch is not None:
+            watch(lambda: scanned[0])
         return WorkerStream(self.workers, WorkerJob(
             table, TABLE, plan.translation.sql, plan.translation, cores, MIN_SPLIT_BYTES,
-            _batch_width(native)))
+            _batch_width(native)), scanned)
 
     def _in_order(self, plan: SelectPlan, native: NativeCsvTable | NativeParquetTable,
                   partitions: int) -> Iterator[pa.RecordBatch]:

@@ -27,7 +27,7 @@ import pickle
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,13 +36,17 @@ import pyarrow as pa
 from flight_storage import errors
 from flight_storage.errors import ResourceLimitError, StoppedError, StorageError
 from flight_storage.execution.plan_types import EngineConfig
+from flight_storage.execution.scan_progress import finished_bytes
 from flight_storage.execution.session import READ_ONLY, new_session
 from select_dialect import Translation
 
 STOP_POLL_S = 0.1
 """How often the server, waiting for a worker's next message, looks at the stop switch."""
 
-_BATCH, _END, _ENGINE_ERROR, _STORAGE_ERROR = b"B", b"E", b"X", b"S"
+PROGRESS_S = 0.5
+"""How often a worker reports how far DataFusion's scan has read (S3 Select's Progress)."""
+
+_BATCH, _END, _ENGINE_ERROR, _STORAGE_ERROR, _SCANNED = b"B", b"E", b"X", b"S", b"P"
 
 
 @dataclass(frozen=True)
@@ -121,10 +125,12 @@ class EngineWorkers:
             except queue.Empty:
                 return
 
-    def run(self, job: WorkerJob, stop: threading.Event | None) -> Iterator[pa.RecordBatch]:
+    def run(self, job: WorkerJob, stop: threading.Event | None,
+            scanned: list[int] | None = None) -> Iterator[pa.RecordBatch]:
         """The job's batches from a worker; raises the worker's error, :class:`StoppedError`
         when ``stop`` is set (the worker is killed then), ``SlowDown`` when no worker is
-        free within ``wait_s``."""
+        free within ``wait_s``. ``scanned[0]`` follows the bytes DataFusion's scan has read
+        (``scan_progress.finished_bytes`` in the worker)."""
         worker = self._take(stop)
         clean = False
         try:
@@ -133,6 +139,10 @@ class EngineWorkers:
                 kind, body = self._receive(worker, stop)
                 if kind == _BATCH:
                     yield pa.ipc.open_stream(body).read_next_batch()
+                    continue
+                if kind == _SCANNED:
+                    if scanned is not None:
+                        scanned[0] = int(body)
                     continue
                 clean = True
                 if kind == _END:
@@ -203,37 +213,64 @@ class WorkerStream:
 
     workers: EngineWorkers
     job: WorkerJob
+    scanned: list[int]
+    """Bytes the worker's scan has read so far (a probe of the query's source reads it)."""
 
     def arrow_batches(self, stop: threading.Event | None) -> Iterator[pa.RecordBatch]:
-        return self.workers.run(self.job, stop)
+        return self.workers.run(self.job, stop, self.scanned)
 
 
 # ---------------------------------------------------------------- the worker process
 def _serve(connection: multiprocessing.connection.Connection, config: EngineConfig) -> None:
     """A worker's loop: one job at a time until the server closes the pipe."""
+    sending = threading.Lock()
+
+    def send(message: bytes) -> None:
+        with sending:
+            connection.send_bytes(message)
+
     while True:
         try:
             job: WorkerJob = connection.recv()
         except (EOFError, OSError):
             return
         try:
-            for batch in _execute(job, config):
+            for batch in _execute(job, config, send):
                 sink = pa.BufferOutputStream()
                 with pa.ipc.new_stream(sink, batch.schema) as writer:
                     writer.write_batch(batch)
-                connection.send_bytes(_BATCH + sink.getvalue().to_pybytes())
+                send(_BATCH + sink.getvalue().to_pybytes())
         except StorageError as exc:
-            connection.send_bytes(_STORAGE_ERROR + pickle.dumps(
-                (type(exc).__name__, exc.code, exc.message)))
+            send(_STORAGE_ERROR + pickle.dumps((type(exc).__name__, exc.code, exc.message)))
         except Exception as exc:  # noqa: BLE001 - DataFusion's errors are text; the server maps them
-            connection.send_bytes(_ENGINE_ERROR + str(exc).encode())
+            send(_ENGINE_ERROR + str(exc).encode())
         else:
-            connection.send_bytes(_END)
+            send(_END)
 
 
-def _execute(job: WorkerJob, config: EngineConfig) -> Iterator[pa.RecordBatch]:
+def _execute(job: WorkerJob, config: EngineConfig,
+             send: Callable[[bytes], None]) -> Iterator[pa.RecordBatch]:
+    """The statement's batches, as ``SelectEngine._run_native`` runs it in the server; a plan
+    of one partition reports its scan's progress every :data:`PROGRESS_S`."""
     ctx = new_session(config, job.translation, partitions=job.cores,
                       split_min_bytes=job.split_min_bytes, width=job.width)
     job.native.register(ctx, job.table)
-    for batch in ctx.sql_with_options(job.sql, READ_ONLY).execute_stream():
-        yield batch.to_pyarrow()
+    frame = ctx.sql_with_options(job.sql, READ_ONLY)
+    physical = frame.execution_plan()
+    if physical.partition_count != 1:
+        for batch in frame.execute_stream():
+            yield batch.to_pyarrow()
+        return
+    probe = finished_bytes(physical)
+    done = threading.Event()
+
+    def report() -> None:
+        while not done.wait(PROGRESS_S):
+            send(_SCANNED + str(probe()).encode())
+
+    threading.Thread(target=report, name="progress", daemon=True).start()
+    try:
+        for batch in ctx.execute(physical, 0):
+            yield batch.to_pyarrow()
+    finally:
+        done.set()

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -27,6 +27,7 @@ from flight_storage import protocol
 from flight_storage.execution.plan_types import EngineConfig
 from flight_storage.protocol import pb
 from tests.conftest import ServerProcess, running_server
+from tests.flight_storage.test_server_support import process_tree, tree_status_mib
 
 ROWS = 20_000_000
 QUERY = ('SELECT k, count(*) AS n FROM "big"."big.parquet" GROUP BY k ORDER BY n DESC LIMIT 3')
@@ -48,48 +49,19 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _stat(pid: int) -> list[str]:
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-
-
-def _tree(pid: int) -> list[int]:
-    """``pid`` and every process below it (the server, its forkserver and workers)."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parents[int(entry.name)] = int(_stat(int(entry.name))[1])
-            except (OSError, IndexError):
-                continue  # ended meanwhile
-    tree = [pid]
-    for member in tree:
-        tree.extend(child for child, parent in parents.items() if parent == member)
-    return tree
-
-
-def _each(pid: int, read: Callable[[int], float]) -> float:
+def _cpu_s(pid: int) -> float:
     total = 0.0
-    for member in _tree(pid):
+    for member in process_tree(pid):
         try:
-            total += read(member)
-        except (OSError, StopIteration):
+            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
             continue  # ended meanwhile
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return total
 
 
-def _cpu_s(pid: int) -> float:
-    def cpu(member: int) -> float:
-        fields = _stat(member)
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return _each(pid, cpu)
-
-
 def _rss_mb(pid: int) -> float:
-    def rss(member: int) -> float:
-        line = next(x for x in Path(f"/proc/{member}/status").read_text().splitlines()
-                    if x.startswith("VmRSS"))
-        return int(line.split()[1]) / 1024
-    return _each(pid, rss)
+    return tree_status_mib(pid, "VmRSS")
 
 
 def _cpu_rate(pid: int, seconds: float) -> float:
@@ -110,7 +82,7 @@ def _busy(server: ServerProcess) -> float:
     """Resident memory before the query, once the engine workers have started (the server
     starts them in the background: a resource tracker, a forkserver, the workers)."""
     deadline = time.monotonic() + 60
-    while len(_tree(server.process.pid)) < 3 + WORKERS and time.monotonic() < deadline:
+    while len(process_tree(server.process.pid)) < 3 + WORKERS and time.monotonic() < deadline:
         time.sleep(0.2)
     time.sleep(0.5)
     return _rss_mb(server.process.pid)

@@ -23,7 +23,12 @@ from pyarrow import flight
 from flight_storage import protocol
 from flight_storage.protocol import pb
 from tests.conftest import ServerProcess, start_server
-from tests.flight_storage.test_server_support import error_document, statement_descriptor
+from tests.flight_storage.test_server_support import (
+    error_document,
+    reset_tree_peak_rss,
+    statement_descriptor,
+    tree_status_mib,
+)
 
 pytestmark = pytest.mark.reliability
 
@@ -59,20 +64,16 @@ def _bomb(codec: str, piece: bytes, mebibytes: int) -> bytes:
 
 
 def _reset_peak_rss(server: ServerProcess) -> None:
-    # Writing 5 to clear_refs resets VmHWM to the current RSS (proc(5)).
-    Path(f"/proc/{server.process.pid}/clear_refs").write_text("5")
+    reset_tree_peak_rss(server.process.pid)
 
 
 def _peak_rss_mib(server: ServerProcess) -> float:
-    status = Path(f"/proc/{server.process.pid}/status").read_text()
-    line = next(line for line in status.splitlines() if line.startswith("VmHWM:"))
-    return int(line.split()[1]) / 1024
+    # the server and its engine workers: an aggregate runs in a worker
+    return tree_status_mib(server.process.pid, "VmHWM")
 
 
 def _current_rss_mib(server: ServerProcess) -> float:
-    status = Path(f"/proc/{server.process.pid}/status").read_text()
-    line = next(line for line in status.splitlines() if line.startswith("VmRSS:"))
-    return int(line.split()[1]) / 1024
+    return tree_status_mib(server.process.pid, "VmRSS")
 
 
 def _query(server: ServerProcess, sql: str, flavor: str = "ceph") -> pa.Table:

@@ -22,6 +22,48 @@ from flight_storage.protocol import pb
 from flight_storage.storage.catalog import Catalog
 from tests.conftest import SAMPLES, ServerProcess, read_csv_headers
 
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and every process below it: a server and its engine workers (with their
+    forkserver and resource tracker; ``execution/engine_workers.py``)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue  # ended meanwhile
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    tree = [pid]
+    for member in tree:
+        tree.extend(child for child, parent in parents.items() if parent == member)
+    return tree
+
+
+def tree_status_mib(pid: int, field: str) -> float:
+    """A ``/proc/<pid>/status`` memory field (``VmRSS``, ``VmHWM``) summed over
+    :func:`process_tree`, in MiB."""
+    total = 0
+    for member in process_tree(pid):
+        try:
+            status = Path(f"/proc/{member}/status").read_text()
+        except OSError:
+            continue  # ended meanwhile
+        line = next(x for x in status.splitlines() if x.startswith(f"{field}:"))
+        total += int(line.split()[1])
+    return total / 1024
+
+
+def reset_tree_peak_rss(pid: int) -> None:
+    """Reset every member's ``VmHWM`` to its current RSS (writing 5 to ``clear_refs``,
+    proc(5))."""
+    for member in process_tree(pid):
+        try:
+            Path(f"/proc/{member}/clear_refs").write_text("5")
+        except OSError:
+            continue  # ended meanwhile
+
+
 BIG_ROWS = 1_000_000
 MEDIUM_ROWS = 150_000
 

@@ -1,0 +1,158 @@
+"""Engine workers (``execution/engine_workers.py``) through a real server: an aggregate over a
+local file runs in a worker process; a stopped query's worker is killed and replaced; a busy
+pool answers ``SlowDown``; a worker's errors keep their codes; a worker that dies fails its
+query with ``InternalError`` and the pool recovers."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.flight as flight
+import pyarrow.parquet as pq
+import pytest
+
+from tests.conftest import ServerProcess, running_server
+from tests.flight_storage.test_server_support import (
+    error_document,
+    process_tree,
+    statement_descriptor,
+)
+
+ROWS = 20_000_000
+SLOW = 'SELECT k, count(*) AS n FROM "big"."big.parquet" GROUP BY k ORDER BY n DESC LIMIT 3'
+"""An aggregate that keeps a worker busy for seconds (20M groups)."""
+QUICK = 'SELECT count(*) AS n, sum(v) AS s FROM "big"."small.parquet"'
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("data")
+    (root / "big").mkdir()
+    numbers = pa.array(range(ROWS), pa.int64())
+    pq.write_table(pa.table({"k": numbers, "v": numbers}), root / "big" / "big.parquet",
+                   row_group_size=500_000)
+    pq.write_table(pa.table({"v": pa.array(range(1000), pa.int64())}),
+                   root / "big" / "small.parquet")
+    return root
+
+
+@pytest.fixture(scope="module")
+def server(data: Path) -> Iterator[ServerProcess]:
+    with running_server(data, "--engine-workers", "1", "--queue-wait", "3") as process:
+        yield process
+
+
+def _children(pid: int) -> dict[int, int]:
+    """Every process below ``pid``, with its CPU ticks."""
+    ticks: dict[int, int] = {}
+    for member in process_tree(pid)[1:]:
+        try:
+            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile
+        ticks[member] = int(fields[11]) + int(fields[12])
+    return ticks
+
+
+def _busy_worker(pid: int) -> int:
+    """The process below ``pid`` computing now (a worker running a query): the first to use
+    a fifth of a core over half a second."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        before = _children(pid)
+        time.sleep(0.5)
+        after = _children(pid)
+        busy = [p for p in after if after[p] - before.get(p, after[p]) >= 10]
+        if busy:
+            return busy[0]
+    raise AssertionError("no process of the server is computing")
+
+
+def _query(server: ServerProcess, sql: str) -> pa.Table:
+    client = flight.connect(server.location)
+    info = client.get_flight_info(statement_descriptor(sql))
+    return client.do_get(info.endpoints[0].ticket).read_all()
+
+
+def _in_background(server: ServerProcess, sql: str) -> list[BaseException]:
+    failures: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            _query(server, sql)
+        except pa.ArrowException as exc:
+            failures.append(exc)
+
+    threading.Thread(target=read, daemon=True).start()
+    return failures
+
+
+def _wait_for(condition: object, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:  # type: ignore[operator]
+        time.sleep(0.1)
+
+
+def _warm(server: ServerProcess) -> None:
+    """The pool has started (resource tracker, forkserver, the one worker)."""
+    _wait_for(lambda: len(_children(server.process.pid)) >= 3)
+
+
+def test_an_aggregate_runs_in_a_worker_process(server: ServerProcess) -> None:
+    _warm(server)
+    assert _query(server, QUICK).to_pylist() == [{"n": 1000, "s": sum(range(1000))}]
+
+
+def test_a_busy_pool_answers_slow_down_naming_the_option(server: ServerProcess) -> None:
+    _warm(server)
+    slow = _in_background(server, SLOW)
+    worker = _busy_worker(server.process.pid)
+    with pytest.raises(pa.ArrowException) as refused:
+        _query(server, QUICK)
+    document = error_document(refused.value)
+    assert document["code"] == "SlowDown"
+    assert "--engine-workers 1" in document["message"]
+    os.kill(worker, signal.SIGKILL)  # end the slow query (its error is the next test's)
+    _wait_for(lambda: bool(slow))
+
+
+def test_a_worker_that_dies_fails_its_query_and_is_replaced(server: ServerProcess) -> None:
+    _warm(server)
+    slow = _in_background(server, SLOW)
+    worker = _busy_worker(server.process.pid)
+    os.kill(worker, signal.SIGKILL)
+    _wait_for(lambda: bool(slow), timeout=30)
+    assert slow, "the query did not fail"
+    document = error_document(slow[0])
+    assert document["code"] == "InternalError"
+    assert "engine worker ended unexpectedly" in document["message"]
+    assert "Traceback" not in str(slow[0])
+    _wait_for(lambda: worker not in _children(server.process.pid))
+    assert _query(server, QUICK).to_pylist() == [{"n": 1000, "s": sum(range(1000))}]
+
+
+def test_a_cancelled_query_frees_its_worker_for_the_next(server: ServerProcess) -> None:
+    _warm(server)
+    client = flight.connect(server.location)
+    info = client.get_flight_info(statement_descriptor(SLOW))
+    options = flight.FlightCallOptions(timeout=2)
+    with pytest.raises(flight.FlightTimedOutError):
+        client.do_get(info.endpoints[0].ticket, options).read_all()
+    started = time.monotonic()
+    assert _query(server, QUICK).to_pylist() == [{"n": 1000, "s": sum(range(1000))}]
+    assert time.monotonic() - started < 30
+
+
+def test_an_error_in_a_worker_keeps_its_code(server: ServerProcess) -> None:
+    _warm(server)
+    with pytest.raises(pa.ArrowException) as failed:
+        _query(server, "SELECT sum(CAST(CAST(v AS VARCHAR) || 'x' AS INT)) "
+                       'FROM "big"."small.parquet"')
+    assert error_document(failed.value)["code"] == "CastFailed"
+    assert "Traceback" not in str(failed.value)
