@@ -1,7 +1,8 @@
 """Engine workers (``execution/engine_workers.py``) through a real server: an aggregate over a
 local file runs in a worker process; a stopped query's worker is killed and replaced; a busy
 pool answers ``SlowDown``; a worker's errors keep their codes; a worker that dies fails its
-query with ``InternalError`` and the pool recovers."""
+query with ``InternalError`` and the pool recovers; a worker grown by a large aggregate is
+replaced, which gives its memory back."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from tests.flight_storage.test_server_support import (
     error_document,
     process_tree,
     statement_descriptor,
+    tree_status_mib,
 )
 
 ROWS = 20_000_000
@@ -156,3 +158,15 @@ def test_an_error_in_a_worker_keeps_its_code(server: ServerProcess) -> None:
                        'FROM "big"."small.parquet"')
     assert error_document(failed.value)["code"] == "CastFailed"
     assert "Traceback" not in str(failed.value)
+
+
+def test_a_worker_grown_by_its_query_is_replaced_and_its_memory_given_back(
+        server: ServerProcess) -> None:
+    _warm(server)
+    before = tree_status_mib(server.process.pid, "VmRSS")
+    workers = set(_children(server.process.pid))
+    assert len(_query(server, SLOW)) == 3  # 20M groups: past RECYCLE_GROWTH_BYTES
+    _wait_for(lambda: set(_children(server.process.pid)) != workers, timeout=20)
+    assert set(_children(server.process.pid)) != workers, "the grown worker was kept"
+    _wait_for(lambda: len(_children(server.process.pid)) >= len(workers))
+    assert tree_status_mib(server.process.pid, "VmRSS") < before + 200
