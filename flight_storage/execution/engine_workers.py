@@ -47,8 +47,9 @@ log = logging.getLogger(__name__)
 STOP_POLL_S = 0.1
 """How often the server, waiting for a worker's next message, looks at the stop switch."""
 
-PROGRESS_S = 0.5
-"""How often a worker reports how far DataFusion's scan has read (S3 Select's Progress)."""
+PROGRESS_S = 0.05
+"""How often a worker looks how far DataFusion's scan has read, and reports it when it moved
+(S3 Select's Progress: a byte range's bytes count once it is read)."""
 
 RECYCLE_GROWTH_BYTES = 128 << 20
 """A worker whose resident memory grew past this over its first job's start is replaced after
@@ -295,8 +296,12 @@ def _execute(job: WorkerJob, config: EngineConfig,
     done = threading.Event()
 
     def report() -> None:
+        reported = 0
         while not done.wait(PROGRESS_S):
-            send(_SCANNED + str(probe()).encode())
+            scanned = probe()
+            if scanned != reported:
+                reported = scanned
+                send(_SCANNED + str(scanned).encode())
 
     reporter = threading.Thread(target=report, name="progress", daemon=True)
     reporter.start()
