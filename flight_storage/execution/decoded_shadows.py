@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from datafusion import SessionContext
 
+from flight_storage.execution import entry_encodings
 from flight_storage.execution.plan_types import TABLE, EngineConfig
 from flight_storage.execution.session import READ_ONLY, new_session
 
@@ -96,26 +97,42 @@ def shadows_in_one_pass(ctx: SessionContext, templates: dict[str, str], target: 
     A fragment of :data:`_FAST` is computed as its plain ``TRY_CAST``, and every batch is
     checked to be where the two agree (a value for every non-NULL cell, finite for floats;
     NULL cells read NULL through the fragment: checked once); any other batch makes the fill
-    fall back to the fragments themselves."""
+    fall back to the fragments themselves. A float shadow of a column that also has an int
+    shadow is not stored when every batch shows it is that int shadow cast to a double, bit
+    for bit (a ``-0`` cell is not): the fragment is then read as that cast (the entry is
+    smaller by one 8-byte column per such column)."""
     sample = ctx.sql(f'SELECT * FROM "{TABLE}" LIMIT {SAMPLE_ROWS}').to_arrow_table()
     texts = [f.name for f in sample.schema if f.type == pa.string() and f.name.startswith("_")]
     fast = {template: _FAST[template] for template in templates.values()
             if template in _FAST and _null_stays_null(ctx, template)}
-    chosen, computed, checks = [], [], []
+    chosen: list[list[str]] = []
+    computed: list[str] = []
+    checks: list[tuple[int, int, bool]] = []
+    width = len(sample.schema)
     for kind, template in templates.items():
         for column in texts:
             if not _SIEVES[kind](sample.column(column)):
                 continue
             name = shadow_name(column, kind)
-            chosen.append((name, template.replace(_PROBE, f'"{column}"')))
+            chosen.append([name, template.replace(_PROBE, f'"{column}"')])
             if template in fast:
                 computed.append(fast[template].replace(_PROBE, f'"{column}"'))
-                checks.append((sample.schema.names.index(column),
-                               len(sample.schema) + len(computed) - 1, kind == "float"))
+                checks.append((sample.schema.names.index(column), width + len(computed) - 1,
+                               kind == "float"))
             else:
                 computed.append(chosen[-1][1])
+    fast_names = {chosen[i][0] for i, expression in enumerate(computed)
+                  if expression != chosen[i][1]}
+    names = [name for name, _ in chosen]
+    derived = []
+    for index, (name, _) in enumerate(chosen):
+        column, _, kind = name.rpartition("#")
+        whole = shadow_name(column, "int")
+        if kind == "float" and name in fast_names and whole in fast_names:
+            derived.append((width + index, width + names.index(whole)))
+            chosen[index].append(f'CAST("{whole}" AS DOUBLE)')
     try:
-        _write(ctx, sample.schema, chosen, target, computed, checks)
+        _write(ctx, sample.schema, chosen, target, computed, checks, derived)
     except Exception:  # DataFusion raises plain exceptions; _NotExact: a fast form differs
         return False
     return True
@@ -146,8 +163,11 @@ def _null_stays_null(ctx: SessionContext, template: str) -> bool:
         return False
 
 
-def _checked(batches: Iterable[pa.RecordBatch], checks: list[tuple[int, int, bool]]
-             ) -> Iterator[pa.RecordBatch]:
+def _checked(batches: Iterable[pa.RecordBatch], checks: list[tuple[int, int, bool]],
+             derived: list[tuple[int, int]]) -> Iterator[pa.RecordBatch]:
+    """``batches`` checked (see :func:`shadows_in_one_pass`), without the ``derived`` float
+    columns (each ``(float, int)`` position), which must equal their int column cast."""
+    dropped = sorted((position for position, _ in derived), reverse=True)
     for batch in batches:
         for text, shadow, finite in checks:
             values = batch.column(shadow)
@@ -156,6 +176,13 @@ def _checked(batches: Iterable[pa.RecordBatch], checks: list[tuple[int, int, boo
             if finite and values.null_count < len(values) and not pc.all(
                     pc.is_finite(values)).as_py():
                 raise _NotExact("a value the fast form reads as infinite or NaN")
+        for floats, whole in derived:
+            cast = pc.cast(batch.column(whole), pa.float64(), safe=False)
+            same = pc.equal(cast.view(pa.int64()), batch.column(floats).view(pa.int64()))
+            if same.null_count != cast.null_count or pc.all(same).as_py() not in (True, None):
+                raise _NotExact("a float shadow is not its int shadow cast")
+        for position in dropped:
+            batch = batch.remove_column(position)
         yield batch
 
 
@@ -180,20 +207,25 @@ def add_shadows(config: EngineConfig, text: Path, target: Path,
     return chosen
 
 
-def _write(ctx: SessionContext, schema: pa.Schema, chosen: list[tuple[str, str]],
+def _write(ctx: SessionContext, schema: pa.Schema, chosen: Sequence[Sequence[str]],
            target: Path, computed: list[str] | None = None,
-           checks: list[tuple[int, int, bool]] | None = None) -> None:
-    """Write the text columns and the ``chosen`` shadows (computed by ``computed``, each
-    fragment itself unless told) to ``target``, the fragments in its metadata."""
-    expressions = computed if computed is not None else [f for _, f in chosen]
+           checks: list[tuple[int, int, bool]] | None = None,
+           derived: list[tuple[int, int]] | None = None) -> None:
+    """Write the text columns and the ``chosen`` shadows (``[name, fragment]``, or ``[name,
+    fragment, expression]`` for one read as an expression over another shadow and not
+    stored; computed by ``computed``, each fragment itself unless told) to ``target``, the
+    fragments in its metadata."""
+    expressions = computed if computed is not None else [item[1] for item in chosen]
     select = ", ".join([f'"{c}"' for c in schema.names]
-                       + [f'{expression} AS "{name}"'
-                          for (name, _), expression in zip(chosen, expressions, strict=True)])
+                       + [f'{expression} AS "{item[0]}"'
+                          for item, expression in zip(chosen, expressions, strict=True)])
     frame = ctx.sql_with_options(f'SELECT {select} FROM "{TABLE}"', READ_ONLY)
-    out_schema = pa.schema(frame.schema()).with_metadata(
-        {METADATA_KEY: json.dumps(chosen).encode()})
+    out_schema = pa.schema(frame.schema())
+    for position, _ in sorted(derived or [], reverse=True):
+        out_schema = out_schema.remove(position)
+    out_schema = out_schema.with_metadata({METADATA_KEY: json.dumps(chosen).encode()})
     batches = (b.to_pyarrow() for b in frame.execute_stream())
-    write_batches(target, out_schema, _checked(batches, checks or []))
+    write_batches(target, out_schema, _checked(batches, checks or [], derived or []))
 
 
 def _passing(text: Path, columns: list[str], sieve: Callable[[pa.ChunkedArray], bool]
@@ -245,21 +277,32 @@ def _evaluates(ctx: SessionContext, expressions: list[str]) -> bool:
 
 def write_batches(target: Path, schema: pa.Schema, batches: Iterable[pa.RecordBatch]) -> int:
     """Write ``batches`` as an entry (zstd, statistics, page index, row groups of
-    :data:`ROW_GROUP_ROWS`); returns the rows written."""
+    :data:`ROW_GROUP_ROWS`, each column's encoding chosen on the first group by
+    :func:`entry_encodings.choose`); returns the rows written."""
     rows, pending, held = 0, [], 0
-    with pq.ParquetWriter(target, schema, compression="zstd", write_statistics=True,
-                          write_page_index=True) as writer:
+    writer: pq.ParquetWriter | None = None
+
+    def write(table: pa.Table) -> None:
+        nonlocal writer
+        if writer is None:
+            writer = pq.ParquetWriter(target, schema, compression="zstd",
+                                      write_statistics=True, write_page_index=True,
+                                      **entry_encodings.choose(table).writer_options())
+        writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+
+    try:
         for batch in batches:
             pending.append(batch)
             held += batch.num_rows
             if held >= ROW_GROUP_ROWS:
-                writer.write_table(pa.Table.from_batches(pending, schema),
-                                   row_group_size=ROW_GROUP_ROWS)
+                write(pa.Table.from_batches(pending, schema))
                 rows, pending, held = rows + held, [], 0
-        if pending:
-            writer.write_table(pa.Table.from_batches(pending, schema),
-                               row_group_size=ROW_GROUP_ROWS)
+        if pending or writer is None:
+            write(pa.Table.from_batches(pending, schema))
             rows += held
+    finally:
+        if writer is not None:
+            writer.close()
     return rows
 
 
@@ -301,8 +344,8 @@ def rewrite(sql: str, entry_schema: pa.Schema) -> str:
     raw = (entry_schema.metadata or {}).get(METADATA_KEY)
     if not raw or selects_star(sql):
         return sql
-    for name, fragment in json.loads(raw):
-        sql = _replaced(sql, fragment, f'"{name}"')
+    for name, fragment, *expression in json.loads(raw):
+        sql = _replaced(sql, fragment, expression[0] if expression else f'"{name}"')
     return sql
 
 

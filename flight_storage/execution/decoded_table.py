@@ -83,7 +83,7 @@ log = logging.getLogger(__name__)
 
 ENV_MODE = "FLIGHT_SELECT_DECODED_CACHE"
 """``fill-first``: a miss fills the entry before the query is answered (a test mode)."""
-_FORMAT_VERSION = "decoded-csv-1"
+_FORMAT_VERSION = "decoded-csv-2"
 """Part of every entry's name: a change to what entries hold gives new names."""
 _JSON_FORMAT_VERSION = "decoded-json-lines-1"
 """The same, for typed JSON Lines entries."""

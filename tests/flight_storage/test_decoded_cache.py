@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 
 from flight_storage.errors import StorageError
@@ -339,3 +340,32 @@ def test_timestamp_shadows_answer_as_the_text_does(tmp_path: Path, flavor: str,
                 assert changed == (path is good), (path.name, query)
                 rewritten += changed
     assert rewritten == len(_STAMP_QUERIES)
+
+
+_WHOLE_AS_FLOAT = ["select cast(_1 as float), cast(_2 as float) from s3object",
+                   "select sum(cast(_1 as float)) from s3object where cast(_1 as int) > 10"]
+
+
+@pytest.mark.parametrize("negative_zero", [False, True])
+def test_a_float_shadow_read_as_its_int_shadow_cast_only_when_equal_bit_for_bit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, negative_zero: bool) -> None:
+    """A column of integers needs no stored float shadow: ``CAST(_1 AS FLOAT)`` reads
+    ``CAST("_1#int" AS DOUBLE)``, which every batch showed equal bit for bit (integers past
+    2**53 round alike); a ``-0`` cell (float -0.0, int 0) keeps the float shadow stored."""
+    path = tmp_path / "whole.csv"
+    cells = [str(i) for i in range(-50, 5000)] + ["9007199254740993", "-9007199254740993"]
+    if negative_zero:
+        cells[7000 % len(cells)] = "-0"
+    path.write_text("".join(f"{c},{c} \n" for c in cells))
+    plain, cached = _engine(None), _engine(tmp_path / "cache")
+    for query in _WHOLE_AS_FLOAT:
+        _, expected = _run(plain, query, path, {}, "aws")
+        monkeypatch.setenv("FLIGHT_SELECT_DECODED_CACHE", "fill-first")
+        plan, got = _run(cached, query, path, {}, "aws")
+        monkeypatch.delenv("FLIGHT_SELECT_DECODED_CACHE")
+        assert repr(got) == repr(expected), query  # repr: -0.0 and 0.0 differ
+        assert plan.uncached is not None and '"_1#' in plan.translation.sql
+    (entry,) = (tmp_path / "cache").glob(f"*{SUFFIX}")
+    stored = set(pq.read_schema(entry).names)
+    assert ("_1#float" in stored) == negative_zero
+    assert "_1#int" in stored and "_2#int" in stored

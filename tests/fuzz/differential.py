@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import math
+import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,7 @@ import pyarrow as pa
 from flight_storage.errors import StorageError
 from flight_storage.execution.datafusion_sql import SqlTable, execute_sql, plan_sql, table_plan
 from flight_storage.execution.engine import InputSpec, SelectEngine
+from flight_storage.execution.plan_types import EngineConfig
 from flight_storage.execution.select_local import run_select
 from flight_storage.storage.sources import FileSource
 from select_dialect import SelectDialectError
@@ -65,11 +67,23 @@ def _close(expected: str, actual: str) -> bool:
     return True
 
 
+CACHE_DIR_ENV = "FUZZ_DECODED_CACHE_DIR"
+"""When set, the engine keeps a decoded cache in this folder; with
+``FLIGHT_SELECT_DECODED_CACHE=fill-first`` every answer over a CSV object it can cache is read
+from a filled entry (issue #36: the fuzzers through a filled cache)."""
+
+
+def engine_config() -> EngineConfig:
+    """The engine's configuration: a decoded cache where :data:`CACHE_DIR_ENV` names one."""
+    return EngineConfig(cache_dir=os.environ.get(CACHE_DIR_ENV) or None)
+
+
 def engine_answer(case: Case_, sql: str) -> str:
     """The engine's CSV output, or ``ERROR <code>: <message>``."""
     try:
         result = run_select(case.data, sql, input_serialization=case.input_serialization,
-                            output_serialization={"CSV": {}}, flavor=case.flavor)
+                            output_serialization={"CSV": {}}, flavor=case.flavor,
+                            config=engine_config())
     except (StorageError, SelectDialectError) as exc:  # an answer to compare; a crash raises
         return f"ERROR {exc.code}: {exc}"
     return result.records.decode("utf-8", "replace")
@@ -127,7 +141,7 @@ def _arrow_rows(batches: list[pa.RecordBatch]) -> list[tuple[Any, ...]]:
 
 def standard_engine_answer(case: StandardCase, path: Path) -> list[tuple[Any, ...]] | str:
     """Our answer over the CSV at ``path`` (header USE, the standard flavour), or ``ERROR``."""
-    engine = SelectEngine()
+    engine = SelectEngine(engine_config())
     spec = InputSpec.from_request({"CSV": {"FileHeaderInfo": "USE"}}, default_format="csv")
     source = FileSource(path, path.name, path.stat().st_size)
     try:
@@ -140,7 +154,7 @@ def standard_engine_answer(case: StandardCase, path: Path) -> list[tuple[Any, ..
 def standard_join_answer(case: StandardCase, path: Path) -> list[tuple[Any, ...]] | str:
     """Our answer to a statement DataFusion plans over the tables it names (the object is the
     table ``s3object``, read as the standard surface reads it alone), or ``ERROR``."""
-    engine = SelectEngine()
+    engine = SelectEngine(engine_config())
     spec = InputSpec.from_request({"CSV": {"FileHeaderInfo": "USE"}}, default_format="csv")
     source = FileSource(path, path.name, path.stat().st_size)
     try:

@@ -8,6 +8,11 @@ Rounds of 200 examples rotate over the flavours and sources until the time is up
 ``standard`` flavour runs its CSV cases against DuckDB, :mod:`tests.fuzz.standard_sql`); each
 mismatch is shrunk by hypothesis and printed once, when found (query, data, expected,
 actual). Exit status 1 when any mismatch was found.
+
+Every answer from a filled decoded cache (issue #36)::
+
+    FUZZ_DECODED_CACHE_DIR=$(mktemp -d) FLIGHT_SELECT_DECODED_CACHE=fill-first \
+        python -m tests.fuzz.run --minutes 30
 """
 
 from __future__ import annotations

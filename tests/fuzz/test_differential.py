@@ -4,23 +4,29 @@ name vs DuckDB (issue #39 item 4).
 
 Derandomized (a fixed seed) with a bounded budget: ``FUZZ_EXAMPLES`` examples per flavour and
 source (default 100; the six combinations take about 25 s here) and ``FUZZ_STANDARD_EXAMPLES``
-standard-SQL cases (default 150, about 6 s). A longer run with fresh seeds:
+standard-SQL cases (default 150, about 6 s); ``FUZZ_CACHED_EXAMPLES`` cases of each CSV fuzzer
+answered from a filled decoded cache (default 80). A longer run with fresh seeds:
 ``python -m tests.fuzz.run --minutes 30`` (``--flavor standard`` for the standard surface alone).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
+from hypothesis import strategies as st
 
-from tests.fuzz.differential import check, check_standard
+from flight_storage.execution.decoded_table import ENV_MODE
+from tests.fuzz.differential import CACHE_DIR_ENV, check, check_standard
 from tests.fuzz.generate import Case_, fuzz_cases
 from tests.fuzz.oracle import UndefinedCase
 from tests.fuzz.standard_sql import StandardCase, join_cases, standard_cases
 
 _EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "100"))
+_CACHED_EXAMPLES = int(os.environ.get("FUZZ_CACHED_EXAMPLES", "80"))
 _STANDARD_EXAMPLES = int(os.environ.get("FUZZ_STANDARD_EXAMPLES", "150"))
 _SETTINGS = settings(
     max_examples=_EXAMPLES, derandomize=True, deadline=None, database=None,
@@ -89,3 +95,47 @@ def test_joins_agree_with_duckdb() -> None:
         assert outcome.agrees, outcome.describe(case)
 
     run()
+
+
+def _oracle_agrees(case: Case_) -> None:
+    _agree(case)
+
+
+def _standard_agrees(case: StandardCase) -> None:
+    outcome = check_standard(case)
+    assert outcome.agrees, outcome.describe(case)
+
+
+def _join_agrees(case: StandardCase) -> None:
+    outcome = check_standard(case, joined=True)
+    assert outcome.agrees, outcome.describe(case)
+
+
+_THROUGH_THE_CACHE: dict[str, tuple[Callable[[], st.SearchStrategy], Callable[..., None]]] = {
+    "ceph-csv": (lambda: fuzz_cases("ceph", "csv"), _oracle_agrees),
+    "aws-csv": (lambda: fuzz_cases("aws", "csv"), _oracle_agrees),
+    "standard": (standard_cases, _standard_agrees),
+    "joins": (join_cases, _join_agrees),
+}
+"""Each fuzzer whose objects the decoded cache keeps (CSV read by DataFusion's reader): its
+case strategy and its check."""
+
+
+@pytest.mark.parametrize("fuzzer", sorted(_THROUGH_THE_CACHE))
+def test_fuzzers_agree_when_every_answer_comes_from_a_filled_cache(
+        fuzzer: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #36: the same oracles, every cacheable object's answer read from its filled
+    entry (``fill-first``); entries must have been filled, or the test proved nothing."""
+    folder = tmp_path / "decoded"
+    monkeypatch.setenv(CACHE_DIR_ENV, str(folder))
+    monkeypatch.setenv(ENV_MODE, "fill-first")
+    strategy, agrees = _THROUGH_THE_CACHE[fuzzer]
+
+    @settings(_SETTINGS, max_examples=_CACHED_EXAMPLES)
+    @given(strategy())
+    def run(case: Case_ | StandardCase) -> None:
+        agrees(case)
+
+    run()
+    entries = list(folder.glob("*.parquet")) if folder.exists() else []
+    assert len(entries) >= _CACHED_EXAMPLES // 4, f"only {len(entries)} entries were filled"
