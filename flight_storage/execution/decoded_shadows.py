@@ -99,8 +99,8 @@ def shadows_in_one_pass(ctx: SessionContext, templates: dict[str, str], target: 
     NULL cells read NULL through the fragment: checked once); any other batch makes the fill
     fall back to the fragments themselves. A float shadow of a column that also has an int
     shadow is not stored when every batch shows it is that int shadow cast to a double, bit
-    for bit (a ``-0`` cell is not): the fragment is then read as that cast (the entry is
-    smaller by one 8-byte column per such column)."""
+    for bit (a ``-0`` cell is not): the fragment is then read as that cast (``arrow_cast``;
+    the entry is smaller by one 8-byte column per such column)."""
     sample = ctx.sql(f'SELECT * FROM "{TABLE}" LIMIT {SAMPLE_ROWS}').to_arrow_table()
     texts = [f.name for f in sample.schema if f.type == pa.string() and f.name.startswith("_")]
     fast = {template: _FAST[template] for template in templates.values()
@@ -130,7 +130,9 @@ def shadows_in_one_pass(ctx: SessionContext, templates: dict[str, str], target: 
         whole = shadow_name(column, "int")
         if kind == "float" and name in fast_names and whole in fast_names:
             derived.append((width + index, width + names.index(whole)))
-            chosen[index].append(f'CAST("{whole}" AS DOUBLE)')
+            # arrow_cast, not CAST: DataFusion names CAST(x AS DOUBLE) as x, so an aggregate
+            # of it beside the same aggregate of the int shadow would share one name
+            chosen[index].append(f'arrow_cast("{whole}", \'Float64\')')
     try:
         _write(ctx, sample.schema, chosen, target, computed, checks, derived)
     except Exception:  # DataFusion raises plain exceptions; _NotExact: a fast form differs
@@ -194,7 +196,8 @@ def add_shadows(config: EngineConfig, text: Path, target: Path,
     ctx = new_session(config, partitions=1)
     ctx.register_parquet(TABLE, str(text), file_extension=text.name[-8:])
     schema = pq.read_schema(text)
-    texts = [f.name for f in schema if f.type == pa.string() and f.name.startswith("_")]
+    texts = [f.name for f in schema
+             if entry_encodings.is_text(f.type) and f.name.startswith("_")]
     chosen = [(shadow_name(column, kind), template.replace(_PROBE, f'"{column}"'))
               for kind, template in templates.items()
               for column in _passing(text, texts, _SIEVES[kind])]
@@ -278,16 +281,24 @@ def _evaluates(ctx: SessionContext, expressions: list[str]) -> bool:
 def write_batches(target: Path, schema: pa.Schema, batches: Iterable[pa.RecordBatch]) -> int:
     """Write ``batches`` as an entry (zstd, statistics, page index, row groups of
     :data:`ROW_GROUP_ROWS`, each column's encoding chosen on the first group by
-    :func:`entry_encodings.choose`); returns the rows written."""
+    :func:`entry_encodings.choose`, text of few distinct values typed as a dictionary);
+    returns the rows written."""
     rows, pending, held = 0, [], 0
     writer: pq.ParquetWriter | None = None
+    stored = schema
 
     def write(table: pa.Table) -> None:
-        nonlocal writer
+        nonlocal writer, stored
         if writer is None:
-            writer = pq.ParquetWriter(target, schema, compression="zstd",
+            chosen = entry_encodings.choose(table)
+            stored = entry_encodings.entry_schema(schema, chosen)
+            writer = pq.ParquetWriter(target, stored, compression="zstd",
                                       write_statistics=True, write_page_index=True,
-                                      **entry_encodings.choose(table).writer_options())
+                                      **chosen.writer_options())
+        if stored != schema:  # one dictionary per column of the group: a dictionary that
+            # changes between chunks makes the writer fall back to plain pages, which a reader
+            # must hash back into a dictionary (measured 7x slower to read)
+            table = table.combine_chunks().cast(stored)
         writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
 
     try:

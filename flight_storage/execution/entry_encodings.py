@@ -8,6 +8,14 @@ row ids took 2.98 MB with it, 1.03 MB plain and 0.03 MB byte-stream-split; times
 dictionary. So the writer encodes the first rows of an entry each candidate way and keeps,
 per column, the smallest; readers decode every Parquet encoding, so the choice changes bytes
 on disk, never a value.
+
+A text column of few distinct values is also *typed* as an Arrow dictionary in the entry, so
+DataFusion reads it as one and evaluates a predicate (``LIKE '%echo%'``) once per distinct
+value instead of once per row (measured on the peer CSV's entry: 17.5 ms -> 10.4 ms a query,
+the 1% projection filtering such a column 44 -> 31 ms; DuckDB does the same on its own
+dictionaries). The engine hands no dictionary to a client: its batches are decoded to their
+value type as they leave DataFusion (``session.arrow_batches``), and result schemas name the
+value type.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ import io
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 SAMPLE_ROWS = 1 << 14
@@ -24,6 +33,10 @@ DICTIONARY_MARGIN = 0.9
 """Another encoding replaces the dictionary only when it is this much smaller or less: a
 dictionary decodes fast and keeps repeated values compact across pages."""
 DICTIONARY = "dictionary"
+DICTIONARY_TYPE_SHARE = 1 / 16
+"""A text column is typed as a dictionary when its distinct values in the entry's first row
+group are at most this share of its rows."""
+DICTIONARY_TEXT = pa.dictionary(pa.int32(), pa.string())
 
 
 def _candidates(data_type: pa.DataType) -> tuple[str, ...]:
@@ -44,6 +57,7 @@ class Encodings:
 
     dictionary: list[str] = field(default_factory=list)
     others: dict[str, str] = field(default_factory=dict)
+    typed_dictionary: tuple[str, ...] = ()
 
     def writer_options(self) -> dict[str, object]:
         if not self.others:
@@ -75,4 +89,25 @@ def choose(sample: pa.Table) -> Encodings:
             dictionary.append(name)
         else:
             others[name] = best
-    return Encodings(dictionary, others)
+    typed = tuple(name for name in dictionary if _few_distinct(sample.column(name)))
+    return Encodings(dictionary, others, typed)
+
+
+def _few_distinct(column: pa.ChunkedArray) -> bool:
+    """Whether a text column's distinct values are few enough to be typed as a dictionary."""
+    if column.type != pa.string() or len(column) == 0:
+        return False
+    return bool(len(pc.unique(column)) <= DICTIONARY_TYPE_SHARE * len(column))
+
+
+def entry_schema(schema: pa.Schema, chosen: Encodings) -> pa.Schema:
+    """``schema`` with the text columns ``chosen`` types as dictionaries."""
+    for name in chosen.typed_dictionary:
+        index = schema.get_field_index(name)
+        schema = schema.set(index, schema.field(index).with_type(DICTIONARY_TEXT))
+    return schema
+
+
+def is_text(data_type: pa.DataType) -> bool:
+    """Whether an entry column holds text (plain, or typed as a dictionary of text)."""
+    return bool(data_type == pa.string() or data_type == DICTIONARY_TEXT)

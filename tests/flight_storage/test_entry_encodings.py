@@ -35,12 +35,22 @@ def test_an_entry_written_with_chosen_encodings_reads_back_unchanged(tmp_path: P
     table = _table(300_000)
     target = tmp_path / "entry.parquet"
     assert write_batches(target, table.schema, table.to_batches(max_chunksize=50_000)) == 300_000
-    assert pq.read_table(target).equals(table)
+    stored = pq.read_table(target)
+    # the words (4 distinct values) are typed as a dictionary; every value reads back
+    assert stored.schema.field("words").type == entry_encodings.DICTIONARY_TEXT
+    assert stored.cast(table.schema).equals(table)
     metadata = pq.read_metadata(target)
     encodings = {metadata.row_group(0).column(i).path_in_schema:
                  metadata.row_group(0).column(i).encodings for i in range(4)}
     assert "RLE_DICTIONARY" not in encodings["ids"]
     assert "RLE_DICTIONARY" in encodings["words"]
+
+
+def test_text_of_many_distinct_values_stays_plain_text(tmp_path: Path) -> None:
+    table = pa.table({"ids": pa.array([f"id{i}" for i in range(50_000)])})
+    target = tmp_path / "entry.parquet"
+    write_batches(target, table.schema, table.to_batches(max_chunksize=10_000))
+    assert pq.read_table(target).equals(table)
 
 
 def test_an_empty_entry_is_written() -> None:
