@@ -320,18 +320,23 @@ def write_batches(target: Path, schema: pa.Schema, batches: Iterable[pa.RecordBa
 _LITERAL = re.compile(r"'(?:[^']|'')*'")
 
 
-_ITEM_STAR = re.compile(r'^(?:DISTINCT\s+)?(?:"?\w+"?\.)?\*$', re.IGNORECASE)
+_ITEM_STAR = re.compile(r'^(DISTINCT\s+)?((?:"?\w+"?\.)?)\*$', re.IGNORECASE)
 
 
-def selects_star(sql: str) -> bool:
-    """Whether the statement's own projection (its first select list, at parenthesis depth
-    0) has ``*`` or ``t.*``: a shadow column the view showed it would become a column of the
-    answer (a ``*`` inside a subquery the outer list names columns of is harmless)."""
-    text = _LITERAL.sub("''", sql).strip()
-    if text[:6].upper() != "SELECT":
-        return False
-    depth, start, items = 0, 6, []
-    i = 6
+def _blanked(sql: str) -> str:
+    """``sql`` with every string literal's text blanked (same length: positions hold)."""
+    return _LITERAL.sub(lambda m: "'" + " " * (len(m.group()) - 2) + "'", sql)
+
+
+def _select_items(sql: str) -> list[tuple[int, int]]:
+    """The spans of the statement's own select list items (its first select list, at
+    parenthesis depth 0); none when it is not a SELECT."""
+    text = _blanked(sql)
+    head = len(text) - len(text.lstrip())
+    if text[head:head + 6].upper() != "SELECT":
+        return []
+    depth, start, items = 0, head + 6, []
+    i = start
     while i < len(text):
         char = text[i]
         if char == "(":
@@ -339,25 +344,61 @@ def selects_star(sql: str) -> bool:
         elif char == ")":
             depth -= 1
         elif depth == 0 and char == ",":
-            items.append(text[start:i])
+            items.append((start, i))
             start = i + 1
         elif depth == 0 and text[i:i + 6].upper() == " FROM ":
             break
         i += 1
-    items.append(text[start:i])
-    return any(_ITEM_STAR.match(item.strip()) for item in items)
+    items.append((start, i))
+    return items
 
 
-def rewrite(sql: str, entry_schema: pa.Schema) -> str:
-    """``sql`` with each fragment the entry has a shadow of replaced by the shadow column
-    (never inside a string literal: a statement whose literal holds the text is left as
-    it is; nothing in a statement projecting ``*``, whose answer would show the shadow)."""
-    raw = (entry_schema.metadata or {}).get(METADATA_KEY)
-    if not raw or selects_star(sql):
-        return sql
-    for name, fragment, *expression in json.loads(raw):
-        sql = _replaced(sql, fragment, expression[0] if expression else f'"{name}"')
+def selects_star(sql: str) -> bool:
+    """Whether the statement's own projection has ``*`` or ``t.*`` (a ``*`` inside a
+    subquery the outer list names columns of is harmless)."""
+    return any(_ITEM_STAR.match(sql[a:b].strip()) for a, b in _select_items(sql))
+
+
+_FROM_THE_TABLE = re.compile(
+    r'\s*FROM\s+"s3object"(?:\s+(?:AS\s+)?(?!WHERE\b|GROUP\b|ORDER\b|LIMIT\b|HAVING\b)'
+    r'"?\w+"?)?\s*(?:WHERE\b|GROUP\b|ORDER\b|LIMIT\b|HAVING\b|$)', re.IGNORECASE)
+"""What follows a select list whose star is the table's columns: the table alone."""
+
+
+def _star_expanded(sql: str, columns: Sequence[str]) -> str | None:
+    """``sql`` with each ``*`` (or ``t.*``) of its own select list written as the table's
+    ``columns``, so that the shadow columns the view adds never become columns of the
+    answer (the names and their order are the star's); None when the statement reads more
+    than the table ``s3object`` (a subquery or a join: its star is not the table's)."""
+    items = _select_items(sql)
+    if not _FROM_THE_TABLE.match(_blanked(sql)[items[-1][1]:]):
+        return None
+    quoted = ['"' + c.replace('"', '""') + '"' for c in columns]
+    for a, b in reversed(_select_items(sql)):
+        match = _ITEM_STAR.match(sql[a:b].strip())
+        if match is None:
+            continue
+        distinct, qualifier = match.group(1) or "", match.group(2)
+        listed = ", ".join(qualifier + name for name in quoted)
+        sql = f"{sql[:a]} {distinct}{listed}{sql[b:]}"
     return sql
+
+
+def rewrite(sql: str, entry_schema: pa.Schema, columns: Sequence[str]) -> str:
+    """``sql`` with each fragment the entry has a shadow of replaced by the shadow column
+    (never inside a string literal: a statement whose literal holds the text is left as it
+    is). A statement projecting ``*`` has its star written as the table's ``columns`` first
+    (the view shows the shadows it reads: ``*`` would show them too)."""
+    raw = (entry_schema.metadata or {}).get(METADATA_KEY)
+    if not raw:
+        return sql
+    expanded = _star_expanded(sql, columns) if selects_star(sql) else sql
+    if expanded is None:
+        return sql
+    out = expanded
+    for name, fragment, *expression in json.loads(raw):
+        out = _replaced(out, fragment, expression[0] if expression else f'"{name}"')
+    return sql if out == expanded else out
 
 
 def _replaced(sql: str, fragment: str, column: str) -> str:

@@ -184,7 +184,7 @@ def decoded_plan(engine: SelectEngine, plan: SelectPlan) -> SelectPlan:
 def _served(engine: SelectEngine, plan: SelectPlan, path: Path) -> SelectPlan:
     footer = engine.parquet_footers.get((str(path),), lambda: pq.read_metadata(path))
     entry_schema = footer.schema.to_arrow_schema()
-    sql = rewrite(plan.translation.sql, entry_schema)
+    sql = rewrite(plan.translation.sql, entry_schema, plan.input_schema.names)
     shadows = tuple(f'"{n}"' for n in entry_schema.names
                     if n not in plan.input_schema.names and f'"{n}"' in sql)
     table = DecodedTable(DataFusionLocation(str(path), _register_nothing, True),

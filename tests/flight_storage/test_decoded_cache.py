@@ -374,3 +374,27 @@ def test_a_float_shadow_read_as_its_int_shadow_cast_only_when_equal_bit_for_bit(
     stored = set(pq.read_schema(entry).names)
     assert ("_1#float" in stored) == negative_zero
     assert "_1#int" in stored and "_2#int" in stored
+
+
+_STARS = ["select * from s3object where cast(_1 as int) > 4990",
+          "select s.* from s3object s where cast(s._1 as int) between 10 and 20",
+          "select * from s3object where cast(_2 as float) < 3 and _3 <> 'w1' limit 4"]
+
+
+@pytest.mark.parametrize("flavor", ["aws", "standard"])  # ceph's reading is not cached here
+def test_a_star_statement_reads_shadows_and_answers_the_tables_columns(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flavor: str) -> None:
+    """``SELECT *`` with a cast in its filter (S3 Select's most common shape) reads the
+    shadows: its star is written as the table's columns, so the answer has exactly the
+    columns (names and order) it has without the cache."""
+    path = tmp_path / "numbers.csv"
+    path.write_text("".join(f"{i},{i * 0.25},w{i % 7}\n" for i in range(5000)))
+    plain, cached = _engine(None), _engine(tmp_path / "cache")
+    for query in _STARS:
+        _, expected = _run(plain, query, path, {}, flavor)
+        monkeypatch.setenv("FLIGHT_SELECT_DECODED_CACHE", "fill-first")
+        plan, got = _run(cached, query, path, {}, flavor)
+        monkeypatch.delenv("FLIGHT_SELECT_DECODED_CACHE")
+        assert [list(r.items()) for r in got] == [list(r.items()) for r in expected], query
+        assert expected, query
+        assert plan.uncached is not None and "#" in plan.translation.sql, query
