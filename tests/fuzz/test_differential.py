@@ -4,8 +4,9 @@ JOINs DataFusion plans over the tables they name vs DuckDB (issue #39 item 4).
 
 Derandomized (a fixed seed) with a bounded budget: ``FUZZ_EXAMPLES`` examples per flavour and
 source (default 100; the six combinations take about 25 s here) and ``FUZZ_STANDARD_EXAMPLES``
-standard-SQL cases per test (default 150: about 6 s for CSV, 6 s for JSON Lines). A longer run with fresh seeds: ``python -m tests.fuzz.run --minutes 30``
-(``--flavor standard`` for the standard surface alone, ``--source json`` for its JSON Lines).
+standard-SQL cases per test (default 150: about 6 s for CSV, 6 s for JSON Lines). A longer
+run with fresh seeds: ``python -m tests.fuzz.run --minutes 30`` (``--flavor standard`` for the
+standard surface alone, with ``--source json`` for its JSON Lines).
 """
 
 from __future__ import annotations
