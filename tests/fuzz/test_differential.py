@@ -1,12 +1,14 @@
 """The differential fuzzer in CI: engine vs the independent oracle (issue #13, item 1), and
-the standard flavour vs DuckDB (issue #31, point 2), JOINs DataFusion plans over the tables they
-name vs DuckDB (issue #39 item 4).
+the standard flavour vs DuckDB (issue #31, point 2), on CSV and on JSON Lines (issue #39), and
+JOINs DataFusion plans over the tables they name vs DuckDB (issue #39 item 4).
 
 Derandomized (a fixed seed) with a bounded budget: ``FUZZ_EXAMPLES`` examples per flavour and
 source (default 100; the six combinations take about 25 s here) and ``FUZZ_STANDARD_EXAMPLES``
-standard-SQL cases (default 150, about 6 s); ``FUZZ_CACHED_EXAMPLES`` cases of each CSV fuzzer
-answered from a filled decoded cache (default 50, twice: see the test). A longer run with fresh seeds:
-``python -m tests.fuzz.run --minutes 30`` (``--flavor standard`` for the standard surface alone).
+standard-SQL cases per test (default 150: about 6 s for CSV, 6 s for JSON Lines);
+``FUZZ_CACHED_EXAMPLES`` cases of each fuzzer whose objects the decoded cache keeps, answered
+from a filled cache (default 50, twice: see the test). A longer run with fresh seeds:
+``python -m tests.fuzz.run --minutes 30`` (``--flavor standard`` for the standard surface
+alone, with ``--source json`` for its JSON Lines).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from flight_storage.execution.decoded_table import ENV_MODE
 from tests.fuzz.differential import CACHE_DIR_ENV, check, check_standard
 from tests.fuzz.generate import Case_, fuzz_cases
 from tests.fuzz.oracle import UndefinedCase
+from tests.fuzz.standard_json import json_cases
 from tests.fuzz.standard_sql import StandardCase, join_cases, standard_cases
 
 _EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "100"))
@@ -98,6 +101,16 @@ def test_joins_agree_with_duckdb() -> None:
     run()
 
 
+def test_json_lines_agree_with_duckdb() -> None:
+    @settings(_SETTINGS, max_examples=_STANDARD_EXAMPLES)
+    @given(json_cases())
+    def run(case: StandardCase) -> None:
+        outcome = check_standard(case)
+        assert outcome.agrees, outcome.describe(case)
+
+    run()
+
+
 def _oracle_agrees(case: Case_) -> None:
     _agree(case)
 
@@ -117,9 +130,10 @@ _THROUGH_THE_CACHE: dict[str, tuple[Callable[[], st.SearchStrategy], Callable[..
     "aws-csv": (lambda: fuzz_cases("aws", "csv"), _oracle_agrees),
     "standard": (standard_cases, _standard_agrees),
     "joins": (join_cases, _join_agrees),
+    "json-lines": (json_cases, _standard_agrees),
 }
-"""Each fuzzer whose objects the decoded cache keeps (CSV read by DataFusion's reader): its
-case strategy and its check."""
+"""Each fuzzer whose objects the decoded cache keeps (CSV read by DataFusion's reader, JSON
+Lines read as a typed table): its case strategy and its check."""
 
 
 @pytest.mark.parametrize("dictionaries", ["chosen", "every text column"])
