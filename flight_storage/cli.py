@@ -352,7 +352,7 @@ def _serve(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGINT, lambda _signum, _frame: stopping.set())
         signal.signal(signal.SIGTERM, lambda _signum, _frame: stopping.set())
         server = _listen(config, workers)
-        operations = (_start_operations(server, args.metrics_port, stopping)
+        operations = (_start_operations(server, args.metrics_port, stopping, workers)
                       if args.metrics_port is not None else None)
     except _Refused as exc:
         print(f"flight-select: {exc}", file=sys.stderr)
@@ -507,10 +507,13 @@ def _listen(config: ServerConfig, workers: Workers | None) -> StorageServer:
     return server
 
 
-def _start_operations(server: Any, port: int, stopping: threading.Event) -> Any:
+def _start_operations(server: Any, port: int, stopping: threading.Event,
+                      workers: Workers | None) -> Any:
     """The operations port (metrics, probes) of ``server``; ``/readyz`` turns false as soon as
-    ``stopping`` is set (SIGTERM), while running streams still finish."""
+    ``stopping`` is set (SIGTERM), while running streams still finish; with ``--workers``
+    its ``/metrics`` has every process's figures (``rpc/fleet_metrics.py``)."""
     from flight_storage import telemetry
+    from flight_storage.rpc.fleet_metrics import WorkerMetrics, fleet_registry
     from flight_storage.rpc.operations_http import OperationsServer, Readiness
     from flight_storage.storage.reachability import unreachable
 
@@ -521,7 +524,9 @@ def _start_operations(server: Any, port: int, stopping: threading.Event) -> Any:
         telemetry.watch_decoded_cache(server.engine.decoded.stats)
     readiness = Readiness(stopping, lambda: unreachable(server.catalog, server.iceberg))
     try:
-        return OperationsServer(server.config.host, port, readiness)
+        registry = (fleet_registry("w0", [WorkerMetrics(*w) for w in workers.metrics_urls(
+            server.config.host)]) if workers is not None else None)
+        return OperationsServer(server.config.host, port, readiness, registry)
     except OSError as exc:
         server.stop_gracefully(0)
         raise _Refused(f"cannot serve --metrics-port {port}: {exc.strerror or exc}") from None

@@ -32,7 +32,7 @@ _READY_S = 60.0
 _STOP_S = 10.0
 
 _NOT_PASSED = {"--workers": 1, "--port": 1, "--s3-port": 1, "--cluster": 1, "--node": 1,
-               "--ticket-secret-file": 1}
+               "--ticket-secret-file": 1, "--metrics-port": 1}
 """``serve`` options the workers get their own values of (name -> values it takes)."""
 
 
@@ -46,15 +46,22 @@ class Workers:
     ports: list[int]
     owns_secret: bool = True
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    metrics_ports: list[int] = field(default_factory=list)
+    """Each worker's own operations port, when the first process serves one."""
 
     def start(self, argv: Sequence[str], host: str) -> None:
-        """Start worker ``i`` (1..N-1) with the first process's options and its own port,
-        then wait until each listens."""
+        """Start worker ``i`` (1..N-1) with the first process's options and its own port
+        (and an operations port of its own when the first process serves ``--metrics-port``,
+        whose ``/metrics`` gathers theirs), then wait until each listens."""
         kept = _without(argv, _NOT_PASSED)
+        metrics = len(_without(argv, {"--metrics-port": 1})) < len(argv)
+        self.metrics_ports = [_free_port(host) for _ in self.ports[1:]] if metrics else []
         for index, port in enumerate(self.ports[1:], start=1):
             command = [sys.executable, "-m", "flight_storage", "serve", *kept,
                        "--cluster", str(self.fleet_file), "--node", f"w{index}",
                        "--port", str(port), "--ticket-secret-file", str(self.secret_file)]
+            if metrics:
+                command += ["--metrics-port", str(self.metrics_ports[index - 1])]
             # the workers' logs join this process's (stderr); their "listening on" lines not
             self.processes.append(subprocess.Popen(command, stdout=subprocess.DEVNULL))
         deadline = time.monotonic() + _READY_S
@@ -66,6 +73,13 @@ class Workers:
                 if time.monotonic() > deadline:
                     raise OSError(f"worker on port {port} did not listen within {_READY_S:g} s")
                 time.sleep(0.1)
+
+    def metrics_urls(self, host: str) -> list[tuple[str, str]]:
+        """``(name, url)`` of each worker's ``/metrics`` (none without ``--metrics-port``)."""
+        local = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+        shown = f"[{local}]" if ":" in local else local
+        return [(f"w{index}", f"http://{shown}:{port}/metrics")
+                for index, port in enumerate(self.metrics_ports, start=1)]
 
     def stop(self) -> None:
         """Stop every worker (SIGTERM, a bounded wait, then SIGKILL) and remove the files."""

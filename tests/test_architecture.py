@@ -63,7 +63,7 @@ def test_flight_storage_package_init_is_empty() -> None:
 # The server's stages, top (closest to the client) to bottom. A module may import its own
 # stage and the stages below it, never one above: request -> translate -> plan -> read.
 SERVER_STAGES = ("cli", "rpc", "request", "execution", "storage", "formats", "leaf")
-_LEAF_MODULES = {"protocol", "_flight_sql_pb2", "errors", "cores", "telemetry"}
+_LEAF_MODULES = {"protocol", "_flight_sql_pb2", "errors", "cores", "telemetry", "bounded_cache"}
 _TOP_MODULES = {"cli", "__main__", "__init__", "workers"}
 
 
@@ -107,7 +107,7 @@ def test_flight_storage_imports_point_only_downward() -> None:
 # Inside the RPC surface, top to bottom: the server dispatches to the action handlers and the
 # metadata builders, which use the call context, limits and streams; auth and the error
 # boundary are at the bottom. A module imports only modules after it in this order.
-RPC_LAYERS = ("operations_http", "server", "cluster_actions", "partition_streams",
+RPC_LAYERS = ("operations_http", "fleet_metrics", "server", "cluster_actions", "partition_streams",
               "cancellations", "cluster", "actions", "iceberg_tables", "sql_statements",
               "prepared_parameters", "ingest", "sessions", "metadata", "column_metadata",
               "endpoints", "endpoint_readers", "config", "peers", "cache_status", "middleware",
@@ -245,3 +245,13 @@ def test_one_module_signs() -> None:
     signing = [str(path.relative_to(ROOT)) for path in (ROOT / "flight_storage").rglob("*.py")
                if "hmac.new(" in path.read_text() or "hmac.digest(" in path.read_text()]
     assert signing == [str(owner.relative_to(ROOT))]
+
+
+def test_one_bounded_cache_type() -> None:
+    """Issue 40: every LRU the server keeps is ``flight_storage/bounded_cache.py``'s (plans,
+    per-version verdicts, footers, bound parameters, the object-store copy's and the decoded
+    cache's indexes), not an ``OrderedDict`` evicted by hand."""
+    owner = ROOT / "flight_storage" / "bounded_cache.py"
+    hand_rolled = [str(path.relative_to(ROOT)) for path in (ROOT / "flight_storage").rglob("*.py")
+                   if "OrderedDict" in path.read_text() or "popitem(last=False)" in path.read_text()]
+    assert hand_rolled == [str(owner.relative_to(ROOT))]

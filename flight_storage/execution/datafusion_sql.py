@@ -27,7 +27,7 @@ from flight_storage.errors import InvalidRequestError, StorageError
 from flight_storage.execution.engine import SelectEngine
 from flight_storage.execution.engine_errors import engine_error
 from flight_storage.execution.plan_types import TABLE, InputSpec, SelectPlan
-from flight_storage.execution.session import READ_ONLY, arrow_batches, new_session
+from flight_storage.execution.session import READ_ONLY, arrow_batches, new_session, plain_schema
 from flight_storage.storage.sources import ObjectSource
 from select_dialect.errors import UnsupportedFeatureError
 from select_dialect.sql_surface import TableName
@@ -94,7 +94,7 @@ def plan_sql(engine: SelectEngine, sql: str, tables: Sequence[SqlTable], *,
     try:
         frame = ctx.sql_with_options(sql, READ_ONLY)
         frame.optimized_logical_plan()  # type errors now, not when an endpoint is read
-        schema = pa.schema(frame.schema())
+        schema = plain_schema(pa.schema(frame.schema()))
     except Exception as exc:  # DataFusion raises plain exceptions with text only
         raise _planning_error(exc) from None
     return SqlPlan(sql, flavor, tuple(tables), schema, version)

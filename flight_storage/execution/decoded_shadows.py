@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from datafusion import SessionContext
 
+from flight_storage.execution import entry_encodings
 from flight_storage.execution.plan_types import TABLE, EngineConfig
 from flight_storage.execution.session import READ_ONLY, new_session
 
@@ -96,26 +97,44 @@ def shadows_in_one_pass(ctx: SessionContext, templates: dict[str, str], target: 
     A fragment of :data:`_FAST` is computed as its plain ``TRY_CAST``, and every batch is
     checked to be where the two agree (a value for every non-NULL cell, finite for floats;
     NULL cells read NULL through the fragment: checked once); any other batch makes the fill
-    fall back to the fragments themselves."""
+    fall back to the fragments themselves. A float shadow of a column that also has an int
+    shadow is not stored when every batch shows it is that int shadow cast to a double, bit
+    for bit (a ``-0`` cell is not): the fragment is then read as that cast (``arrow_cast``;
+    the entry is smaller by one 8-byte column per such column)."""
     sample = ctx.sql(f'SELECT * FROM "{TABLE}" LIMIT {SAMPLE_ROWS}').to_arrow_table()
     texts = [f.name for f in sample.schema if f.type == pa.string() and f.name.startswith("_")]
     fast = {template: _FAST[template] for template in templates.values()
             if template in _FAST and _null_stays_null(ctx, template)}
-    chosen, computed, checks = [], [], []
+    chosen: list[list[str]] = []
+    computed: list[str] = []
+    checks: list[tuple[int, int, bool]] = []
+    width = len(sample.schema)
     for kind, template in templates.items():
         for column in texts:
             if not _SIEVES[kind](sample.column(column)):
                 continue
             name = shadow_name(column, kind)
-            chosen.append((name, template.replace(_PROBE, f'"{column}"')))
+            chosen.append([name, template.replace(_PROBE, f'"{column}"')])
             if template in fast:
                 computed.append(fast[template].replace(_PROBE, f'"{column}"'))
-                checks.append((sample.schema.names.index(column),
-                               len(sample.schema) + len(computed) - 1, kind == "float"))
+                checks.append((sample.schema.names.index(column), width + len(computed) - 1,
+                               kind == "float"))
             else:
                 computed.append(chosen[-1][1])
+    fast_names = {chosen[i][0] for i, expression in enumerate(computed)
+                  if expression != chosen[i][1]}
+    names = [name for name, _ in chosen]
+    derived = []
+    for index, (name, _) in enumerate(chosen):
+        column, _, kind = name.rpartition("#")
+        whole = shadow_name(column, "int")
+        if kind == "float" and name in fast_names and whole in fast_names:
+            derived.append((width + index, width + names.index(whole)))
+            # arrow_cast, not CAST: DataFusion names CAST(x AS DOUBLE) as x, so an aggregate
+            # of it beside the same aggregate of the int shadow would share one name
+            chosen[index].append(f'arrow_cast("{whole}", \'Float64\')')
     try:
-        _write(ctx, sample.schema, chosen, target, computed, checks)
+        _write(ctx, sample.schema, chosen, target, computed, checks, derived)
     except Exception:  # DataFusion raises plain exceptions; _NotExact: a fast form differs
         return False
     return True
@@ -146,8 +165,11 @@ def _null_stays_null(ctx: SessionContext, template: str) -> bool:
         return False
 
 
-def _checked(batches: Iterable[pa.RecordBatch], checks: list[tuple[int, int, bool]]
-             ) -> Iterator[pa.RecordBatch]:
+def _checked(batches: Iterable[pa.RecordBatch], checks: list[tuple[int, int, bool]],
+             derived: list[tuple[int, int]]) -> Iterator[pa.RecordBatch]:
+    """``batches`` checked (see :func:`shadows_in_one_pass`), without the ``derived`` float
+    columns (each ``(float, int)`` position), which must equal their int column cast."""
+    dropped = sorted((position for position, _ in derived), reverse=True)
     for batch in batches:
         for text, shadow, finite in checks:
             values = batch.column(shadow)
@@ -156,6 +178,13 @@ def _checked(batches: Iterable[pa.RecordBatch], checks: list[tuple[int, int, boo
             if finite and values.null_count < len(values) and not pc.all(
                     pc.is_finite(values)).as_py():
                 raise _NotExact("a value the fast form reads as infinite or NaN")
+        for floats, whole in derived:
+            cast = pc.cast(batch.column(whole), pa.float64(), safe=False)
+            same = pc.equal(cast.view(pa.int64()), batch.column(floats).view(pa.int64()))
+            if same.null_count != cast.null_count or pc.all(same).as_py() not in (True, None):
+                raise _NotExact("a float shadow is not its int shadow cast")
+        for position in dropped:
+            batch = batch.remove_column(position)
         yield batch
 
 
@@ -167,7 +196,8 @@ def add_shadows(config: EngineConfig, text: Path, target: Path,
     ctx = new_session(config, partitions=1)
     ctx.register_parquet(TABLE, str(text), file_extension=text.name[-8:])
     schema = pq.read_schema(text)
-    texts = [f.name for f in schema if f.type == pa.string() and f.name.startswith("_")]
+    texts = [f.name for f in schema
+             if entry_encodings.is_text(f.type) and f.name.startswith("_")]
     chosen = [(shadow_name(column, kind), template.replace(_PROBE, f'"{column}"'))
               for kind, template in templates.items()
               for column in _passing(text, texts, _SIEVES[kind])]
@@ -180,20 +210,25 @@ def add_shadows(config: EngineConfig, text: Path, target: Path,
     return chosen
 
 
-def _write(ctx: SessionContext, schema: pa.Schema, chosen: list[tuple[str, str]],
+def _write(ctx: SessionContext, schema: pa.Schema, chosen: Sequence[Sequence[str]],
            target: Path, computed: list[str] | None = None,
-           checks: list[tuple[int, int, bool]] | None = None) -> None:
-    """Write the text columns and the ``chosen`` shadows (computed by ``computed``, each
-    fragment itself unless told) to ``target``, the fragments in its metadata."""
-    expressions = computed if computed is not None else [f for _, f in chosen]
+           checks: list[tuple[int, int, bool]] | None = None,
+           derived: list[tuple[int, int]] | None = None) -> None:
+    """Write the text columns and the ``chosen`` shadows (``[name, fragment]``, or ``[name,
+    fragment, expression]`` for one read as an expression over another shadow and not
+    stored; computed by ``computed``, each fragment itself unless told) to ``target``, the
+    fragments in its metadata."""
+    expressions = computed if computed is not None else [item[1] for item in chosen]
     select = ", ".join([f'"{c}"' for c in schema.names]
-                       + [f'{expression} AS "{name}"'
-                          for (name, _), expression in zip(chosen, expressions, strict=True)])
+                       + [f'{expression} AS "{item[0]}"'
+                          for item, expression in zip(chosen, expressions, strict=True)])
     frame = ctx.sql_with_options(f'SELECT {select} FROM "{TABLE}"', READ_ONLY)
-    out_schema = pa.schema(frame.schema()).with_metadata(
-        {METADATA_KEY: json.dumps(chosen).encode()})
+    out_schema = pa.schema(frame.schema())
+    for position, _ in sorted(derived or [], reverse=True):
+        out_schema = out_schema.remove(position)
+    out_schema = out_schema.with_metadata({METADATA_KEY: json.dumps(chosen).encode()})
     batches = (b.to_pyarrow() for b in frame.execute_stream())
-    write_batches(target, out_schema, _checked(batches, checks or []))
+    write_batches(target, out_schema, _checked(batches, checks or [], derived or []))
 
 
 def _passing(text: Path, columns: list[str], sieve: Callable[[pa.ChunkedArray], bool]
@@ -245,39 +280,63 @@ def _evaluates(ctx: SessionContext, expressions: list[str]) -> bool:
 
 def write_batches(target: Path, schema: pa.Schema, batches: Iterable[pa.RecordBatch]) -> int:
     """Write ``batches`` as an entry (zstd, statistics, page index, row groups of
-    :data:`ROW_GROUP_ROWS`); returns the rows written."""
+    :data:`ROW_GROUP_ROWS`, each column's encoding chosen on the first group by
+    :func:`entry_encodings.choose`, text of few distinct values typed as a dictionary);
+    returns the rows written."""
     rows, pending, held = 0, [], 0
-    with pq.ParquetWriter(target, schema, compression="zstd", write_statistics=True,
-                          write_page_index=True) as writer:
+    writer: pq.ParquetWriter | None = None
+    stored = schema
+
+    def write(table: pa.Table) -> None:
+        nonlocal writer, stored
+        if writer is None:
+            chosen = entry_encodings.choose(table)
+            stored = entry_encodings.entry_schema(schema, chosen)
+            writer = pq.ParquetWriter(target, stored, compression="zstd",
+                                      write_statistics=True, write_page_index=True,
+                                      **chosen.writer_options())
+        if stored != schema:  # one dictionary per column of the group: a dictionary that
+            # changes between chunks makes the writer fall back to plain pages, which a reader
+            # must hash back into a dictionary (measured 7x slower to read)
+            table = table.combine_chunks().cast(stored)
+        writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+
+    try:
         for batch in batches:
             pending.append(batch)
             held += batch.num_rows
             if held >= ROW_GROUP_ROWS:
-                writer.write_table(pa.Table.from_batches(pending, schema),
-                                   row_group_size=ROW_GROUP_ROWS)
+                write(pa.Table.from_batches(pending, schema))
                 rows, pending, held = rows + held, [], 0
-        if pending:
-            writer.write_table(pa.Table.from_batches(pending, schema),
-                               row_group_size=ROW_GROUP_ROWS)
+        if pending or writer is None:
+            write(pa.Table.from_batches(pending, schema))
             rows += held
+    finally:
+        if writer is not None:
+            writer.close()
     return rows
 
 
 _LITERAL = re.compile(r"'(?:[^']|'')*'")
 
 
-_ITEM_STAR = re.compile(r'^(?:DISTINCT\s+)?(?:"?\w+"?\.)?\*$', re.IGNORECASE)
+_ITEM_STAR = re.compile(r'^(DISTINCT\s+)?((?:"?\w+"?\.)?)\*$', re.IGNORECASE)
 
 
-def selects_star(sql: str) -> bool:
-    """Whether the statement's own projection (its first select list, at parenthesis depth
-    0) has ``*`` or ``t.*``: a shadow column the view showed it would become a column of the
-    answer (a ``*`` inside a subquery the outer list names columns of is harmless)."""
-    text = _LITERAL.sub("''", sql).strip()
-    if text[:6].upper() != "SELECT":
-        return False
-    depth, start, items = 0, 6, []
-    i = 6
+def _blanked(sql: str) -> str:
+    """``sql`` with every string literal's text blanked (same length: positions hold)."""
+    return _LITERAL.sub(lambda m: "'" + " " * (len(m.group()) - 2) + "'", sql)
+
+
+def _select_items(sql: str) -> list[tuple[int, int]]:
+    """The spans of the statement's own select list items (its first select list, at
+    parenthesis depth 0); none when it is not a SELECT."""
+    text = _blanked(sql)
+    head = len(text) - len(text.lstrip())
+    if text[head:head + 6].upper() != "SELECT":
+        return []
+    depth, start, items = 0, head + 6, []
+    i = start
     while i < len(text):
         char = text[i]
         if char == "(":
@@ -285,25 +344,61 @@ def selects_star(sql: str) -> bool:
         elif char == ")":
             depth -= 1
         elif depth == 0 and char == ",":
-            items.append(text[start:i])
+            items.append((start, i))
             start = i + 1
         elif depth == 0 and text[i:i + 6].upper() == " FROM ":
             break
         i += 1
-    items.append(text[start:i])
-    return any(_ITEM_STAR.match(item.strip()) for item in items)
+    items.append((start, i))
+    return items
 
 
-def rewrite(sql: str, entry_schema: pa.Schema) -> str:
-    """``sql`` with each fragment the entry has a shadow of replaced by the shadow column
-    (never inside a string literal: a statement whose literal holds the text is left as
-    it is; nothing in a statement projecting ``*``, whose answer would show the shadow)."""
-    raw = (entry_schema.metadata or {}).get(METADATA_KEY)
-    if not raw or selects_star(sql):
-        return sql
-    for name, fragment in json.loads(raw):
-        sql = _replaced(sql, fragment, f'"{name}"')
+def selects_star(sql: str) -> bool:
+    """Whether the statement's own projection has ``*`` or ``t.*`` (a ``*`` inside a
+    subquery the outer list names columns of is harmless)."""
+    return any(_ITEM_STAR.match(sql[a:b].strip()) for a, b in _select_items(sql))
+
+
+_FROM_THE_TABLE = re.compile(
+    r'\s*FROM\s+"s3object"(?:\s+(?:AS\s+)?(?!WHERE\b|GROUP\b|ORDER\b|LIMIT\b|HAVING\b)'
+    r'"?\w+"?)?\s*(?:WHERE\b|GROUP\b|ORDER\b|LIMIT\b|HAVING\b|$)', re.IGNORECASE)
+"""What follows a select list whose star is the table's columns: the table alone."""
+
+
+def _star_expanded(sql: str, columns: Sequence[str]) -> str | None:
+    """``sql`` with each ``*`` (or ``t.*``) of its own select list written as the table's
+    ``columns``, so that the shadow columns the view adds never become columns of the
+    answer (the names and their order are the star's); None when the statement reads more
+    than the table ``s3object`` (a subquery or a join: its star is not the table's)."""
+    items = _select_items(sql)
+    if not _FROM_THE_TABLE.match(_blanked(sql)[items[-1][1]:]):
+        return None
+    quoted = ['"' + c.replace('"', '""') + '"' for c in columns]
+    for a, b in reversed(_select_items(sql)):
+        match = _ITEM_STAR.match(sql[a:b].strip())
+        if match is None:
+            continue
+        distinct, qualifier = match.group(1) or "", match.group(2)
+        listed = ", ".join(qualifier + name for name in quoted)
+        sql = f"{sql[:a]} {distinct}{listed}{sql[b:]}"
     return sql
+
+
+def rewrite(sql: str, entry_schema: pa.Schema, columns: Sequence[str]) -> str:
+    """``sql`` with each fragment the entry has a shadow of replaced by the shadow column
+    (never inside a string literal: a statement whose literal holds the text is left as it
+    is). A statement projecting ``*`` has its star written as the table's ``columns`` first
+    (the view shows the shadows it reads: ``*`` would show them too)."""
+    raw = (entry_schema.metadata or {}).get(METADATA_KEY)
+    if not raw:
+        return sql
+    expanded = _star_expanded(sql, columns) if selects_star(sql) else sql
+    if expanded is None:
+        return sql
+    out = expanded
+    for name, fragment, *expression in json.loads(raw):
+        out = _replaced(out, fragment, expression[0] if expression else f'"{name}"')
+    return sql if out == expanded else out
 
 
 def _replaced(sql: str, fragment: str, column: str) -> str:

@@ -59,6 +59,7 @@ import pyarrow.parquet as pq
 from datafusion import SessionContext
 
 from flight_storage.errors import StorageError
+from flight_storage.execution import entry_encodings
 from flight_storage.execution.decoded_shadows import (
     add_shadows,
     cheap_filter,
@@ -83,7 +84,7 @@ log = logging.getLogger(__name__)
 
 ENV_MODE = "FLIGHT_SELECT_DECODED_CACHE"
 """``fill-first``: a miss fills the entry before the query is answered (a test mode)."""
-_FORMAT_VERSION = "decoded-csv-1"
+_FORMAT_VERSION = "decoded-csv-3"
 """Part of every entry's name: a change to what entries hold gives new names."""
 _JSON_FORMAT_VERSION = "decoded-json-lines-1"
 """The same, for typed JSON Lines entries."""
@@ -183,7 +184,7 @@ def decoded_plan(engine: SelectEngine, plan: SelectPlan) -> SelectPlan:
 def _served(engine: SelectEngine, plan: SelectPlan, path: Path) -> SelectPlan:
     footer = engine.parquet_footers.get((str(path),), lambda: pq.read_metadata(path))
     entry_schema = footer.schema.to_arrow_schema()
-    sql = rewrite(plan.translation.sql, entry_schema)
+    sql = rewrite(plan.translation.sql, entry_schema, plan.input_schema.names)
     shadows = tuple(f'"{n}"' for n in entry_schema.names
                     if n not in plan.input_schema.names and f'"{n}"' in sql)
     table = DecodedTable(DataFusionLocation(str(path), _register_nothing, True),
@@ -233,7 +234,8 @@ def _datafusion_partitions(engine: SelectEngine, plan: SelectPlan, table: Decode
 
 def _select_list(wanted: pa.Schema, entry: pa.Schema) -> tuple[str, ...]:
     """The plan's columns over the entry's: a column the entry lacks (a Utf8 ``_i`` past the
-    object's widest record) is NULL, as the CSV reader gives it.
+    object's widest record) is NULL, as the CSV reader gives it; a text column may be stored
+    as a dictionary of text (read as one: see ``entry_encodings``).
 
     Raises:
         OSError: the entry does not hold the plan's columns (an entry of another reading).
@@ -242,7 +244,9 @@ def _select_list(wanted: pa.Schema, entry: pa.Schema) -> tuple[str, ...]:
     for target in wanted:
         quoted = '"' + target.name.replace('"', '""') + '"'
         if target.name in entry.names:
-            if entry.field(target.name).type != target.type:
+            stored = entry.field(target.name).type
+            if stored != target.type and not (target.type == pa.string()
+                                              and entry_encodings.is_text(stored)):
                 raise OSError(f"entry column {target.name} is {entry.field(target.name).type}")
             columns.append(quoted)
         elif target.type == pa.string():

@@ -17,13 +17,13 @@ import dataclasses
 import hashlib
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from flight_storage.bounded_cache import BoundedCache
 from flight_storage.errors import (
     InputFormatError,
     InvalidRequestError,
@@ -123,9 +123,10 @@ class SelectEngine:
         self.nan_surveys = NanSurvey()
         self.parquet_footers: VersionCache[pq.FileMetaData] = VersionCache(1024)
         self.bad_values: VersionCache[list[tuple[int, int, str]]] = VersionCache()
-        self._plans: OrderedDict[tuple[Any, ...], SelectPlan] = OrderedDict()
-        self._plans_lock = threading.Lock()
-        self._partition_plans: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+        self._plans: BoundedCache[tuple[Any, ...], SelectPlan] = BoundedCache(
+            _PLAN_CACHE_ENTRIES)
+        self._partition_plans: BoundedCache[tuple[Any, ...], tuple[float, Any]] = (
+            BoundedCache(_PARTITION_PLANS))
         self._partition_lock = threading.Lock()
         self.partition_plans_made = 0
         """Physical plans made for endpoints (not served from the cache); tests read it."""
@@ -167,18 +168,12 @@ class SelectEngine:
         holds reads the object's entry instead (``decoded_table.decoded_plan``)."""
         sources = _as_sources(source)
         key = _plan_key(expression, sources, input, flavor, scan_range)
-        if key is not None:
-            with self._plans_lock:
-                cached = self._plans.get(key)
-                if cached is not None:
-                    self._plans.move_to_end(key)
-                    return decoded_plan(self, dataclasses.replace(cached, sources=sources))
+        cached = self._plans.get(key) if key is not None else None
+        if cached is not None:
+            return decoded_plan(self, dataclasses.replace(cached, sources=sources))
         plan = self._plan(expression, sources, input, flavor=flavor, scan_range=scan_range)
         if key is not None:
-            with self._plans_lock:
-                self._plans[key] = plan
-                while len(self._plans) > _PLAN_CACHE_ENTRIES:
-                    self._plans.popitem(last=False)
+            self._plans.put(key, plan)
         return decoded_plan(self, plan)
 
     def plan_constant(self, expression: str, *, flavor: str) -> SelectPlan:
@@ -550,13 +545,9 @@ class SelectEngine:
             now = time.monotonic()
             cached = self._partition_plans.get(key)
             if cached is not None and now - cached[0] < _PARTITION_PLAN_TTL_S:
-                self._partition_plans.move_to_end(key)
                 return cached[1]
             prepared = self._make_partition_plan(plan, native, partitions)
-            self._partition_plans[key] = (now, prepared)
-            self._partition_plans.move_to_end(key)
-            while len(self._partition_plans) > _PARTITION_PLANS:
-                self._partition_plans.popitem(last=False)
+            self._partition_plans.put(key, (now, prepared))
         return prepared
 
     def _make_partition_plan(self, plan: SelectPlan,

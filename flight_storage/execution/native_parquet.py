@@ -145,16 +145,22 @@ class NativeParquetTable:
         return row_group_split(list(self.starts), self.size, count)
 
     def partition_count(self, wanted: int) -> int:
-        """The DataFusion partition count (``wanted`` to ``2 * wanted``) that puts row groups
-        in the most partitions, the smallest of equals.
+        """The smallest DataFusion partition count (``wanted`` to ``2 * wanted``) that puts
+        row groups in ``wanted`` partitions; failing that, the one that puts them in the
+        most, the smallest of equals.
 
         Row groups rarely line up with equal cuts: tpchgen's two row groups of a 3.9 MB file
         both start in the first half, so two partitions would read everything in one and
-        nothing in the other; three cuts give each its own."""
+        nothing in the other; three cuts give each its own. A file of many row groups (a
+        decoded-cache entry has one per 131,072 rows) gets ``wanted``, not twice as many
+        endpoints, each of which has a fixed cost (issue 37)."""
         if wanted <= 1:
             return 1
         spread = {count: sum(1 for groups in self.split(count) if groups)
                   for count in range(wanted, 2 * wanted + 1)}
+        enough = [count for count in sorted(spread) if spread[count] >= wanted]
+        if enough:
+            return enough[0]
         return max(spread, key=lambda count: (spread[count], -count))
 
 

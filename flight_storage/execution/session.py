@@ -136,6 +136,24 @@ def _udfs() -> tuple[Any, ...]:
     return tuple(udfs.build_udfs())
 
 
+def plain_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``batch`` with each dictionary column decoded to its value type: the engine's batches
+    never carry a dictionary (a decoded-cache entry types text of few values as one)."""
+    if not any(pa.types.is_dictionary(t) for t in batch.schema.types):
+        return batch
+    columns = [c.dictionary_decode() if pa.types.is_dictionary(c.type) else c
+               for c in batch.columns]
+    return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
+
+
+def plain_schema(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with each dictionary field typed as its values (see :func:`plain_batch`)."""
+    for index, field in enumerate(schema):
+        if pa.types.is_dictionary(field.type):
+            schema = schema.set(index, field.with_type(field.type.value_type))
+    return schema
+
+
 def arrow_batches(open_stream: Callable[[], Any],
                   explain: Callable[[str], StorageError | None] | None = None
                   ) -> Iterator[pa.RecordBatch]:
@@ -149,12 +167,13 @@ def arrow_batches(open_stream: Callable[[], Any],
             return
         run_elsewhere = getattr(stream, "arrow_batches", None)  # engine_workers.WorkerStream
         if run_elsewhere is not None:
-            yield from run_elsewhere(stop)
+            batches = run_elsewhere(stop)
         elif stop is None:
-            for batch in stream:
-                yield batch.to_pyarrow()
+            batches = (batch.to_pyarrow() for batch in stream)
         else:
-            yield from _stoppable(stream, stop)
+            batches = _stoppable(stream, stop)
+        for batch in batches:
+            yield plain_batch(batch)
     except (StorageError, StoppedError):
         raise
     except Exception as exc:  # DataFusion raises plain exceptions with text only

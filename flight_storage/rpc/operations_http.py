@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import make_wsgi_app
+from prometheus_client import CollectorRegistry, make_wsgi_app
 
 from flight_storage import telemetry
 
@@ -103,12 +103,14 @@ class OperationsServer:
         host: address to bind (the server's ``--host``).
         port: port to bind; 0 picks a free one (see :attr:`port`).
         readiness: how ``/readyz`` decides.
+        registry: what ``/metrics`` shows (default: this process's metrics).
     """
 
-    def __init__(self, host: str, port: int, readiness: Readiness) -> None:
+    def __init__(self, host: str, port: int, readiness: Readiness,
+                 registry: CollectorRegistry | None = None) -> None:
         self._ready = _Cached(readiness)
         telemetry.track(telemetry.READY, lambda: 0 if self._ready.reason() else 1)
-        metrics = make_wsgi_app()
+        metrics = make_wsgi_app(registry) if registry is not None else make_wsgi_app()
 
         def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
             path = environ.get("PATH_INFO", "")

@@ -4,14 +4,13 @@ before planning (refused when it has some and none were bound)."""
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from typing import Final
 
 import pyarrow as pa
 import pyarrow.flight as flight
 
 from flight_storage import protocol
+from flight_storage.bounded_cache import BoundedCache
 from flight_storage.errors import InvalidRequestError, ResourceLimitError
 from flight_storage.protocol import PreparedHandle
 from flight_storage.request.parameters import bind, has_parameters
@@ -33,13 +32,10 @@ class BoundParameters:
     """The parameters last bound to each (handle, user), the ``KEPT_HANDLES`` latest."""
 
     def __init__(self, capacity: int = KEPT_HANDLES) -> None:
-        self._capacity = capacity
-        self._lock = threading.Lock()
-        self._kept: OrderedDict[tuple[bytes, str | None], bytes] = OrderedDict()
+        self._kept: BoundedCache[tuple[bytes, str | None], bytes] = BoundedCache(capacity)
 
     def get(self, handle: bytes, user: str | None) -> bytes | None:
-        with self._lock:
-            return self._kept.get((handle, user))
+        return self._kept.get((handle, user))
 
     def bind(self, handle: bytes, user: str | None, prepared: PreparedHandle,
              reader: flight.MetadataRecordBatchReader, max_bytes: int) -> PreparedHandle:
@@ -48,11 +44,7 @@ class BoundParameters:
         batch = table.combine_chunks().to_batches()[0] if table.num_rows else None
         bound = protocol.bind_parameters(prepared, batch)
         if bound.parameters is not None:
-            with self._lock:
-                self._kept[(handle, user)] = bound.parameters
-                self._kept.move_to_end((handle, user))
-                while len(self._kept) > self._capacity:
-                    self._kept.popitem(last=False)
+            self._kept.put((handle, user), bound.parameters)
         return bound
 
 

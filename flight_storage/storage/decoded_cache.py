@@ -28,11 +28,12 @@ import logging
 import os
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+
+from flight_storage.bounded_cache import BoundedCache
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,11 @@ Filler = Callable[[Path], int]
 when the object cannot be cached (nothing is kept)."""
 
 
+def _size(size: int) -> int:
+    """An entry's weight: its bytes."""
+    return size
+
+
 class DecodedCache:
     """Entries under ``folder``, up to ``max_bytes`` in all.
 
@@ -97,7 +103,7 @@ class DecodedCache:
             raise ValueError("the decoded cache needs a positive size")
         self.folder = folder
         self.max_bytes = max_bytes
-        self._entries: OrderedDict[str, int] = OrderedDict()  # name -> bytes, LRU first
+        self._entries: BoundedCache[str, int] = BoundedCache(max_bytes, _size)  # name -> bytes
         self._filling: dict[str, Future[None]] = {}
         self._failed: dict[str, float] = {}
         self._evicted: list[tuple[float, Path]] = []
@@ -127,10 +133,9 @@ class DecodedCache:
             log.warning("decoded cache: cannot use %s (%s); objects are read without it",
                         self.folder, exc)
             return False
-        for _, name, size in sorted(found):
-            self._entries[name] = size
         with self._lock:
-            self._evict()
+            for _, name, size in sorted(found):
+                self._retire(self._entries.put(name, size))
         if found:
             log.info("decoded cache: reusing %d entries (%d bytes) in %s", len(self._entries),
                      self.bytes, self.folder)
@@ -139,7 +144,7 @@ class DecodedCache:
     @property
     def bytes(self) -> int:
         """Bytes of the entries kept."""
-        return sum(self._entries.values())
+        return self._entries.weight
 
     def path(self, name: str) -> Path:
         """Where the entry ``name`` is (whether or not it exists)."""
@@ -148,8 +153,7 @@ class DecodedCache:
     def lookup(self, name: str) -> Path | None:
         """The entry's file (counted as a hit and as used), or None (a miss)."""
         with self._lock:
-            if name in self._entries:
-                self._entries.move_to_end(name)
+            if self._entries.get(name) is not None:
                 self.hits += 1
                 return self.path(name)
             self.misses += 1
@@ -203,11 +207,10 @@ class DecodedCache:
             return
         report = FillReport(rows, size, time.process_time() - cpu, time.monotonic() - started)
         with self._lock:
-            self._entries[name] = size
             self._filling.pop(name, None)
             self.fills += 1
             self.last_fill = report
-            self._evict()
+            self._retire(self._entries.put(name, size))
         log.info("decoded cache: filled %s: %d rows, %d bytes written, %.2f CPU-s, %.2f s",
                  name[:12], rows, size, report.cpu_s, report.wall_s)
 
@@ -217,16 +220,15 @@ class DecodedCache:
             self.failures += 1
             self._failed[name] = time.monotonic()
 
-    def _evict(self) -> None:
-        """Drop the least recently used entries past the bound (the lock held)."""
+    def _retire(self, evicted: list[tuple[str, int]]) -> None:
+        """Delete the files of entries the bound evicted, ten minutes later (plans made on
+        them may still read them), and those retired before that long ago (the lock held)."""
         now = time.monotonic()
-        total = self.bytes
-        while total > self.max_bytes and self._entries:
-            old, size = self._entries.popitem(last=False)
+        for old, size in evicted:
             self._evicted.append((now, self.path(old)))
             self.evictions += 1
-            total -= size
-            log.info("decoded cache: evicted %s (%d bytes; %d bytes kept)", old[:12], size, total)
+            log.info("decoded cache: evicted %s (%d bytes; %d bytes kept)", old[:12], size,
+                     self.bytes)
         while self._evicted and now - self._evicted[0][0] > _EVICTED_KEPT_S:
             self._evicted.pop(0)[1].unlink(missing_ok=True)
 

@@ -29,7 +29,6 @@ import re
 import struct
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from flight_storage.bounded_cache import BoundedCache
 from flight_storage.errors import (
     InputFormatError,
     InvalidRequestError,
@@ -240,25 +240,18 @@ class IcebergCatalogs:
         self.connection = connection
         self._catalogs: dict[str, Any] = {}
         self._tables: dict[tuple[str, str, str], tuple[float, Any]] = {}
-        self._footers: OrderedDict[str, pq.FileMetaData] = OrderedDict()
+        self._footers: BoundedCache[str, pq.FileMetaData] = BoundedCache(FOOTERS_KEPT)
         self._lock = threading.Lock()
 
     def footer(self, path: str) -> pq.FileMetaData:
         """The Parquet footer of the data file ``path``, read once (an Iceberg data file is
         never rewritten in place: its path is its identity; the last :data:`FOOTERS_KEPT`
         are kept)."""
-        with self._lock:
-            found = self._footers.get(path)
-            if found is not None:
-                self._footers.move_to_end(path)
-                return found
-        with open_data_file(path, self.connection) as file:
-            metadata = read_footer(path, file)
-        with self._lock:
-            self._footers[path] = metadata
-            while len(self._footers) > FOOTERS_KEPT:
-                self._footers.popitem(last=False)
-        return metadata
+        def read() -> pq.FileMetaData:
+            with open_data_file(path, self.connection) as file:
+                return read_footer(path, file)
+
+        return self._footers.get_or_compute(path, read)
 
     def names(self) -> list[str]:
         """The catalogs' names, sorted."""

@@ -28,10 +28,11 @@ import queue
 import tempfile
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
+
+from flight_storage.bounded_cache import BoundedCache
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,11 @@ _REFUSALS_KEPT = 4096
 _EVICTED_KEPT_S = 600.0
 """An evicted file is deleted this long after: a query planned on it (the engine keeps
 DataFusion plans for 5 minutes) may still open it."""
+
+
+def _size(size: int) -> int:
+    """A copy's weight: its bytes."""
+    return size
 
 
 class ObjectCache:
@@ -58,7 +64,7 @@ class ObjectCache:
         folder.mkdir(parents=True, exist_ok=True)
         self.folder = Path(tempfile.mkdtemp(prefix="flight-select-cache-", dir=folder))
         self.max_bytes = max_bytes
-        self._files: OrderedDict[str, int] = OrderedDict()  # name -> size, LRU first
+        self._files: BoundedCache[str, int] = BoundedCache(max_bytes, _size)  # name -> size
         self._evicted: list[tuple[float, Path]] = []
         self._pending: set[str] = set()
         self._refused: set[str] = set()  # versions too large, logged once
@@ -76,9 +82,8 @@ class ObjectCache:
     def path(self, name: str) -> Path | None:
         """The cached file of ``name`` (counted as used), or None."""
         with self._lock:
-            if name not in self._files:
+            if self._files.get(name) is None:
                 return None
-            self._files.move_to_end(name)
             self.hits += 1
         return self.folder / name
 
@@ -138,16 +143,12 @@ class ObjectCache:
             Path(partial).unlink(missing_ok=True)
             raise
         with self._lock:
-            self._files[name] = size
             self.downloads += 1
-            self._evict()
+            self._retire(self._files.put(name, size))
 
-    def _evict(self) -> None:
+    def _retire(self, evicted: list[tuple[str, int]]) -> None:
+        """Delete evicted copies once no plan made on them may still read them."""
         now = time.monotonic()
-        total = sum(self._files.values())
-        while total > self.max_bytes and self._files:
-            old, size = self._files.popitem(last=False)
-            self._evicted.append((now, self.folder / old))
-            total -= size
+        self._evicted.extend((now, self.folder / old) for old, _ in evicted)
         while self._evicted and now - self._evicted[0][0] > _EVICTED_KEPT_S:
             self._evicted.pop(0)[1].unlink(missing_ok=True)

@@ -8,16 +8,18 @@ inode, change time, size and modification time) plus whatever else the verdict d
 read options). A rewritten object gets a new key and is computed again; the least recently used
 entries go first once ``max_entries`` are held.
 
-Hand-written because ``functools.lru_cache`` keys on the arguments only (it cannot see that an
-object changed) and is one cache per function, where each engine needs its own.
+Keyed per object version rather than ``functools.lru_cache`` (which keys on the arguments
+only: it cannot see that an object changed, and is one cache per function where each engine
+needs its own); bounded by the server's one cache type (``flight_storage.bounded_cache``).
 """
 
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
+
+from flight_storage.bounded_cache import BoundedCache
 
 Value = TypeVar("Value")
 
@@ -40,17 +42,13 @@ class VersionCache(Generic[Value]):
     """
 
     def __init__(self, max_entries: int = 4096) -> None:
-        if max_entries < 1:
-            raise ValueError(f"max_entries must be at least 1, got {max_entries}")
-        self._entries: OrderedDict[Hashable, Value] = OrderedDict()
+        self._entries: BoundedCache[Hashable, Value] = BoundedCache(max_entries)
         self._lock = threading.Lock()
-        self._max = max_entries
         self.computed = 0
         """Values computed (not served from the cache); tests and benchmarks read it."""
 
     def __len__(self) -> int:
-        with self._lock:
-            return len(self._entries)
+        return len(self._entries)
 
     def get(self, version: Hashable, compute: Callable[[], Value], *extra: Hashable) -> Value:
         """The value for the object version ``version`` (and ``extra``), computing it on a
@@ -65,15 +63,11 @@ class VersionCache(Generic[Value]):
             Whatever ``compute`` raises (not cached).
         """
         key = (version, *extra)
-        with self._lock:
-            if key in self._entries:
-                self._entries.move_to_end(key)
-                return self._entries[key]
+        found = self._entries.get(key)
+        if found is not None:
+            return found
         value = compute()
         with self._lock:
             self.computed += 1
-            self._entries[key] = value
-            self._entries.move_to_end(key)
-            while len(self._entries) > self._max:
-                self._entries.popitem(last=False)
+        self._entries.put(key, value)
         return value

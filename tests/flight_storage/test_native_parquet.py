@@ -123,6 +123,9 @@ def test_partition_count_spreads_row_groups_that_equal_cuts_would_bunch() -> Non
     assert table.partition_count(1) == 1
     evenly = NativeParquetTable(Path("t.parquet"), 1000, (4, 250, 500, 750))
     assert evenly.partition_count(4) == 4  # already one row group per cut: kept
+    # many row groups (a decoded-cache entry's): as many partitions as wanted, not twice
+    many = NativeParquetTable(Path("m.parquet"), 40_000, tuple(4 + 1000 * i for i in range(40)))
+    assert many.partition_count(8) == 8 and all(many.split(8))
 
 
 # --------------------------------------------------------------------------- equivalence

@@ -5,9 +5,15 @@ Usage::
     python -m tests.fuzz.run --minutes 30 [--flavor ceph|aws|standard] [--source csv|json|parquet]
 
 Rounds of 200 examples rotate over the flavours and sources until the time is up (the
-``standard`` flavour runs its CSV cases against DuckDB, :mod:`tests.fuzz.standard_sql`); each
+``standard`` flavour runs its CSV and JSON Lines cases against DuckDB,
+:mod:`tests.fuzz.standard_sql` and :mod:`tests.fuzz.standard_json`; no Parquet); each
 mismatch is shrunk by hypothesis and printed once, when found (query, data, expected,
 actual). Exit status 1 when any mismatch was found.
+
+Every answer from a filled decoded cache (issue #36)::
+
+    FUZZ_DECODED_CACHE_DIR=$(mktemp -d) FLIGHT_SELECT_DECODED_CACHE=fill-first \
+        python -m tests.fuzz.run --minutes 30
 """
 
 from __future__ import annotations
@@ -22,9 +28,12 @@ from hypothesis import HealthCheck, Phase, given, settings
 from tests.fuzz.differential import check, check_standard
 from tests.fuzz.generate import Case_, fuzz_cases
 from tests.fuzz.oracle import UndefinedCase
+from tests.fuzz.standard_json import json_cases
 from tests.fuzz.standard_sql import StandardCase, standard_cases
 
 _STANDARD = "standard"
+_STANDARD_CASES = {"csv": standard_cases(), "json": json_cases()}
+"""The standard surface's cases per source (DuckDB reads the same bytes)."""
 
 
 def _mismatch(case: Case_ | StandardCase) -> str | None:
@@ -39,7 +48,7 @@ def _mismatch(case: Case_ | StandardCase) -> str | None:
 def _round(flavor: str, source: str, examples: int, found: dict[str, str]) -> int:
     """One hypothesis run; returns how many cases were checked."""
     checked = 0
-    cases = standard_cases() if flavor == _STANDARD else fuzz_cases(flavor, source)
+    cases = (_STANDARD_CASES[source] if flavor == _STANDARD else fuzz_cases(flavor, source))
 
     @settings(max_examples=examples, deadline=None, database=None,
               phases=[Phase.generate, Phase.shrink], suppress_health_check=list(HealthCheck))
@@ -74,9 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     flavors = [args.flavor] if args.flavor else ["ceph", "aws", _STANDARD]
     sources = [args.source] if args.source else ["csv", "json", "parquet"]
-    # the standard surface's cases are CSV objects (DuckDB reads the same bytes)
     combinations = [(f, s) for f, s in itertools.product(flavors, sources)
-                    if f != _STANDARD or s == "csv"]
+                    if f != _STANDARD or s in _STANDARD_CASES]
     deadline = time.monotonic() + args.minutes * 60
     found: dict[str, str] = {}
     checked = rounds = 0

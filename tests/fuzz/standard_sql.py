@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import csv
 import io
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from hypothesis import assume
@@ -62,13 +63,15 @@ class Sql:
 
 @dataclass
 class StandardCase:
-    """A CSV object (header first) and one query over it, in both spellings."""
+    """An object and one query over it, in both spellings: a CSV with a header (``source``
+    ``csv``) or JSON Lines (``json``, :mod:`tests.fuzz.standard_json`)."""
 
     data: bytes
-    columns: list[tuple[str, str]]  # (name, the kind of text its fields hold)
+    columns: list[tuple[str, str]]  # (name, CSV: the kind of text its fields hold; JSON: its type)
     ours: str
     duck: str
     ordered: bool  # the rows' order is part of the answer (ORDER BY over every column)
+    source: str = "csv"
 
 
 # --------------------------------------------------------------------------- data
@@ -116,27 +119,50 @@ def _quote(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+def _text_reads(name: str, holds: str, kind: str) -> Sql | None:
+    """A text column read as ``kind``: as itself, numbers and timestamps by a cast (None: it
+    cannot be)."""
+    if kind == STR:
+        return Sql.same(name, STR)  # every field is text, digits included
+    if kind == INT and holds == INT:
+        return Sql.same(f"CAST({name} AS BIGINT)", INT)
+    if kind == FLOAT and holds in (INT, FLOAT):
+        return Sql.same(f"CAST({name} AS DOUBLE)", FLOAT)
+    if kind == TS and holds == TS:
+        return Sql.same(f"CAST({name} AS TIMESTAMP)", TS)
+    return None
+
+
 @dataclass
 class _Gen:
     draw: Any
     columns: list[tuple[str, str]]
+    reads: Callable[[str, str, str], Sql | None] = field(default=_text_reads)
+    """How a column (name, what it holds) reads as an expression kind."""
+    prefer_columns: bool = False
+    """Pick, three times in four, an expression kind some column reads as (typed columns,
+    where most kinds have none)."""
 
     def choose(self, options: list[Any]) -> Any:
         return self.draw(st.sampled_from(options))
 
+    def kind(self, options: list[str]) -> str:
+        """An expression kind of ``options`` (see :attr:`prefer_columns`)."""
+        if self.prefer_columns and self.draw(st.integers(0, 3)):
+            read = [k for k in options if self._read_as(k)]
+            if read:
+                return self.choose(read)
+        return self.choose(options)
+
     def column(self, kind: str) -> Sql | None:
-        """A column read as ``kind`` (text as itself, numbers and timestamps by a cast)."""
-        options: list[Sql] = []
-        for name, holds in self.columns:
-            if kind == STR:
-                options.append(Sql.same(name, STR))  # every field is text, digits included
-            elif kind == INT and holds == INT:
-                options.append(Sql.same(f"CAST({name} AS BIGINT)", INT))
-            elif kind == FLOAT and holds in (INT, FLOAT):
-                options.append(Sql.same(f"CAST({name} AS DOUBLE)", FLOAT))
-            elif kind == TS and holds == TS:
-                options.append(Sql.same(f"CAST({name} AS TIMESTAMP)", TS))
+        """A column read as ``kind`` (:attr:`reads`), None when none can be."""
+        options = [s for s in (self.reads(n, h, kind) for n, h in self.columns) if s is not None]
         return self.choose(options) if options else None
+
+    def any_column(self) -> Sql:
+        """Some column as it is (a GROUP BY key of whatever type)."""
+        name = self.choose([name for name, _ in self.columns])
+        return Sql.same(name, STR)
 
     def literal(self, kind: str, nullable: bool = True) -> Sql:
         if nullable and self.draw(st.integers(0, 12)) == 0:
@@ -154,6 +180,14 @@ class _Gen:
         if kind == TS:
             return Sql.same(f"CAST({_quote(self.draw(_timestamp_text()))} AS TIMESTAMP)", TS)
         return Sql.same(self.choose(["TRUE", "FALSE"]), BOOL)
+
+    def _read_as(self, kind: str) -> bool:
+        """Whether some column reads as ``kind``."""
+        return any(self.reads(n, h, kind) is not None for n, h in self.columns)
+
+    def _bool_columns(self) -> list[str]:
+        """``[BOOL]`` where a column is a boolean (compared and aggregated as the others)."""
+        return [BOOL] if self._read_as(BOOL) else []
 
     def leaf(self, kind: str) -> Sql:
         found = self.column(kind) if self.draw(st.integers(0, 3)) else None
@@ -218,7 +252,7 @@ class _Gen:
             divisor = self.choose(["0.5", "2.0", "-4.0", "0.25", "3.0"])
             return self._binary(left, op, Sql(divisor, f"CAST({divisor} AS DOUBLE)", FLOAT),
                                 FLOAT)
-        right = self.expr(self.choose([INT, FLOAT]), depth)
+        right = self.expr(self.kind([INT, FLOAT]), depth)
         if self.draw(st.booleans()):
             left, right = right, left
         return self._binary(left, op, right, FLOAT)
@@ -255,10 +289,10 @@ class _Gen:
 
     def predicate(self, depth: int) -> Sql:
         pick = self.draw(st.integers(0, 9 if depth > 0 else 6))
-        kind = self.choose([INT, FLOAT, STR, STR, TS])
+        kind = self.kind([INT, FLOAT, STR, STR, TS, *self._bool_columns()])
         d = max(depth - 1, 0)
         if pick == 0:
-            return self.literal(BOOL)
+            return self.leaf(BOOL)
         if pick in (1, 2):
             op = self.choose(["=", "<>", "<", "<=", ">", ">="])
             left = self.expr(kind, d)
@@ -310,9 +344,9 @@ class _Gen:
         if name == "COUNT*":
             return Sql.same("COUNT(*)", INT)
         if name in ("SUM", "AVG"):
-            kind = self.choose([INT, FLOAT])
+            kind = self.kind([INT, FLOAT])
         else:
-            kind = self.choose([INT, FLOAT, STR, STR, TS])
+            kind = self.kind([INT, FLOAT, STR, STR, TS, *self._bool_columns()])
         arg = self.expr(kind, 1)
         result = INT if name == "COUNT" else FLOAT if name == "AVG" else kind
         return self._call(name, [arg], result)
@@ -326,31 +360,45 @@ def _order_by(count: int) -> str:
 def standard_cases(draw: Any) -> StandardCase:
     """A CSV with a header and a standard-SQL query over it, for our engine and for DuckDB."""
     data, columns = draw(_csv())
-    gen = _Gen(draw, columns)
-    shape = draw(st.sampled_from(["rows", "rows", "aggregate", "grouped", "distinct"]))
-    where = gen.predicate(2) if draw(st.booleans()) else None
-    key: Sql | None = None
-    having: Sql | None = None
+    ours, duck, ordered = query_texts(draw, _Gen(draw, columns))
+    return StandardCase(data, columns, ours, duck, ordered)
+
+
+def _select_items(draw: Any, gen: _Gen, shape: str
+                  ) -> tuple[list[Sql], Sql | None, Sql | None]:
+    """The items a query of ``shape`` selects (none: ``SELECT *``), its GROUP BY key and its
+    HAVING condition."""
     if shape == "aggregate":
-        items = [gen.aggregate() for _ in range(draw(st.integers(1, 3)))]
-    elif shape == "grouped":
+        return [gen.aggregate() for _ in range(draw(st.integers(1, 3)))], None, None
+    if shape == "grouped":
         # a column (a literal in GROUP BY would be an ordinal), as text or cast
-        key = gen.column(draw(st.sampled_from([STR, STR, INT, TS]))) or gen.column(STR)
-        assert key is not None  # every column is text
+        key = gen.column(gen.kind([STR, STR, INT, TS])) or gen.any_column()
         items = [key] + [gen.aggregate() for _ in range(draw(st.integers(1, 2)))]
+        having = None
         if draw(st.booleans()):
             measure = gen.aggregate()
             having = gen._binary(measure, draw(st.sampled_from(["=", "<>", "<", ">="])),
                                  gen.literal(measure.kind, nullable=False), BOOL)
-    else:
-        items = [gen.expr(draw(st.sampled_from([INT, FLOAT, STR, STR, BOOL, TS])), 2)
-                 for _ in range(draw(st.integers(1, 3)))]
+        return items, key, having
+    if shape == "star":
+        return [], None, None
+    return [gen.expr(gen.kind([INT, FLOAT, STR, STR, BOOL, TS]), 2)
+            for _ in range(draw(st.integers(1, 3)))], None, None
+
+
+def query_texts(draw: Any, gen: _Gen, *, star: bool = False) -> tuple[str, str, bool]:
+    """One query over the table ``gen`` reads, in our spelling and DuckDB's, and whether its
+    rows' order is part of the answer (``star``: ``SELECT *`` is one of its shapes)."""
+    shapes = ["rows", "rows", "aggregate", "grouped", "distinct"] + (["star"] if star else [])
+    shape = draw(st.sampled_from(shapes))
+    where = gen.predicate(2) if draw(st.booleans()) else None
+    items, key, having = _select_items(draw, gen, shape)
     texts = []
     for side in ("ours", "duck"):
         select = ", ".join(f"{getattr(item, side)} AS x{i}" for i, item in enumerate(items))
         distinct = "DISTINCT " if shape == "distinct" else ""
         table = "s3object" if side == "ours" else "t"
-        text = f"SELECT {distinct}{select} FROM {table}"
+        text = f"SELECT {distinct}{select or '*'} FROM {table}"
         if where is not None:
             text += f" WHERE {getattr(where, side)}"
         if key is not None:
@@ -364,7 +412,7 @@ def standard_cases(draw: Any) -> StandardCase:
         if shape == "rows" and draw(st.booleans()):
             suffix += f" LIMIT {draw(st.integers(0, 4))}"
         texts = [t + suffix for t in texts]
-    return StandardCase(data, columns, texts[0], texts[1], ordered)
+    return texts[0], texts[1], ordered
 
 
 @st.composite
