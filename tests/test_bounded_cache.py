@@ -12,12 +12,15 @@ from flight_storage.bounded_cache import BoundedCache
 
 def test_a_weight_bound_evicts_least_recently_used_first_and_says_what() -> None:
     cache: BoundedCache[str, int] = BoundedCache(100, lambda size: size)
-    assert cache.put("a", 40) == [] and cache.put("b", 40) == []
+    assert cache.put("a", 40) == []
+    assert cache.put("b", 40) == []
     assert cache.get("a") == 40  # a is now the most recently used
     assert cache.put("c", 40) == [("b", 40)]
-    assert cache.weight == 80 and sorted(cache.keys()) == ["a", "c"]
+    assert cache.weight == 80
+    assert sorted(cache.keys()) == ["a", "c"]
     assert cache.put("huge", 500) == [("a", 40), ("c", 40), ("huge", 500)]
-    assert len(cache) == 0 and cache.weight == 0
+    assert len(cache) == 0
+    assert cache.weight == 0
 
 
 def test_replacing_a_value_reweighs_it() -> None:
@@ -25,7 +28,9 @@ def test_replacing_a_value_reweighs_it() -> None:
     cache.put("a", 3)
     cache.put("a", 9)
     assert cache.weight == 9
-    assert cache.pop("a") == 9 and cache.weight == 0 and cache.pop("a") is None
+    assert cache.pop("a") == 9
+    assert cache.weight == 0
+    assert cache.pop("a") is None
 
 
 def test_compute_runs_on_a_miss_only_and_a_failure_keeps_nothing() -> None:
@@ -38,7 +43,7 @@ def test_compute_runs_on_a_miss_only_and_a_failure_keeps_nothing() -> None:
     def fail() -> str:
         raise OSError("unreadable")
 
-    with pytest.raises(OSError):
+    with pytest.raises(OSError, match="unreadable"):
         cache.get_or_compute("bad", fail)
     assert "bad" not in cache
 
@@ -62,4 +67,4 @@ def test_many_threads_keep_the_bound_and_the_weight_exact() -> None:
     for thread in threads:
         thread.join()
     assert cache.weight <= 1000
-    assert cache.weight == sum(cache.get(k) or 0 for k in cache.keys())
+    assert cache.weight == sum(cache.get(k) or 0 for k in cache)
