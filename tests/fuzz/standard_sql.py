@@ -289,7 +289,8 @@ class _Gen:
 
     def predicate(self, depth: int) -> Sql:
         pick = self.draw(st.integers(0, 9 if depth > 0 else 6))
-        kind = self.kind([INT, FLOAT, STR, STR, TS, *self._bool_columns()])
+        # a boolean operand is a predicate: only where the depth bounds it
+        kind = self.kind([INT, FLOAT, STR, STR, TS, *(self._bool_columns() if depth else [])])
         d = max(depth - 1, 0)
         if pick == 0:
             return self.leaf(BOOL)
