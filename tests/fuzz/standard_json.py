@@ -75,6 +75,7 @@ from tests.fuzz.standard_sql import (
     Sql,
     StandardCase,
     _Gen,
+    join_texts,
     query_texts,
 )
 
@@ -272,3 +273,13 @@ def json_cases(draw: Any) -> StandardCase:
     data, columns = draw(json_lines())
     ours, duck, ordered = query_texts(draw, _Gen(draw, columns, _typed_reads, prefer_columns=True), star=True)
     return StandardCase(data, columns, ours, duck, ordered, source="json")
+
+
+@st.composite
+def json_join_cases(draw: Any) -> StandardCase:
+    """A JSON Lines object and a JOIN of it with an aggregate of itself
+    (:func:`tests.fuzz.standard_sql.join_texts`): the table a statement DataFusion plans reads
+    as ``SELECT *`` reads it on the standard surface."""
+    data, columns = draw(json_lines())
+    ours, duck = join_texts(draw, _Gen(draw, columns, _typed_reads, prefer_columns=True))
+    return StandardCase(data, columns, ours, duck, False, source="json")
