@@ -34,7 +34,7 @@ spaces around separators, CRLF line ends, blank lines, and no line end after the
 Both of our readers are reached: pyarrow's JSON parser (no ``json`` or ``date`` column, every
 line one object) and the reference reader (``flight_storage/formats/json_lines_arrow.py``).
 Queries are :func:`tests.fuzz.standard_sql.query_texts` over the typed columns, with
-``SELECT *`` beside its shapes.
+``SELECT *`` beside its shapes, and its JOINs (:func:`json_join_cases`).
 
 Left out, because the two differ by definition, not by a bug:
 
@@ -42,7 +42,9 @@ Left out, because the two differ by definition, not by a bug:
   where a number with an integral value prints as an integer and a fraction as Python's
   ``repr`` (``1.0`` → ``1``, ``1e2`` → ``100``, ``-0.0`` → ``0``, ``1e-7`` → ``1e-07``);
   DuckDB prints the double it read (``1.0``, ``100.0``, ``-0.0``, ``1e-7``). Both are the same
-  JSON value. Nested numbers are integers and fractions of two digits, not integral.
+  JSON value (the reader keeps an integral number as an integer, ``json_values.parse_float``,
+  which S3 Select's printing needs). Nested numbers are integers and fractions of two digits,
+  not integral.
 * Control characters other than ``\\b \\f \\n \\r \\t`` inside a ``json`` column: ours escapes
   ``\\u001f``, DuckDB ``\\u001F``. Strings of ``string`` columns hold any.
 * An object whose sample has no key at all: there are no columns to type, so the standard
@@ -75,6 +77,7 @@ from tests.fuzz.standard_sql import (
     Sql,
     StandardCase,
     _Gen,
+    join_texts,
     query_texts,
 )
 
@@ -272,3 +275,13 @@ def json_cases(draw: Any) -> StandardCase:
     data, columns = draw(json_lines())
     ours, duck, ordered = query_texts(draw, _Gen(draw, columns, _typed_reads, prefer_columns=True), star=True)
     return StandardCase(data, columns, ours, duck, ordered, source="json")
+
+
+@st.composite
+def json_join_cases(draw: Any) -> StandardCase:
+    """A JSON Lines object and a JOIN of it with an aggregate of itself
+    (:func:`tests.fuzz.standard_sql.join_texts`): the table a statement DataFusion plans reads
+    as ``SELECT *`` reads it on the standard surface."""
+    data, columns = draw(json_lines())
+    ours, duck = join_texts(draw, _Gen(draw, columns, _typed_reads, prefer_columns=True))
+    return StandardCase(data, columns, ours, duck, False, source="json")

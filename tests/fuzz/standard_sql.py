@@ -289,7 +289,8 @@ class _Gen:
 
     def predicate(self, depth: int) -> Sql:
         pick = self.draw(st.integers(0, 9 if depth > 0 else 6))
-        kind = self.kind([INT, FLOAT, STR, STR, TS, *self._bool_columns()])
+        # a boolean operand is a predicate: only where the depth bounds it
+        kind = self.kind([INT, FLOAT, STR, STR, TS, *(self._bool_columns() if depth else [])])
         d = max(depth - 1, 0)
         if pick == 0:
             return self.leaf(BOOL)
@@ -425,13 +426,21 @@ def join_cases(draw: Any) -> StandardCase:
     definition is left out: ``LIKE … ESCAPE`` with another character than ``\\`` (DataFusion
     refuses it; the s3-select path rewrites it)."""
     data, columns = draw(_csv())
-    gen = _Gen(draw, columns)
+    ours, duck = join_texts(draw, _Gen(draw, columns))
+    return StandardCase(data, columns, ours, duck, False)
+
+
+def join_texts(draw: Any, gen: _Gen) -> tuple[str, str]:
+    """A JOIN of the table ``gen`` reads with an aggregate of itself (see :func:`join_cases`;
+    a table without a text column is keyed by another column), in our spelling and DuckDB's."""
     key = gen.column(STR)
-    assert key is not None  # every column is text
-    items = [gen.expr(draw(st.sampled_from([INT, FLOAT, STR, STR, TS])), 1)
+    text_key = key is not None
+    key = key or gen.any_column()
+    items = [gen.expr(gen.kind([INT, FLOAT, STR, STR, TS]), 1)
              for _ in range(draw(st.integers(1, 2)))]
     where = gen.predicate(1) if draw(st.booleans()) else None
     join = draw(st.sampled_from(["JOIN", "LEFT JOIN"]))
+    kept = f"{key.ours} <> 'a'" if text_key else f"{key.ours} IS NOT NULL"
     texts = []
     for side in ("ours", "duck"):
         table = "s3object" if side == "ours" else "t"
@@ -440,7 +449,7 @@ def join_cases(draw: Any) -> StandardCase:
         if where is not None:
             rows += f" WHERE {getattr(where, side)}"
         counts = (f"SELECT {key.ours} AS k, count(*) AS n FROM {table} "
-                  f"WHERE {key.ours} <> 'a' GROUP BY {key.ours}")
+                  f"WHERE {kept} GROUP BY {key.ours}")
         texts.append(f"SELECT l.*, r.n FROM ({rows}) AS l {join} ({counts}) AS r ON l.k = r.k")
     assume(" ESCAPE " not in texts[0])
-    return StandardCase(data, columns, texts[0], texts[1], False)
+    return texts[0], texts[1]
