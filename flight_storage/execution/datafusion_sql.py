@@ -27,7 +27,13 @@ from flight_storage.errors import InvalidRequestError, StorageError
 from flight_storage.execution.engine import SelectEngine
 from flight_storage.execution.engine_errors import engine_error
 from flight_storage.execution.plan_types import TABLE, InputSpec, SelectPlan
-from flight_storage.execution.session import READ_ONLY, arrow_batches, new_session, plain_schema
+from flight_storage.execution.session import (
+    READ_ONLY,
+    arrow_batches,
+    filter_not_convertible,
+    new_session,
+    plain_schema,
+)
 from flight_storage.storage.sources import ObjectSource
 from select_dialect.errors import UnsupportedFeatureError
 from select_dialect.sql_surface import TableName
@@ -101,18 +107,30 @@ def plan_sql(engine: SelectEngine, sql: str, tables: Sequence[SqlTable], *,
 
 
 def execute_sql(engine: SelectEngine, plan: SqlPlan) -> Iterator[pa.RecordBatch]:
-    """The statement's result batches, all partitions of DataFusion's plan in one stream."""
+    """The statement's result batches, all partitions of DataFusion's plan in one stream.
+
+    A filter datafusion-python cannot hand to a table read through a pyarrow Dataset (a NULL
+    literal conjunct first: :func:`session.filter_not_convertible`) is kept above the scans
+    instead, as the one-table path does; nothing has been read when that is found."""
     def open_stream() -> Any:
-        ctx = _session(engine, plan.tables)
-        return ctx.sql_with_options(plan.sql, READ_ONLY).execute_stream()
+        try:
+            return _session(engine, plan.tables).sql_with_options(
+                plan.sql, READ_ONLY).execute_stream()
+        except Exception as exc:  # DataFusion raises plain exceptions with text only
+            if not filter_not_convertible(exc):
+                raise
+        return _session(engine, plan.tables, push_filters=False).sql_with_options(
+            plan.sql, READ_ONLY).execute_stream()
 
     for batch in arrow_batches(open_stream):
         yield batch if batch.schema == plan.result_schema else batch.cast(plan.result_schema)
 
 
-def _session(engine: SelectEngine, tables: Sequence[SqlTable]) -> Any:
+def _session(engine: SelectEngine, tables: Sequence[SqlTable], *, push_filters: bool = True
+             ) -> Any:
     """A session holding each table under its name (and no other table)."""
-    ctx = new_session(engine.config, partitions=engine.config.parallelism)
+    ctx = new_session(engine.config, partitions=engine.config.parallelism,
+                      push_filters=push_filters)
     views = []
     for table in tables:
         engine.register_input(ctx, table.plan)

@@ -302,16 +302,12 @@ def test_aggregates_that_datafusion_would_name_alike() -> None:
     assert rows == [(2, 2, 1, "1")]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "A JOIN over a JSON Lines table whose WHERE starts with a NULL conjunct (NULL AND n > 1; "
-    "n > 1 AND NULL answers) fails with ProcessingTimeError carrying a Python TypeError text "
-    "(operator & of pyarrow.lib.BooleanScalar and pyarrow._compute.Expression): DataFusion "
-    "hands the filter to the table's pyarrow Dataset (execution/streaming_dataset.py) and its "
-    "conversion of a NULL literal gives a pyarrow scalar, not an expression. Only statements "
-    "DataFusion plans over the tables they name (rpc/sql_statements.py) read a JSON Lines "
-    "table through the Dataset; the s3-select path and CSV (DataFusion's own reader) answer. "
-    "Found by json_join_cases"))
 def test_a_null_conjunct_first_over_a_json_lines_table_in_a_join() -> None:
+    """Found by ``json_join_cases``: a JOIN over a JSON Lines table (read through a pyarrow
+    Dataset) whose WHERE starts with a NULL conjunct failed with a Python TypeError's text:
+    datafusion-python turns the NULL literal into a pyarrow scalar it cannot ``&`` with an
+    expression. Fix: ``datafusion_sql.execute_sql`` keeps such a filter above the scans, as
+    the one-table path does (``session.filter_not_convertible``)."""
     from tests.fuzz.differential import check_standard
     from tests.fuzz.standard_sql import StandardCase
 
