@@ -17,12 +17,19 @@ from tests.flight_storage.test_server_support import statement_descriptor
 ROWS = 300_000
 
 
+def _server_workers(pid: int) -> list[psutil.Process]:
+    """The ``serve`` processes ``--workers`` started (not the engine's worker processes,
+    which are children too: ``execution/engine_workers.py``)."""
+    return [child for child in psutil.Process(pid).children()
+            if "serve" in child.cmdline() and "--node" in child.cmdline()]
+
+
 def test_endpoints_are_spread_over_the_worker_processes(tmp_path: Path) -> None:
     bucket = tmp_path / "b"
     bucket.mkdir()
     (bucket / "rows.csv").write_text("".join(f"{i},{i % 7},row {i}\n" for i in range(ROWS)))
     with running_server(tmp_path, "--workers", "3", "--partition-mb", "1") as server:
-        workers = psutil.Process(server.process.pid).children()
+        workers = _server_workers(server.process.pid)
         assert len(workers) == 2
         sql = 'SELECT * FROM "b"."rows.csv"'
         options = flight.FlightCallOptions(
@@ -74,7 +81,7 @@ def test_the_first_process_metrics_show_every_worker(tmp_path: Path) -> None:
         assert sum(v > 0 for v in done.values()) > 1  # served by several processes
         assert sum(_value(samples, "flight_select_sent_rows_total", worker=w)
                    for w in ("w0", "w1", "w2")) == rows
-        worker = psutil.Process(server.process.pid).children()[0]
+        worker = _server_workers(server.process.pid)[0]
         worker.kill()  # a zombie until the first process reaps it: its port closes at once
         deadline = time.monotonic() + 10
         while 0.0 not in {_value(_scrape(url), "flight_select_worker_up", worker=w)
