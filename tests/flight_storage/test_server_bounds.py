@@ -26,6 +26,7 @@ from tests.conftest import ServerProcess, start_server
 from tests.flight_storage.test_server_support import (
     error_document,
     reset_tree_peak_rss,
+    settled_tree,
     statement_descriptor,
     tree_status_mib,
 )
@@ -63,17 +64,24 @@ def _bomb(codec: str, piece: bytes, mebibytes: int) -> bytes:
     return _compress(codec, piece, 8) * (mebibytes // 8)
 
 
+_MEASURED: dict[int, list[int]] = {}
+"""Per server: the processes a measurement covers (the tree as it was, settled, at its
+start: the server, its engine workers' forkserver and its warm workers, one of which runs the
+query; a worker forked during the query replaces one and runs nothing of it)."""
+
+
 def _reset_peak_rss(server: ServerProcess) -> None:
+    _MEASURED[server.process.pid] = settled_tree(server.process.pid)
     reset_tree_peak_rss(server.process.pid)
 
 
 def _peak_rss_mib(server: ServerProcess) -> float:
     # the server and its engine workers: an aggregate runs in a worker
-    return tree_status_mib(server.process.pid, "VmHWM")
+    return tree_status_mib(server.process.pid, "VmHWM", _MEASURED.get(server.process.pid))
 
 
 def _current_rss_mib(server: ServerProcess) -> float:
-    return tree_status_mib(server.process.pid, "VmRSS")
+    return tree_status_mib(server.process.pid, "VmRSS", _MEASURED.get(server.process.pid))
 
 
 def _query(server: ServerProcess, sql: str, flavor: str = "ceph") -> pa.Table:

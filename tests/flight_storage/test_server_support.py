@@ -40,11 +40,25 @@ def process_tree(pid: int) -> list[int]:
     return tree
 
 
-def tree_status_mib(pid: int, field: str) -> float:
+def settled_tree(pid: int, quiet_s: float = 1.0, wait_s: float = 15.0) -> list[int]:
+    """:func:`process_tree` once it has not changed for ``quiet_s`` (an engine worker replaced
+    after its last job is forked asynchronously: a measurement starting before the fork would
+    count the new process's whole RSS as the next query's)."""
+    deadline = time.monotonic() + wait_s
+    tree, since = process_tree(pid), time.monotonic()
+    while time.monotonic() - since < quiet_s and time.monotonic() < deadline:
+        time.sleep(0.1)
+        now = process_tree(pid)
+        if now != tree:
+            tree, since = now, time.monotonic()
+    return tree
+
+
+def tree_status_mib(pid: int, field: str, members: list[int] | None = None) -> float:
     """A ``/proc/<pid>/status`` memory field (``VmRSS``, ``VmHWM``) summed over
-    :func:`process_tree`, in MiB."""
+    :func:`process_tree` (or over ``members``, those still running), in MiB."""
     total = 0
-    for member in process_tree(pid):
+    for member in process_tree(pid) if members is None else members:
         try:
             status = Path(f"/proc/{member}/status").read_text()
         except OSError:
