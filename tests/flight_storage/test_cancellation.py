@@ -20,14 +20,17 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.flight as flight
-import pyarrow.parquet as pq
 import pytest
 
 from flight_storage import protocol
 from flight_storage.execution.plan_types import EngineConfig
 from flight_storage.protocol import pb
 from tests.conftest import ServerProcess, running_server
-from tests.flight_storage.test_server_support import process_tree, tree_status_mib
+from tests.flight_storage.test_server_support import (
+    process_tree,
+    tree_status_mib,
+    write_numbers_parquet,
+)
 
 ROWS = 20_000_000
 QUERY = ('SELECT k, count(*) AS n FROM "big"."big.parquet" GROUP BY k ORDER BY n DESC LIMIT 3')
@@ -43,9 +46,7 @@ WORKERS = EngineConfig().engine_workers
 def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("data")
     (root / "big").mkdir()
-    numbers = pa.array(range(ROWS), pa.int64())
-    pq.write_table(pa.table({"k": numbers, "v": numbers}), root / "big" / "big.parquet",
-                   row_group_size=500_000)
+    write_numbers_parquet(root / "big" / "big.parquet", ROWS)
     return root
 
 

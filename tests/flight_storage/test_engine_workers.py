@@ -24,6 +24,7 @@ from tests.flight_storage.test_server_support import (
     process_tree,
     statement_descriptor,
     tree_status_mib,
+    write_numbers_parquet,
 )
 
 ROWS = 20_000_000
@@ -36,9 +37,7 @@ QUICK = 'SELECT count(*) AS n, sum(v) AS s FROM "big"."small.parquet"'
 def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("data")
     (root / "big").mkdir()
-    numbers = pa.array(range(ROWS), pa.int64())
-    pq.write_table(pa.table({"k": numbers, "v": numbers}), root / "big" / "big.parquet",
-                   row_group_size=500_000)
+    write_numbers_parquet(root / "big" / "big.parquet", ROWS)
     pq.write_table(pa.table({"v": pa.array(range(1000), pa.int64())}),
                    root / "big" / "small.parquet")
     return root

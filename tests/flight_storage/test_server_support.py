@@ -15,7 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.flight as flight
+import pyarrow.parquet as pq
 
 from flight_storage import protocol
 from flight_storage.protocol import pb
@@ -38,6 +40,13 @@ def process_tree(pid: int) -> list[int]:
     for member in tree:
         tree.extend(child for child, parent in parents.items() if parent == member)
     return tree
+
+
+def write_numbers_parquet(path: Path, rows: int) -> None:
+    """A Parquet file of ``rows`` rows of two int64 columns ``k`` and ``v`` (0..rows-1), in
+    row groups of 500,000: a GROUP BY k of many groups keeps the engine busy for seconds."""
+    numbers = pa.array(range(rows), pa.int64())
+    pq.write_table(pa.table({"k": numbers, "v": numbers}), path, row_group_size=500_000)
 
 
 def settled_tree(pid: int, quiet_s: float = 1.0, wait_s: float = 15.0) -> list[int]:
