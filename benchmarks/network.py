@@ -50,6 +50,7 @@ SELECTIVITIES = (0.0001, 0.001, 0.01, 0.1, 0.5, 1.0)
 STREAM_MBPS = 480  # 60 MB/s
 LATENCY_MS = 0.25
 COLUMNS = ("_1", "_2", "_3", "_4", "_5", "_6")
+PULLS = ("datafusion", "pyarrow")
 TARGET_COLD = 4.0
 TARGET_WARM = 20.0
 TARGET_WIRE_SHARE = 1 / 20
@@ -61,6 +62,10 @@ def _options(parser: argparse.ArgumentParser) -> None:
                         help="link rates in Mbit/s (default 1000 2500 10000)")
     parser.add_argument("--selectivities", type=float, nargs="+", default=None,
                         help="shares of rows kept (default 0.0001 0.001 0.01 0.1 0.5 1)")
+    parser.add_argument("--pulls", nargs="+", choices=PULLS, default=list(PULLS),
+                        help="the ways that pull the object (default both; pyarrow's takes "
+                             "about 4x DataFusion's, so a 1 GB run over every link may leave "
+                             "it out)")
 
 
 @dataclass
@@ -224,7 +229,8 @@ def _has_decoded_cache() -> bool:
 
 
 def _link(store: SeaweedFS, link_mbps: float, rows: int, selectivities: Sequence[float],
-          runs: int, servers: dict[str, common.Server]) -> list[dict[str, Any]]:
+          runs: int, servers: dict[str, common.Server], pulls: Sequence[str]
+          ) -> list[dict[str, Any]]:
     store_address = store.endpoint.split("://", 1)[1]
     results: list[dict[str, Any]] = []
     proxies = {way: Proxy.start(server.location.split("://", 1)[1], link_mbps)
@@ -238,10 +244,12 @@ def _link(store: SeaweedFS, link_mbps: float, rows: int, selectivities: Sequence
                   {"server": server.pid, "store": store.process.pid})
             for way, server in servers.items()}
         pulled = f"http://127.0.0.1:{store_proxy.port}"
-        ways["DataFusion pull"] = (_datafusion_pull(pulled, rows), store_proxy,
-                                   {"store": store.process.pid})
-        ways["pyarrow pull"] = (_pyarrow_pull(pulled, rows), store_proxy,
-                                {"store": store.process.pid})
+        if "datafusion" in pulls:
+            ways["DataFusion pull"] = (_datafusion_pull(pulled, rows), store_proxy,
+                                       {"store": store.process.pid})
+        if "pyarrow" in pulls:
+            ways["pyarrow pull"] = (_pyarrow_pull(pulled, rows), store_proxy,
+                                    {"store": store.process.pid})
         for share in selectivities:
             answers = set()
             for way, (run, proxy, pids) in ways.items():
@@ -287,7 +295,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             servers["pushdown, warm"] = common.start_server(
                 f"s3://{BUCKET}", "--cache-dir", str(cache), env=store.env())
         results = [r for link in links
-                   for r in _link(store, link, rows, selectivities, args.runs, servers)]
+                   for r in _link(store, link, rows, selectivities, args.runs, servers,
+                                    args.pulls)]
     finally:
         for server in servers.values():
             server.stop()

@@ -44,6 +44,17 @@ _PROBES: dict[str, tuple[str, str, str | None]] = {
 translator's SQL (None: up to the call's closing parenthesis): the casts (``CAST(_1 AS
 INT)``), and the wall-clock timestamp that ``extract``/``date_part`` of ``to_timestamp(_1)``
 read (the ``year`` peer query's)."""
+_STAR_PROBES: dict[str, tuple[str, str, str | None]] = {
+    "int": ("SELECT * FROM s3object WHERE CAST(_1 AS INT) IS NULL", "WHERE (", ") IS NULL"),
+    "float": ("SELECT * FROM s3object WHERE CAST(_1 AS FLOAT) IS NULL", "WHERE (",
+              ") IS NULL"),
+    "ts": ("SELECT * FROM s3object WHERE extract(year FROM to_timestamp(_1)) = 2024",
+           "date_part('year', ", None),
+}
+"""The probes of an entry read with empty fields kept (``Translation.keeps_empty_fields``:
+Ceph's ``SELECT *`` of a CSV prints an empty field as it is, so the reader keeps ``''`` and
+the translator reads every field as ``nullif(_N, '')``): only ``SELECT *`` statements read
+such an entry, so its fragments are taken from one."""
 _PROBE = '"_1"'
 SAMPLE_ROWS = 1 << 16
 """Rows whose cells decide which shadows a one-pass fill tries."""
@@ -57,11 +68,14 @@ def shadow_name(column: str, kind: str) -> str:
     return f"{column}#{kind}"
 
 
-def fragments(translate: Callable[[str], str]) -> dict[str, str]:
+def fragments(translate: Callable[[str], str], *, keeps_empty_fields: bool = False
+              ) -> dict[str, str]:
     """Each kind's fragment for column ``_1`` as the translator writes it (``translate``:
-    statement -> DataFusion SQL)."""
+    statement -> DataFusion SQL) in the statements that read the entry: ``SELECT *`` ones
+    where the entry keeps empty fields."""
     out = {}
-    for kind, (statement, head, tail) in _PROBES.items():
+    probes = _STAR_PROBES if keeps_empty_fields else _PROBES
+    for kind, (statement, head, tail) in probes.items():
         sql = translate(statement)
         start = sql.find(head) + len(head)
         end = _closing(sql, start) if tail is None else sql.find(tail, start)
@@ -107,7 +121,7 @@ def shadows_in_one_pass(ctx: SessionContext, templates: dict[str, str], target: 
             if template in _FAST and _null_stays_null(ctx, template)}
     chosen: list[list[str]] = []
     computed: list[str] = []
-    checks: list[tuple[int, int, bool]] = []
+    checks: list[tuple[int, int, bool, bool]] = []
     width = len(sample.schema)
     for kind, template in templates.items():
         for column in texts:
@@ -116,9 +130,10 @@ def shadows_in_one_pass(ctx: SessionContext, templates: dict[str, str], target: 
             name = shadow_name(column, kind)
             chosen.append([name, template.replace(_PROBE, f'"{column}"')])
             if template in fast:
-                computed.append(fast[template].replace(_PROBE, f'"{column}"'))
+                form, empties_null = fast[template]
+                computed.append(form.replace(_PROBE, f'"{column}"'))
                 checks.append((sample.schema.names.index(column), width + len(computed) - 1,
-                               kind == "float"))
+                               kind == "float", empties_null))
             else:
                 computed.append(chosen[-1][1])
     fast_names = {chosen[i][0] for i, expression in enumerate(computed)
@@ -140,16 +155,24 @@ def shadows_in_one_pass(ctx: SessionContext, templates: dict[str, str], target: 
     return True
 
 
-_FAST = {
-    'COALESCE(TRY_CAST("_1" AS BIGINT), s3_cast_int("_1"))': 'TRY_CAST("_1" AS BIGINT)',
+_FAST: dict[str, tuple[str, bool]] = {
+    'COALESCE(TRY_CAST("_1" AS BIGINT), s3_cast_int("_1"))': ('TRY_CAST("_1" AS BIGINT)', False),
     'CASE WHEN TRY_CAST("_1" AS DOUBLE) BETWEEN -1.7976931348623157e308 AND '
     '1.7976931348623157e308 THEN TRY_CAST("_1" AS DOUBLE) ELSE s3_cast_float("_1") END':
-        'TRY_CAST("_1" AS DOUBLE)',
+        ('TRY_CAST("_1" AS DOUBLE)', False),
+    'COALESCE(TRY_CAST(nullif("_1", \'\') AS BIGINT), s3_cast_int(nullif("_1", \'\')))':
+        ('TRY_CAST(nullif("_1", \'\') AS BIGINT)', True),
+    'CASE WHEN TRY_CAST(nullif("_1", \'\') AS DOUBLE) BETWEEN -1.7976931348623157e308 AND '
+    '1.7976931348623157e308 THEN TRY_CAST(nullif("_1", \'\') AS DOUBLE) '
+    'ELSE s3_cast_float(nullif("_1", \'\')) END':
+        ('TRY_CAST(nullif("_1", \'\') AS DOUBLE)', True),
 }
 """Fragments (as the translator writes them for ``_1``) equal to a plain ``TRY_CAST`` wherever
 that gives a value (COALESCE's first argument) or a finite value (the CASE's first branch):
 computed that way, without the dialect's Python UDF on every row, where every batch shows it
-(measured: int shadows of four columns 1.7 CPU-s through the fragment per million rows)."""
+(measured: int shadows of four columns 1.7 CPU-s through the fragment per million rows). The
+flag: the fragment reads an empty cell as NULL (``nullif``), so an empty cell is one the fast
+form is expected to give NULL for."""
 
 
 class _NotExact(Exception):
@@ -165,15 +188,23 @@ def _null_stays_null(ctx: SessionContext, template: str) -> bool:
         return False
 
 
-def _checked(batches: Iterable[pa.RecordBatch], checks: list[tuple[int, int, bool]],
+def _nulls(cells: pa.Array, empties_null: bool) -> int:
+    """The cells a fragment reads as NULL before converting: NULL ones, and empty ones where
+    it reads an empty cell as NULL."""
+    if not empties_null:
+        return cells.null_count
+    return cells.null_count + int(pc.sum(pc.equal(cells, "")).as_py() or 0)
+
+
+def _checked(batches: Iterable[pa.RecordBatch], checks: list[tuple[int, int, bool, bool]],
              derived: list[tuple[int, int]]) -> Iterator[pa.RecordBatch]:
     """``batches`` checked (see :func:`shadows_in_one_pass`), without the ``derived`` float
     columns (each ``(float, int)`` position), which must equal their int column cast."""
     dropped = sorted((position for position, _ in derived), reverse=True)
     for batch in batches:
-        for text, shadow, finite in checks:
+        for text, shadow, finite, empties_null in checks:
             values = batch.column(shadow)
-            if values.null_count != batch.column(text).null_count:
+            if values.null_count != _nulls(batch.column(text), empties_null):
                 raise _NotExact("a cell the fast form does not convert")
             if finite and values.null_count < len(values) and not pc.all(
                     pc.is_finite(values)).as_py():
@@ -212,7 +243,7 @@ def add_shadows(config: EngineConfig, text: Path, target: Path,
 
 def _write(ctx: SessionContext, schema: pa.Schema, chosen: Sequence[Sequence[str]],
            target: Path, computed: list[str] | None = None,
-           checks: list[tuple[int, int, bool]] | None = None,
+           checks: list[tuple[int, int, bool, bool]] | None = None,
            derived: list[tuple[int, int]] | None = None) -> None:
     """Write the text columns and the ``chosen`` shadows (``[name, fragment]``, or ``[name,
     fragment, expression]`` for one read as an expression over another shadow and not
@@ -259,11 +290,20 @@ def _dated(cells: pa.Array | pa.ChunkedArray) -> bool:
 _DATE_START = r"^\s*[0-9]{4}(-[0-9]{2}){0,2}T"
 """The start of every form of S3 Select's timestamp text (``2024T`` .. ``2024-08-16T10:11Z``)."""
 _SIEVES: dict[str, Callable[[pa.Array | pa.ChunkedArray], bool]] = {
-    "int": lambda cells: _converts(cells, pa.int64()),
-    "float": lambda cells: _converts(cells, pa.float64()),
-    "ts": _dated,
+    "int": lambda cells: _converts(_empty_as_null(cells), pa.int64()),
+    "float": lambda cells: _converts(_empty_as_null(cells), pa.float64()),
+    "ts": lambda cells: _dated(_empty_as_null(cells)),
 }
-"""What a column's cells must pass (a sample's, or every cell) for a fill to try each kind."""
+"""What a column's cells must pass (a sample's, or every cell) for a fill to try each kind; an
+empty cell passes (where empty fields are kept, the fragment reads it as NULL; elsewhere the
+fragment's own evaluation decides)."""
+
+
+def _empty_as_null(cells: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """``cells`` as plain text (a text file's dictionary column decoded), empty ones NULL."""
+    if pa.types.is_dictionary(cells.type):
+        cells = pc.cast(cells, cells.type.value_type)
+    return pc.if_else(pc.equal(cells, ""), pa.scalar(None, cells.type), cells)
 
 
 def _evaluates(ctx: SessionContext, expressions: list[str]) -> bool:

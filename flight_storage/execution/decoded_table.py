@@ -308,7 +308,8 @@ def _csv_entry(engine: SelectEngine, plan: SelectPlan, target: Path) -> int:
         rows = _write_all(ctx, target)
     else:
         templates = fragments(lambda statement: engine.translate(
-            statement, input_format="csv", flavor=plan.flavor).sql)
+            statement, input_format="csv", flavor=plan.flavor).sql,
+            keeps_empty_fields=plan.translation.keeps_empty_fields)
         if shadows_in_one_pass(ctx, templates, target):
             rows = pq.read_metadata(target).num_rows
         else:  # a cell past the sample refused a cast: text first, then the shadows it allows

@@ -381,20 +381,29 @@ _STARS = ["select * from s3object where cast(_1 as int) > 4990",
           "select * from s3object where cast(_2 as float) < 3 and _3 <> 'w1' limit 4"]
 
 
-@pytest.mark.parametrize("flavor", ["aws", "standard"])  # ceph's reading is not cached here
+@pytest.mark.parametrize("empty_cells", [False, True])
+@pytest.mark.parametrize("flavor", FLAVOR_NAMES)
 def test_a_star_statement_reads_shadows_and_answers_the_tables_columns(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flavor: str) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flavor: str, empty_cells: bool) -> None:
     """``SELECT *`` with a cast in its filter (S3 Select's most common shape) reads the
     shadows: its star is written as the table's columns, so the answer has exactly the
-    columns (names and order) it has without the cache."""
+    columns (names and order) it has without the cache. Under Ceph's reading a star keeps
+    empty fields (the entry holds ``''``, the statement reads ``nullif(_N, '')``): its
+    shadows are taken from a star statement's fragments, and empty cells read NULL."""
     path = tmp_path / "numbers.csv"
-    path.write_text("".join(f"{i},{i * 0.25},w{i % 7}\n" for i in range(5000)))
+    path.write_text("".join(f"{'' if empty_cells and i % 97 == 3 else i},{i * 0.25},w{i % 7}\n"
+                            for i in range(5000)))
     plain, cached = _engine(None), _engine(tmp_path / "cache")
     for query in _STARS:
         _, expected = _run(plain, query, path, {}, flavor)
         monkeypatch.setenv("FLIGHT_SELECT_DECODED_CACHE", "fill-first")
         plan, got = _run(cached, query, path, {}, flavor)
         monkeypatch.delenv("FLIGHT_SELECT_DECODED_CACHE")
+        if isinstance(expected, tuple):  # an empty cell cast: the same error either way
+            assert empty_cells and got == expected, query
+            continue
         assert [list(r.items()) for r in got] == [list(r.items()) for r in expected], query
         assert expected, query
+        if flavor == "ceph" and "limit" in query:
+            continue  # Ceph's LIMIT counts records before the filter: not a plan it serves
         assert plan.uncached is not None and "#" in plan.translation.sql, query
