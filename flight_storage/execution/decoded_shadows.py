@@ -191,9 +191,10 @@ def _null_stays_null(ctx: SessionContext, template: str) -> bool:
 def _nulls(cells: pa.Array, empties_null: bool) -> int:
     """The cells a fragment reads as NULL before converting: NULL ones, and empty ones where
     it reads an empty cell as NULL."""
-    if not empties_null:
-        return cells.null_count
-    return cells.null_count + int(pc.sum(pc.equal(cells, "")).as_py() or 0)
+    nulls = int(cells.null_count)
+    if empties_null:
+        nulls += int(pc.sum(pc.equal(cells, "")).as_py() or 0)
+    return nulls
 
 
 def _checked(batches: Iterable[pa.RecordBatch], checks: list[tuple[int, int, bool, bool]],
