@@ -245,8 +245,9 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
                         "byte ranges and endpoints per core (default 0: the cores this process "
                         "may use, its CPU affinity); benchmarks plan for a bigger host with it")
     limits.add_argument("--engine-workers", type=int, default=engine.engine_workers,
-                        metavar="N", help="worker processes aggregates over local files run "
-                        "in, killed when their query stops (0: all in the server's process)")
+                        metavar="N", help="worker processes aggregates over local files and "
+                        "store objects run in, killed when their query stops (0: all in the "
+                        "server's process)")
     limits.add_argument("--max-columns", type=int, default=engine.max_columns,
                         help="widest table a CSV query may make (select * of wide records)")
     limits.add_argument("--max-concurrent-queries", type=int,

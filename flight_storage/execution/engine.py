@@ -493,15 +493,20 @@ class SelectEngine:
 
     def _in_worker(self, plan: SelectPlan, native: NativeCsvTable | NativeParquetTable,
                    cores: int) -> WorkerStream | None:
-        """An aggregate over a local file runs in an engine worker, which the server kills when
-        the query stops (``execution/engine_workers.py``): its first batch is the whole
-        computation, which DataFusion does not stop in every step, and its result is small."""
-        if (self.workers is None or not plan.translation.is_aggregate
-                or not native.location.local):
+        """An aggregate over a file or a store's object runs in an engine worker, which the
+        server kills when the query stops (``execution/engine_workers.py``): its first batch is
+        the whole computation, which DataFusion does not stop in every step, and its result is
+        small."""
+        if self.workers is None or not plan.translation.is_aggregate:
             return None
-        # the source (a stop switch, read counters) stays here: the worker needs the file
-        table = (dataclasses.replace(native, source=None)
-                 if isinstance(native, NativeCsvTable) else native)
+        location = native.location.for_another_process()
+        if location is None:
+            return None
+        # the source (a stop switch, read counters) stays here: the worker needs the file,
+        # or the object store as values (its credentials as they are now)
+        table: NativeCsvTable | NativeParquetTable = dataclasses.replace(native, location=location)
+        if isinstance(table, NativeCsvTable):
+            table = dataclasses.replace(table, source=None)
         scanned = [0]
         watch = getattr(plan.sources[0], "watch_scan", None)
         if watch is not None:

@@ -13,7 +13,7 @@ kills the worker (SIGKILL: its CPU and memory end at once) and starts another.
 | what | how |
 |---|---|
 | processes | ``EngineConfig.engine_workers`` (``--engine-workers``), started with the server from a ``forkserver`` that has imported DataFusion but started no tokio thread, so a replacement is a fork of a clean process (milliseconds), never of the server |
-| which work | an aggregate DataFusion reads from local files (``SelectEngine``'s rule, ``engine.py``); its result is small, so the IPC hop costs little; everything else stays in the server |
+| which work | an aggregate DataFusion reads from a local file or a store's object (``SelectEngine``'s rule, ``engine.py``; the store crosses as values, ``DataFusionLocation.for_another_process``); its result is small, so the IPC hop costs little; everything else stays in the server |
 | all busy | a query waits for a worker while it may wait for a compute slot (``wait_s``), then fails with ``SlowDown`` naming ``--engine-workers`` |
 | errors | DataFusion's error text crosses as text (the server maps it as it maps its own); our ``StorageError`` crosses as its class name, code and message; no traceback |
 | a worker that dies | the query fails with ``InternalError`` and the worker is replaced |
@@ -63,7 +63,7 @@ _BATCH, _END, _ENGINE_ERROR, _STORAGE_ERROR, _SCANNED = b"B", b"E", b"X", b"S", 
 @dataclass(frozen=True)
 class WorkerJob:
     """What a worker needs to run a statement as the server would: the table as DataFusion
-    reads it (``NativeCsvTable`` or ``NativeParquetTable`` of a local file, registered as
+    reads it (``NativeCsvTable`` or ``NativeParquetTable`` of a local file or a store's object, registered as
     ``table``), the DataFusion SQL, and the arguments of the session it runs in
     (``session.new_session``)."""
 

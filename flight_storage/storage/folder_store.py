@@ -26,7 +26,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -264,6 +264,9 @@ class FolderBucket:
     def register(self, ctx: SessionContext) -> None:
         """Local files need no object store."""
 
+    def portable_register(self) -> Callable[[SessionContext], None]:
+        return register_nothing
+
     def config_text(self) -> str | None:
         path = self.folder / BUCKET_CONFIG
         if not path.is_file() or path.is_symlink():
@@ -466,3 +469,7 @@ class FolderBuckets:
             if entry.is_file(follow_symlinks=False) and entry.name.startswith("."):
                 os.unlink(entry.path)
         bucket.folder.rmdir()
+
+
+def register_nothing(ctx: SessionContext) -> None:  # noqa: ARG001 - BucketStore.register
+    """Local files need no object store (a module function: picklable)."""

@@ -119,9 +119,10 @@ def data_file_location(path: str, connection: Callable[[], S3Connection]) -> Dat
         url = f"s3://{bucket}{parts.path}"
 
         def register(ctx: SessionContext) -> None:
-            ctx.register_object_store("s3://", connection().datafusion_store(bucket), bucket)
+            connection().registration(bucket)(ctx)
 
-        return DataFusionLocation(url, register, False)
+        return DataFusionLocation(url, register, False,
+                                  lambda: connection().registration(bucket))
     if parts.scheme in ("", "file"):
         return DataFusionLocation(parts.path, _nothing, True)
     raise InvalidRequestError(f"{path}: data files in {parts.scheme}:// are not readable here "

@@ -41,7 +41,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
@@ -114,6 +114,30 @@ class S3Settings:
     cache_dir: Path | None = None
 
 
+@dataclass(frozen=True)
+class S3Registration:
+    """DataFusion's object store for one bucket, as values: calling it registers the store in
+    a session; picklable, so an engine worker process registers it itself. Holds credentials:
+    never logged (``repr`` leaves them out)."""
+
+    bucket: str
+    region: str
+    endpoint: str
+    access_key_id: str | None = field(default=None, repr=False)
+    secret_access_key: str | None = field(default=None, repr=False)
+    session_token: str | None = field(default=None, repr=False)
+
+    def __call__(self, ctx: SessionContext) -> None:
+        from datafusion.object_store import AmazonS3
+
+        store = AmazonS3(
+            bucket_name=self.bucket, region=self.region,
+            access_key_id=self.access_key_id, secret_access_key=self.secret_access_key,
+            session_token=self.session_token, endpoint=self.endpoint,
+            allow_http=self.endpoint.startswith("http://"))
+        ctx.register_object_store("s3://", store, self.bucket)
+
+
 class S3Connection:
     """One object store: the boto3 client, and the credentials for DataFusion and pyarrow.
 
@@ -183,18 +207,15 @@ class S3Connection:
             self._created.setdefault(bucket, 0)
         return listed.get(bucket, 0)
 
-    def datafusion_store(self, bucket: str) -> Any:
-        """DataFusion's object store for ``bucket`` (fresh credentials each time: temporary
-        ones are refreshed by botocore)."""
-        from datafusion.object_store import AmazonS3
-
+    def registration(self, bucket: str) -> S3Registration:
+        """DataFusion's object store for ``bucket`` as values (fresh credentials each time:
+        temporary ones are refreshed by botocore)."""
         frozen = self.frozen_credentials()
-        return AmazonS3(
-            bucket_name=bucket, region=self.region,
+        return S3Registration(
+            bucket=bucket, region=self.region, endpoint=self.endpoint,
             access_key_id=frozen.access_key if frozen else None,
             secret_access_key=frozen.secret_key if frozen else None,
-            session_token=frozen.token if frozen else None,
-            endpoint=self.endpoint, allow_http=self.endpoint.startswith("http://"))
+            session_token=frozen.token if frozen else None)
 
     def pyarrow_fs(self) -> Any:
         """pyarrow's S3 file system on this store (built once)."""
@@ -451,8 +472,10 @@ class S3Bucket:
         return str(copy) if copy is not None else f"s3://{self.bucket}/{self._key(obj.key)}"
 
     def register(self, ctx: SessionContext) -> None:
-        ctx.register_object_store("s3://", self.connection.datafusion_store(self.bucket),
-                                  self.bucket)
+        self.portable_register()(ctx)
+
+    def portable_register(self) -> S3Registration:
+        return self.connection.registration(self.bucket)
 
     def config_text(self) -> str | None:
         with self._config_lock:

@@ -57,11 +57,23 @@ class DataFusionLocation:
         register: makes ``url`` readable in a session (registers its object store).
         local: the bytes are on this machine (a whole-object pass costs a disk read, not a
             download: planning may survey them).
+        portable: makes, now, a ``register`` another process can be handed (values, fresh
+            credentials: an engine worker registers the store itself); None where there is
+            none (an Iceberg catalog's file IO).
     """
 
     url: str
     register: Callable[[SessionContext], None]
     local: bool
+    portable: Callable[[], Callable[[SessionContext], None]] | None = None
+
+    def for_another_process(self) -> DataFusionLocation | None:
+        """This location as another process can use it, or None when it cannot."""
+        if self.local:
+            return self
+        if self.portable is None:
+            return None
+        return DataFusionLocation(self.url, self.portable(), False)
 
 
 def _nothing_to_register(ctx: SessionContext) -> None:
@@ -103,8 +115,9 @@ class StoredSource:
         store = self.info.store
         url = store.datafusion_url(self.info.stored)
         local = "://" not in url  # a file: a folder's object, or a store object's local copy
-        return DataFusionLocation(url, _nothing_to_register if local else store.register,
-                                  local)
+        if local:
+            return DataFusionLocation(url, _nothing_to_register, True)
+        return DataFusionLocation(url, store.register, False, store.portable_register)
 
 
 @dataclass(frozen=True)

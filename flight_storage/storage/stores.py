@@ -28,7 +28,7 @@ versions.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Protocol
@@ -125,6 +125,11 @@ class BucketStore(Protocol):
 
     def register(self, ctx: SessionContext) -> None:
         """Make :meth:`datafusion_url` readable in ``ctx`` (an object store, or nothing)."""
+        ...
+
+    def portable_register(self) -> Callable[[SessionContext], None]:
+        """:meth:`register` as values another process can be handed and call (an engine
+        worker): picklable, with the credentials as they are now."""
         ...
 
     def config_text(self) -> str | None:

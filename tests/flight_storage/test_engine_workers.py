@@ -1,5 +1,5 @@
 """Engine workers (``execution/engine_workers.py``) through a real server: an aggregate over a
-local file runs in a worker process; a stopped query's worker is killed and replaced; a busy
+local file, or over an object store's object, runs in a worker process; a stopped query's worker is killed and replaced; a busy
 pool answers ``SlowDown``; a worker's errors keep their codes; a worker that dies fails its
 query with ``InternalError`` and the pool recovers; a worker grown by a large aggregate is
 replaced, which gives its memory back."""
@@ -26,6 +26,7 @@ from tests.flight_storage.test_server_support import (
     tree_status_mib,
     write_numbers_parquet,
 )
+from tests.seaweedfs import SeaweedFS
 
 ROWS = 20_000_000
 SLOW = 'SELECT k, count(*) AS n FROM "big"."big.parquet" GROUP BY k ORDER BY n DESC LIMIT 3'
@@ -75,18 +76,20 @@ def _busy_worker(pid: int) -> int:
     raise AssertionError("no process of the server is computing")
 
 
-def _query(server: ServerProcess, sql: str) -> pa.Table:
+def _query(server: ServerProcess, sql: str, timeout: float | None = None) -> pa.Table:
     client = flight.connect(server.location)
     info = client.get_flight_info(statement_descriptor(sql))
-    return client.do_get(info.endpoints[0].ticket).read_all()
+    options = flight.FlightCallOptions(timeout=timeout)
+    return client.do_get(info.endpoints[0].ticket, options).read_all()
 
 
-def _in_background(server: ServerProcess, sql: str) -> list[BaseException]:
+def _in_background(server: ServerProcess, sql: str, timeout: float | None = None
+                   ) -> list[BaseException]:
     failures: list[BaseException] = []
 
     def read() -> None:
         try:
-            _query(server, sql)
+            _query(server, sql, timeout)
         except pa.ArrowException as exc:
             failures.append(exc)
 
@@ -169,3 +172,29 @@ def test_a_worker_grown_by_its_query_is_replaced_and_its_memory_given_back(
     assert set(_children(server.process.pid)) != workers, "the grown worker was kept"
     _wait_for(lambda: len(_children(server.process.pid)) >= len(workers))
     assert tree_status_mib(server.process.pid, "VmRSS") < before + 200
+
+
+@pytest.fixture(scope="module")
+def store_server(seaweedfs: SeaweedFS, data: Path) -> Iterator[ServerProcess]:
+    """A server whose bucket ``big`` is a SeaweedFS bucket holding the same two files."""
+    bucket = seaweedfs.new_bucket("engine-workers")
+    seaweedfs.upload_folder(data / "big", bucket)
+    with running_server(f"s3://{bucket}", "--engine-workers", "1", "--queue-wait", "3",
+                        env=seaweedfs.env()) as process:
+        yield process
+
+
+def test_an_aggregate_over_a_store_object_runs_in_a_worker_that_a_timeout_stops(
+        store_server: ServerProcess) -> None:
+    """The worker registers the object store itself (credentials handed over as values), so
+    a timed-out aggregate over a store's object is killed with its worker, as over a file."""
+    _warm(store_server)
+    quick = QUICK.replace('"big"', '"engine-workers"')
+    assert _query(store_server, quick).to_pylist() == [{"n": 1000, "s": sum(range(1000))}]
+    slow = _in_background(store_server, SLOW.replace('"big"', '"engine-workers"'), timeout=4)
+    worker = _busy_worker(store_server.process.pid)  # a child computes: the worker
+    _wait_for(lambda: bool(slow), timeout=30)
+    assert slow and isinstance(slow[0], flight.FlightTimedOutError), slow
+    _wait_for(lambda: worker not in _children(store_server.process.pid), timeout=5)
+    assert worker not in _children(store_server.process.pid), "the timed-out worker ran on"
+    assert _query(store_server, quick).to_pylist() == [{"n": 1000, "s": sum(range(1000))}]
