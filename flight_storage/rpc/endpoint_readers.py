@@ -94,11 +94,11 @@ def choose_endpoints(headers: Mapping[str, Sequence[str]]) -> EndpointChoice:
 
     Example:
         >>> choose_endpoints({"user-agent": ["grpc-c++/1.81.1"]})
-        EndpointChoice(single=True, reason='not known to read every endpoint')
+        EndpointChoice(single=True, reason='not known to read every endpoint', parallelism=None)
         >>> choose_endpoints({"user-agent": ["ADBC Flight SQL Driver v1.13.0 grpc-go/1.84.0"]})
-        EndpointChoice(single=False, reason='ADBC Flight SQL driver')
-        >>> choose_endpoints({ENDPOINTS_HEADER: ["partitioned"]})
-        EndpointChoice(single=False, reason='x-flight-select-endpoints: partitioned')
+        EndpointChoice(single=False, reason='ADBC Flight SQL driver', parallelism=None)
+        >>> choose_endpoints({ENDPOINTS_HEADER: ["partitioned"], PARALLELISM_HEADER: ["8"]})
+        EndpointChoice(single=False, reason='x-flight-select-endpoints: partitioned', parallelism=8)
     """
     wanted = wanted_parallelism(headers)
     named = headers.get(ENDPOINTS_HEADER)

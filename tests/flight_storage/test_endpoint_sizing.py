@@ -126,6 +126,42 @@ def test_asked_ranges_are_datafusions_partitions_and_keep_every_row_once(tmp_pat
     assert engine.partition_plans_made == made + 1
 
 
+def _write_parquet(path: Path, rows: int) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"id": [str(i) for i in range(rows)],
+                             "name": [f"name{i % 97}" for i in range(rows)]}),
+                   path, row_group_size=rows // 16, compression="none", use_dictionary=False)
+
+
+def _write_json_lines(path: Path, rows: int) -> None:
+    path.write_text("".join(f'{{"id": {i}, "name": "name{i % 97}"}}\n' for i in range(rows)))
+
+
+@pytest.mark.parametrize(("write", "input", "wanted", "endpoints"), [
+    (_write_parquet, InputSpec("parquet"), 3, 3),     # groups of its 16 row groups
+    (_write_json_lines, InputSpec("json", options={"Type": "LINES"}), 6, 6),
+], ids=["parquet", "json-lines"])
+def test_asked_endpoints_of_parquet_and_json_lines(tmp_path: Path, write: Any,
+                                                   input: InputSpec, wanted: int,
+                                                   endpoints: int) -> None:
+    path = tmp_path / "rows"
+    write(path, 200_000)
+    source = FileSource(path, path.name, path.stat().st_size)
+    assert source.size > wanted * MIB
+    engine = SelectEngine(EngineConfig(cores=2))
+    query = "SELECT s.id FROM s3object s WHERE s.name <> 'name3'"
+    assert len(engine.plan(query, source, input, flavor="standard").partitions) == 1
+    asked = engine.plan(query, source, input, flavor="standard", parallelism=wanted)
+    assert len(asked.partitions) == endpoints
+    got = [v for p in asked.partitions
+           for b in engine.execute(engine.plan(query, source, input, flavor="standard",
+                                               parallelism=wanted), [p.partition])
+           for v in b.column(0).to_pylist()]
+    assert got == [str(i) for i in range(200_000) if i % 97 != 3]
+
+
 @pytest.fixture(scope="module")
 def rows_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """A server (default --endpoint-min-mb) over ``b/rows.csv``: 600,000 records, about
@@ -197,3 +233,20 @@ def test_the_wish_counts_only_where_each_partition_is_an_endpoint() -> None:
     assert choose_endpoints({"user-agent": ["grpc-c++/1.81.1"], **wish}).parallelism is None
     huge = {**partitioned, protocol.PARALLELISM_HEADER: ["9" * 40]}
     assert choose_endpoints(huge).parallelism == 10**18  # the engine caps it
+
+
+def test_adbc_asks_with_a_call_header(rows_server: ServerProcess) -> None:
+    """ADBC, which reads every endpoint (known by its user agent), asks through its call-header
+    option: its prepared statement gets the endpoints asked for, each partition readable on
+    its own, and ``cursor.execute`` reads them all (every record once)."""
+    import adbc_driver_flightsql.dbapi as flightsql
+
+    header = f"adbc.flight.sql.rpc.call_header.{protocol.PARALLELISM_HEADER}"
+    with flightsql.connect(rows_server.location, db_kwargs={header: "3"}) as conn, \
+            conn.cursor() as cur:
+        partitions, _ = cur.adbc_execute_partitions(QUERY)
+        cur.execute(QUERY)
+        table = cur.fetch_arrow_table()
+    assert len(partitions) == 3
+    ids = sorted(int(i) for i in table.column(0).to_pylist())
+    assert ids == [i for i in range(ROWS) if i % 97 != 3]
