@@ -78,6 +78,11 @@ class ConnectionOptions:
             and the next location resumes it (None: wait for ever). The server sends an
             empty batch after ``--keepalive`` seconds (5 by default) of nothing to send, so
             keep this well above the servers' keepalive.
+        parallelism: the endpoints wanted for a statement over one object, sent as
+            ``x-flight-select-parallelism`` (the server cuts it into up to that many byte
+            ranges of at least 1 MiB, never fewer than it would anyway; for an engine with
+            more workers than the data justifies, such as Spark with many executors). None
+            (the default): the server sizes endpoints by work, which suits one reader.
     """
 
     location: str
@@ -92,6 +97,11 @@ class ConnectionOptions:
     connect_timeout_s: float = 5.0
     max_attempts: int = 4
     stall_timeout_s: float | None = 60.0
+    parallelism: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.parallelism is not None and self.parallelism < 1:
+            raise ValueError(f"parallelism must be a whole number >= 1, not {self.parallelism}")
 
 
 @dataclass(frozen=True)
@@ -218,6 +228,8 @@ class FlightSelectClient:
         # This client reads every endpoint: ask for one per partition (the server gives
         # clients it does not know one endpoint), unless the caller's headers say otherwise.
         given.setdefault(protocol.ENDPOINTS_HEADER, protocol.ENDPOINTS_PARTITIONED)
+        if options.parallelism is not None:
+            given.setdefault(protocol.PARALLELISM_HEADER, str(options.parallelism))
         self._headers: list[tuple[bytes, bytes]] = named + [
             (k.encode(), v.encode()) for k, v in given.items()]
         # No connection (nor login) until a call needs one: an executor reading endpoints

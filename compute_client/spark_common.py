@@ -25,7 +25,9 @@ T = TypeVar("T")
 
 
 def connection_options(options: dict[str, str]) -> ConnectionOptions:
-    """The connection part of the options (shared by batch and streaming)."""
+    """The connection part of the options (shared by batch and streaming; names in lower
+    case). ``parallelism`` asks the server for that many endpoints per object
+    (``x-flight-select-parallelism``): the Spark tasks one object's rows can spread over."""
     location = options.get("location")
     if not location:
         raise ValueError("flight-select: option 'location' is required")
@@ -41,7 +43,27 @@ def connection_options(options: dict[str, str]) -> ConnectionOptions:
         password=options.get("password"),
         tls_root_certs=tls_root_certs,
         timeout_s=float(options["timeout"]) if options.get("timeout") else None,
+        parallelism=positive_option(options, "parallelism"),
     )
+
+
+def positive_option(options: dict[str, str], name: str) -> int | None:
+    """A positive whole-number option (None when absent; Spark passes every option as text).
+
+    Raises:
+        ValueError: the option is there but not a whole number >= 1 (the message names it).
+    """
+    text = options.get(name)
+    if text is None:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"flight-select: option {name!r} must be a whole number >= 1, "
+                         f"not {text!r}")
+    return value
 
 
 def split_columns(text: str | None) -> tuple[str, ...] | None:

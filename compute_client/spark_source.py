@@ -19,7 +19,8 @@ Batch options:
 | ``columns`` | comma-separated projection (column pruning; a user schema prunes too) |
 | ``flavor`` | ``standard`` (the server's default), ``ceph`` or ``aws`` |
 | ``filter_pushdown`` | ``true`` (default); ``false``: Spark filters every row (no JDK, see below) |
-| ``num_partitions`` | Spark partitions the endpoints are packed into (default: the cores the server says it computes on, per node; never more than the endpoints) |
+| ``num_partitions`` | Spark partitions the endpoints are packed into (default: ``parallelism`` when set, else the cores the server says it computes on, per node; never more than the endpoints) |
+| ``parallelism`` | endpoints wanted per object (header ``x-flight-select-parallelism``): the server cuts it into up to that many byte ranges of at least 1 MiB (default: sized by work, 64 MiB and up, which suits most jobs); for more executors than the data would otherwise feed, e.g. ``spark.sparkContext.defaultParallelism`` (the source's planning runs in a Python worker that cannot read it itself) |
 | ``username``, ``password`` | Basic credentials, exchanged for a bearer token |
 | ``tls_root_certs`` | path of a PEM file with the CA to trust |
 | ``timeout`` | per-call timeout in seconds |
@@ -72,6 +73,7 @@ from compute_client.flight import ConnectionOptions, FlightSelectClient
 from compute_client.spark_common import (
     EndpointPartition,
     connection_options,
+    positive_option,
     project,
     read_endpoints,
     spark_schema,
@@ -168,7 +170,7 @@ class BatchOptions:
         return cls(connection_options(options), bucket, key, query,
                    split_columns(options.get("columns")),
                    _flag(options, "filter_pushdown", default=True),
-                   _positive(options, "num_partitions"))
+                   positive_option(options, "num_partitions"))
 
     def star_statement(self) -> str:
         """``SELECT *`` over the object (its full server schema)."""
@@ -185,21 +187,6 @@ def _flag(options: dict[str, str], name: str, *, default: bool) -> bool:
     value = {"true": True, "false": False}.get(text.strip().lower())
     if value is None:
         raise ValueError(f"flight-select: option {name!r} must be true or false, not {text!r}")
-    return value
-
-
-def _positive(options: dict[str, str], name: str) -> int | None:
-    """A positive whole-number option (None when absent)."""
-    text = options.get(name)
-    if text is None:
-        return None
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ValueError(f"flight-select: option {name!r} must be a whole number >= 1, "
-                         f"not {text!r}")
     return value
 
 
@@ -301,7 +288,9 @@ class FlightSelectReader(DataSourceReader):
         with FlightSelectClient(self.options.connection) as client:
             plan = client.execute(self.statement())
         by_position = self.options.query is None
-        tasks = spark_tasks(plan.about, plan.endpoints, self.options.num_partitions)
+        # asked for parallelism: a task per endpoint up to it (one per range), else per core
+        tasks = spark_tasks(plan.about, plan.endpoints,
+                            self.options.num_partitions or self.options.connection.parallelism)
         groups = task_groups(plan.endpoints, tasks)
         return [EndpointPartition(EndpointPartition.value_of(g), by_position) for g in groups]
 

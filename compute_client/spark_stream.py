@@ -25,7 +25,8 @@ Offsets (kept by Spark in the checkpoint) are ``{"v": 1, "after": key, "batch": 
 replayed after a restart reads exactly the same objects. Objects are the unit of progress: a
 batch either commits with all its objects or is replayed whole.
 
-Options beyond the batch ones (``location``, ``columns``, ``flavor``, auth, TLS, ``timeout``):
+Options beyond the batch ones (``location``, ``columns``, ``flavor``, auth, TLS, ``timeout``,
+``parallelism``: endpoints per object, and then Spark tasks per batch):
 ``prefix`` (required), ``where``, ``maxFilesPerTrigger``, ``maxBytesPerTrigger`` (object bytes
 as the server reports them), ``listPageSize`` (default 1000), ``startAfter`` (a key: only
 later keys are read).
@@ -292,7 +293,7 @@ class FlightSelectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
                     continue
                 about = about or plan.about
                 fetched += [(key, e) for e in plan.endpoints]
-        tasks = spark_tasks(about, [e for _, e in fetched], None)
+        tasks = spark_tasks(about, [e for _, e in fetched], self.options.connection.parallelism)
         return [FetchPartition(FetchPartition.value_of([e for _, e in group]),
                                [key for key, _ in group])
                 for group in task_groups(fetched, tasks)]

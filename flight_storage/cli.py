@@ -233,6 +233,9 @@ def _add_serve_arguments(serve: argparse.ArgumentParser) -> None:
                         help="cut an object into one byte range (endpoint) per core only while "
                         "each keeps at least this size; a smaller object is one endpoint read on "
                         "every core")
+    limits.add_argument("--max-parallelism", type=int, default=engine.max_parallelism,
+                        metavar="N", help="the most byte ranges (endpoints) a client may ask "
+                        "an object cut into with the x-flight-select-parallelism header")
     limits.add_argument("--memory-limit-mb", type=int,
                         default=(engine.memory_limit_bytes or 0) >> 20,
                         help="DataFusion memory pool per query")
@@ -465,6 +468,7 @@ def _server_config(args: argparse.Namespace, cluster: ClusterDescription | None,
         engine=EngineConfig(
             partition_bytes=args.partition_mb << 20,
             endpoint_min_bytes=args.endpoint_min_mb << 20,
+            max_parallelism=args.max_parallelism,
             memory_limit_bytes=args.memory_limit_mb << 20,
             max_query_chars=args.max_query_chars,
             max_record_bytes=args.max_record_kb << 10,

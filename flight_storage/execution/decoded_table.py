@@ -193,7 +193,7 @@ def _served(engine: SelectEngine, plan: SelectPlan, path: Path) -> SelectPlan:
                          row_filter=cheap_filter(sql))
     plan = dataclasses.replace(plan, translation=dataclasses.replace(plan.translation, sql=sql),
                                uncached=plan)
-    count = table.partition_count(engine.range_count(plan.source.size))
+    count = table.partition_count(engine.range_count(plan.source.size, plan.wanted_parallelism))
     if count > 1 and _datafusion_partitions(engine, plan, table, count) != count:
         count = 1  # DataFusion keeps this query's scan whole
     partitions = _partitions(footer, [g for g in table.split(count) if g], plan.source.size)

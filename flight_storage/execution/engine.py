@@ -159,19 +159,25 @@ class SelectEngine:
         *,
         flavor: str = CEPH,
         scan_range: tuple[int, int] | None = None,
+        parallelism: int | None = None,
     ) -> SelectPlan:
         """Translate ``expression`` for ``source`` (one object, or a prefix's objects in key
-        order, all of one format and schema) and split the work into partitions.
+        order, all of one format and schema) and split the work into partitions
+        (``parallelism``: the byte ranges a client asked one object cut into, see
+        :meth:`range_count`).
 
         Plans are kept per object version (a ticket's DoGet plans what its GetFlightInfo
         planned: the second time costs a lookup). A plan over an object the decoded cache
         holds reads the object's entry instead (``decoded_table.decoded_plan``)."""
         sources = _as_sources(source)
-        key = _plan_key(expression, sources, input, flavor, scan_range)
+        wanted = (min(parallelism, self.config.max_parallelism)
+                  if parallelism is not None else None)
+        key = _plan_key(expression, sources, input, flavor, scan_range, wanted)
         cached = self._plans.get(key) if key is not None else None
         if cached is not None:
             return decoded_plan(self, dataclasses.replace(cached, sources=sources))
-        plan = self._plan(expression, sources, input, flavor=flavor, scan_range=scan_range)
+        plan = self._plan(expression, sources, input, flavor=flavor, scan_range=scan_range,
+                          wanted=wanted)
         if key is not None:
             self._plans.put(key, plan)
         return decoded_plan(self, plan)
@@ -198,6 +204,7 @@ class SelectEngine:
         *,
         flavor: str,
         scan_range: tuple[int, int] | None,
+        wanted: int | None = None,
     ) -> SelectPlan:
         _check_flavor(flavor)
         check_query_length(expression, self.config.max_query_chars)
@@ -215,9 +222,10 @@ class SelectEngine:
         if len(sources) > 1:
             partitions = self._object_partitions(sources)
         else:
-            partitions = driver.partitions(self, sources[0], input, scan_range)
+            partitions = driver.partitions(self, sources[0], input, scan_range, wanted)
         plan = self._finish_plan(expression, flavor, sources, input, translation, schema,
                                  partitions, header)
+        plan = dataclasses.replace(plan, wanted_parallelism=wanted)
         return driver.with_native(self, plan, scan_range)
 
     def _finish_plan(
@@ -267,19 +275,26 @@ class SelectEngine:
         return self._finish_plan(expression, flavor, (), InputSpec("parquet"), translation,
                                  input_schema, [])
 
-    def range_count(self, size: int) -> int:
+    def range_count(self, size: int, wanted: int | None = None) -> int:
         """Byte ranges a splittable object of ``size`` bytes is cut into (DataFusion's way):
         at most ``partition_bytes`` each, one per core while each keeps ``endpoint_min_bytes``
         (an endpoint's fixed cost must stay small beside its work: issue 37), and a multiple
         of the cores when there are more ranges than cores, so that ranges served a core at a
         time end in full waves (9 ranges on 2 cores leave one core idle for the whole last
-        range; 10 smaller ones do not)."""
+        range; 10 smaller ones do not).
+
+        ``wanted``: a client asked for that many endpoints (``x-flight-select-parallelism``;
+        Spark with more executors than the data justifies): up to ``wanted`` (at most
+        ``max_parallelism``) ranges of at least the 1 MiB split floor instead, never fewer than
+        without it."""
         by_size = -(-size // self.config.partition_bytes)
         cores = self.config.parallelism
         if by_size > cores:
             by_size = -(-by_size // cores) * cores
         by_cores = min(cores, size // max(self.config.endpoint_min_bytes, MIN_SPLIT_BYTES))
-        return max(1, by_size, by_cores)
+        by_wish = (min(wanted, self.config.max_parallelism, size // MIN_SPLIT_BYTES)
+                   if wanted is not None else 0)
+        return max(1, by_size, by_cores, by_wish)
 
     def _object_partitions(
         self, sources: Sequence[ObjectSource]
@@ -442,8 +457,8 @@ class SelectEngine:
         if len(chosen) != 1 or not plan.parallel_safe:
             return None
         wanted = table.piece(chosen[0])
-        count, pieces = table.endpoint_split(plan.source.size,
-                                             self.range_count(plan.source.size))
+        count, pieces = table.endpoint_split(
+            plan.source.size, self.range_count(plan.source.size, plan.wanted_parallelism))
         if wanted is None or wanted not in pieces:
             return None
         return self._run_native(plan, table, count, pieces.index(wanted), chosen[0])
@@ -614,8 +629,10 @@ def _plan_key(
     input: InputSpec,
     flavor: str,
     scan_range: tuple[int, int] | None,
+    wanted: int | None = None,
 ) -> tuple[Any, ...] | None:
-    """What a plan depends on, or None when a source has no version (bytes in memory)."""
+    """What a plan depends on (``wanted``: the parallelism a client asked for), or None when a
+    source has no version (bytes in memory)."""
     versions = []
     for source in sources:
         try:
@@ -626,4 +643,4 @@ def _plan_key(
             return None
         versions.append((source.name, version))
     digest = hashlib.sha256(expression.encode("utf-8", "surrogatepass")).digest()
-    return (digest, flavor, repr(input), scan_range, tuple(versions))
+    return (digest, flavor, repr(input), scan_range, tuple(versions), wanted)

@@ -59,6 +59,9 @@ class EngineConfig:
             range keeps at least this many bytes: an endpoint costs a few milliseconds of
             server CPU however small it is, so it must carry enough work to hide that (a
             smaller object is one endpoint, read on every core when its order does not matter).
+        max_parallelism: the most byte ranges a client may ask an object to be cut into
+            (``x-flight-select-parallelism``: :meth:`SelectEngine.range_count`); a larger ask
+            gets this many.
         row_groups_per_partition: Parquet row groups per partition.
         memory_limit_bytes: DataFusion memory pool per query (None: unbounded).
         max_query_chars: longest statement accepted (AWS allows 256 KiB).
@@ -80,6 +83,7 @@ class EngineConfig:
     batch_rows: int = 16384
     partition_bytes: int = 128 << 20
     endpoint_min_bytes: int = 64 << 20
+    max_parallelism: int = 256
     row_groups_per_partition: int = 4
     memory_limit_bytes: int | None = 1 << 30
     max_query_chars: int = 256 * 1024
@@ -191,6 +195,9 @@ class SelectPlan:
     """The name of the object's entry (a miss's: what a fill writes)."""
     uncached: SelectPlan | None = None
     """A served plan's plan over the object itself (tickets planned before the fill read it)."""
+    wanted_parallelism: int | None = None
+    """The byte ranges the client asked the object cut into (``x-flight-select-parallelism``,
+    capped at ``max_parallelism``); None: sized by work (:meth:`SelectEngine.range_count`)."""
 
     @property
     def reading(self) -> ReadingRules:

@@ -56,6 +56,14 @@ ENDPOINTS_HEADER: Final = "x-flight-select-endpoints"
 that read every endpoint of a FlightInfo), :data:`ENDPOINTS_SINGLE` for one endpoint carrying
 the whole result. Absent: one endpoint unless the client is known to read them all
 (``flight_storage.rpc.endpoint_readers``)."""
+PARALLELISM_HEADER: Final = "x-flight-select-parallelism"
+"""Call header: a whole number N >= 1, the endpoints a client that reads every endpoint would
+like a statement over one object cut into (Spark with many executors): byte ranges (Parquet:
+row-group groups) of at least the engine's 1 MiB split floor instead of ``--endpoint-min-mb``,
+up to N (capped by the server's ``--max-parallelism``), never fewer than without it. Only with
+one endpoint per partition (:data:`ENDPOINTS_HEADER`, or a client known to read them all);
+ignored for a single endpoint, prefix and Iceberg tables, statements over several tables and S3
+requests. Anything but a whole number >= 1 is refused (``InvalidRequest``)."""
 INGEST_STAGE_OPTION: Final = "flight-select.stage"
 """``CommandStatementIngest.options`` key: ``true`` keeps the ingested object staged until the
 ``CommitIngest`` action stores it (``AbortIngest`` removes it); the Spark writer's two phases."""

@@ -214,6 +214,9 @@ class PartitionTicket:
         planned_by: the cluster node that planned it (named when another node's copy differs).
         request: what kind of request it serves (one of :data:`REQUEST_KINDS`): a DoGet
             dispatches on it, never on which fields are empty.
+        parallelism: the endpoints the client asked for (``x-flight-select-parallelism``) when
+            a ``statement`` was planned, so a DoGet cuts the object as its GetFlightInfo did
+            (None: sized by work).
     """
 
     query: str
@@ -230,10 +233,13 @@ class PartitionTicket:
     object_version: str | None = None
     planned_by: str | None = None
     request: str = "statement"
+    parallelism: int | None = None
 
     def __post_init__(self) -> None:
         if self.request not in REQUEST_KINDS:
             raise ValueError(f"unknown request kind {self.request!r}")
+        if self.parallelism is not None and self.parallelism < 1:
+            raise ValueError(f"parallelism {self.parallelism} is not a whole number >= 1")
 
 
 REQUEST_KINDS: Final = ("statement", "constant", "iceberg", "select_object", "sql")
@@ -258,6 +264,7 @@ _TICKET_KEYS: Final = {
     "object_version": "v",
     "planned_by": "n",
     "request": "r",
+    "parallelism": "w",
 }
 
 
@@ -288,6 +295,7 @@ def encode_ticket(ticket: PartitionTicket, secret: Secret) -> bytes:
         "object_version": ticket.object_version,
         "planned_by": ticket.planned_by,
         "request": ticket.request,
+        "parallelism": ticket.parallelism,
     }
     payload = {_TICKET_KEYS[k]: v for k, v in values.items() if v is not None}
     return _seal(_TICKET_MAGIC, TICKET_VERSION, payload, secret)
@@ -327,6 +335,7 @@ def decode_ticket(
             object_version=None if "v" not in payload else _str(payload["v"]),
             planned_by=None if "n" not in payload else _str(payload["n"]),
             request=_str(payload["r"]),
+            parallelism=None if "w" not in payload else int(payload["w"]),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise TicketError("malformed ticket payload") from exc

@@ -204,6 +204,7 @@ class ServerConfig:
             "keepalive_s": self.keepalive_s,
             "token_ttl_s": self.token_ttl_s,
             "ticket_max_age_s": self.ticket_max_age_s,
+            "max_parallelism": self.engine.max_parallelism,
         }
         if self.cluster is not None:
             self._check_cluster(self.cluster)

@@ -76,6 +76,9 @@ class CallContext:
     """One endpoint for a whole statement (``flight_storage.rpc.endpoint_readers``)."""
     endpoints_reason: str = ""
     """Why :attr:`single_endpoint` is what it is (the call log's ``endpoints_for``)."""
+    parallelism: int | None = None
+    """The endpoints a statement over one object is cut into at most, as the client asked
+    (``x-flight-select-parallelism``; None: sized by work, and always for a single endpoint)."""
     is_cancelled: Callable[[], bool] = dataclasses.field(default=lambda: False, compare=False)
     session_cookie: str | None = None
     """The signed session cookie the client echoed (``flight_storage.rpc.sessions``)."""

@@ -30,6 +30,7 @@ from flight_storage.protocol import (
     ENDPOINTS_PARTITIONED,
     ENDPOINTS_SINGLE,
     FLAVOR_HEADER,
+    PARALLELISM_HEADER,
 )
 from flight_storage.rpc.auth import NODE_SCHEME, TokenSigner
 from flight_storage.rpc.middleware import CallContext, log_event
@@ -40,7 +41,7 @@ FORWARDED_HEADER: Final = "x-flight-select-forwarded"
 T = TypeVar("T")
 _FRESH_S: Final = 1.0
 """How long a peer found down is taken as down without asking again."""
-_PASSED_HEADERS: Final = (FLAVOR_HEADER,)
+_PASSED_HEADERS: Final = (FLAVOR_HEADER, PARALLELISM_HEADER)
 
 
 class PeerUnreachable(Exception):

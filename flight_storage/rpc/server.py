@@ -22,16 +22,14 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Final, TypeVar
 
 import pyarrow as pa
 import pyarrow.flight as flight
 
 from flight_storage import protocol
-from flight_storage.errors import (
-    AccessDeniedError,
-    InvalidRequestError,
-)
+from flight_storage.errors import AccessDeniedError, InvalidRequestError
 from flight_storage.execution.datafusion_sql import SqlPlan
 from flight_storage.execution.engine import InputSpec, SelectEngine, SelectPlan
 from flight_storage.protocol import Partition, PartitionTicket, PreparedHandle, pb
@@ -203,7 +201,7 @@ class StorageServer(flight.FlightServerBase):
         if middleware is not None:
             middleware.fields["peer"] = context.peer()
         return CallContext(user=user, flavor=flavor, peer=context.peer(),
-                           single_endpoint=endpoints.single,
+                           single_endpoint=endpoints.single, parallelism=endpoints.parallelism,
                            endpoints_reason=endpoints.reason,
                            is_cancelled=context.is_cancelled,
                            session_cookie=session_cookie(headers),
@@ -348,7 +346,8 @@ class StorageServer(flight.FlightServerBase):
                 input_serialization=input_serialization or {},
                 output_serialization=output_serialization, user=call.user_name,
                 parameters=parameters, issued_at=issued, object_version=object_version,
-                planned_by=self.node_name, request=request)
+                planned_by=self.node_name, request=request,
+                parallelism=call.parallelism if request == "statement" else None)
             for p in partitions
         ]
 
@@ -464,7 +463,8 @@ class StorageServer(flight.FlightServerBase):
         self.check_access(call, bucket)
         table = self.resolve(bucket, key, overrides, flavor)
         sources = object_sources(table.objects, stop)
-        return table, self.engine.plan(sql, sources, table.input, flavor=flavor), sources
+        return table, self.engine.plan(sql, sources, table.input, flavor=flavor,
+                                       parallelism=call.parallelism), sources
 
     def _plan_select(self, call: CallContext, bucket: str, key: str,
                      input_serialization: Mapping[str, Any] | None, expression: str,
@@ -595,8 +595,9 @@ class StorageServer(flight.FlightServerBase):
             reference, sql = split_table_reference(ticket.query)
             if reference is None or not reference.as_object().names(ticket.bucket, ticket.key):
                 raise protocol.TicketError("ticket does not match its statement")
-            table, plan, sources = self._plan_table(
-                call, ticket.bucket, ticket.key, reference.input_serialization,
+            table, plan, sources = self._plan_table(  # cut as its GetFlightInfo cut it
+                replace(call, parallelism=ticket.parallelism), ticket.bucket, ticket.key,
+                reference.input_serialization,
                 bound_sql(sql, ticket.parameters), ticket.flavor, stop)
             objects: Sequence[ObjectInfo] = table.objects
         else:  # select_object: the partition already holds any ScanRange

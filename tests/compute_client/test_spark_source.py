@@ -232,3 +232,49 @@ def test_server_errors_surface_with_their_code(
         reader = reader.option(key, value)
     with pytest.raises(Exception, match=code):
         reader.load().collect()
+
+
+@pytest.fixture(scope="module")
+def rows_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """A server (default endpoint sizing) over ``b/rows.csv``: 400,000 records, about 8 MiB,
+    which work alone keeps in one endpoint."""
+    from tests.flight_storage.test_server_support import write_rows
+
+    root = tmp_path_factory.mktemp("spark-parallelism")
+    write_rows(root / "b" / "rows.csv", 400_000)
+    with running_server(root) as server:
+        yield server
+
+
+def test_parallelism_option_gets_an_endpoint_per_task_and_every_row_once(
+    spark, rows_server: ServerProcess
+) -> None:
+    """``option("parallelism", n)`` (here twice Spark's defaultParallelism) sends the
+    parallelism header: the server plans n endpoints (its log says so), Spark reads them as n
+    tasks, one DoGet each, and every record arrives once, in order; without it, one."""
+    from tests.flight_storage.test_server_support import events, partition_do_gets
+
+    def planned() -> int:
+        infos = events(rows_server, method="GET_FLIGHT_INFO", object="b/rows.csv")
+        return infos[-1]["endpoints"]
+
+    alone = _remote(spark, rows_server.location, "b/rows.csv").load()
+    assert alone.rdd.getNumPartitions() == 1
+    assert planned() == 1
+    wanted = 2 * spark.sparkContext.defaultParallelism
+    frame = _remote(spark, rows_server.location, "b/rows.csv",
+                    parallelism=str(wanted)).load()
+    assert frame.rdd.getNumPartitions() == wanted
+    assert planned() == wanted
+    before = partition_do_gets(rows_server, "b/rows.csv")
+    ids = [int(r[0]) for r in frame.select(frame.columns[0]).collect()]
+    assert ids == list(range(400_000))
+    assert partition_do_gets(rows_server, "b/rows.csv") - before == wanted
+
+
+@pytest.mark.parametrize("bad", ["0", "many"])
+def test_parallelism_must_be_a_positive_whole_number(
+    spark, rows_server: ServerProcess, bad: str
+) -> None:
+    with pytest.raises(Exception, match=r"parallelism.*whole number >= 1"):
+        _remote(spark, rows_server.location, "b/rows.csv", parallelism=bad).load().collect()

@@ -161,6 +161,27 @@ def test_a_batch_reads_in_a_task_per_server_core_and_skips_only_what_was_deleted
     assert sum("packed/part-001.csv" in r.getMessage() for r in caplog.records) == 1
 
 
+def test_parallelism_option_asks_each_object_for_endpoints_and_packs_that_many_tasks(
+    stream_root: Path, stream_server: ServerProcess
+) -> None:
+    """``parallelism``: every object of a batch (about 3.5 MiB, one endpoint by work) is cut
+    into 3 endpoints, the batch's 6 endpoints are read as 3 tasks, every record once."""
+    rows = 300_000
+    for n in range(2):
+        path = stream_root / "s" / "wide" / f"part-{n}.csv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("id,word\n" + "".join(f"{n * rows + i},wxyz\n" for i in range(rows)))
+    for options, endpoints, tasks in (({}, 2, None), ({"parallelism": "3"}, 6, 3)):
+        reader = _reader(stream_server, "wide/", **options)
+        start = reader.initialOffset()
+        end = reader.latestOffset(start, ReadAllAvailable())
+        parts = reader.partitions(start, end)
+        assert sum(len(p.endpoints()) for p in parts) == endpoints
+        if tasks is not None:
+            assert len(parts) == tasks
+            assert _read_batch(reader, start, end) == list(range(2 * rows))
+
+
 def test_fetch_statement_pushes_columns_and_where(
     stream_root: Path, stream_server: ServerProcess
 ) -> None:

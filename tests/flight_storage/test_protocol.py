@@ -305,6 +305,16 @@ def test_unknown_request_kind_is_refused() -> None:
         _ticket(request="drop_table")
 
 
+def test_asked_parallelism_round_trips_and_is_positive() -> None:
+    """A statement's ticket carries the endpoints its client asked for, so its DoGet cuts the
+    object as its GetFlightInfo did; a ticket without it is sized by work."""
+    for wanted in (None, 1, 64):
+        ticket = _ticket(parallelism=wanted)
+        assert P.decode_ticket(P.encode_ticket(ticket, SECRET), SECRET) == ticket
+    with pytest.raises(ValueError, match="parallelism"):
+        _ticket(parallelism=0)
+
+
 def test_key_rotation() -> None:
     old = P.encode_ticket(_ticket(), OTHER_SECRET)
     new = P.encode_ticket(_ticket(), [SECRET, OTHER_SECRET])

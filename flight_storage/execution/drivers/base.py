@@ -36,8 +36,10 @@ class FormatDriver(Protocol):
         ...
 
     def partitions(self, engine: SelectEngine, source: ObjectSource, input: InputSpec,
-                   scan_range: tuple[int, int] | None) -> tuple[PlannedPartition, ...]:
-        """The partitions of one object (a ScanRange request's: its one range)."""
+                   scan_range: tuple[int, int] | None, wanted: int | None
+                   ) -> tuple[PlannedPartition, ...]:
+        """The partitions of one object (a ScanRange request's: its one range; ``wanted``:
+        the byte ranges a client asked for, ``SelectEngine.range_count``)."""
         ...
 
     def with_native(self, engine: SelectEngine, plan: SelectPlan,

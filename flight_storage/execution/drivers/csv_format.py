@@ -108,8 +108,9 @@ class CsvDriver:
         return translation, schema, header
 
     def partitions(self, engine: SelectEngine, source: ObjectSource, input: InputSpec,
-                   scan_range: tuple[int, int] | None) -> tuple[PlannedPartition, ...]:
-        return byte_partitions(engine, source, input, scan_range)
+                   scan_range: tuple[int, int] | None, wanted: int | None
+                   ) -> tuple[PlannedPartition, ...]:
+        return byte_partitions(engine, source, input, scan_range, wanted)
 
     def with_native(self, engine: SelectEngine, plan: SelectPlan,
                     scan_range: tuple[int, int] | None) -> SelectPlan:
@@ -172,16 +173,18 @@ class CsvDriver:
 
 
 def byte_partitions(engine: SelectEngine, source: ObjectSource, input: InputSpec,
-                    scan_range: tuple[int, int] | None) -> tuple[PlannedPartition, ...]:
-    """A splittable object's byte ranges (DataFusion's own split), or the whole object; a
-    ScanRange request's one range."""
+                    scan_range: tuple[int, int] | None, wanted: int | None = None
+                    ) -> tuple[PlannedPartition, ...]:
+    """A splittable object's byte ranges (DataFusion's own split; ``wanted``: as many as a
+    client asked for, ``SelectEngine.range_count``), or the whole object; a ScanRange
+    request's one range."""
     size = source.size
     if scan_range is not None:
         start, stop = scan_bounds(scan_range, size)
         return (
             PlannedPartition(Partition("byte_range", start=start, end=stop), bytes=stop - start),
         )
-    count = engine.range_count(size)
+    count = engine.range_count(size, wanted)
     if not input.splittable or count == 1:
         return (PlannedPartition(Partition("object"), bytes=size),)
     return tuple(

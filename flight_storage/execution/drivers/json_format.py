@@ -81,8 +81,9 @@ class JsonDriver:
         return translation, schema, None
 
     def partitions(self, engine: SelectEngine, source: ObjectSource, input: InputSpec,
-                   scan_range: tuple[int, int] | None) -> tuple[PlannedPartition, ...]:
-        return byte_partitions(engine, source, input, scan_range)
+                   scan_range: tuple[int, int] | None, wanted: int | None
+                   ) -> tuple[PlannedPartition, ...]:
+        return byte_partitions(engine, source, input, scan_range, wanted)
 
     def with_native(self, engine: SelectEngine, plan: SelectPlan,  # noqa: ARG002 - FormatDriver.with_native
                     scan_range: tuple[int, int] | None) -> SelectPlan:  # noqa: ARG002 - FormatDriver.with_native

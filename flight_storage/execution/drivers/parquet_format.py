@@ -63,7 +63,9 @@ class ParquetDriver:
         return translation, file_schema, None
 
     def partitions(self, engine: SelectEngine, source: ObjectSource, input: InputSpec,  # noqa: ARG002 - FormatDriver.partitions
-                   scan_range: tuple[int, int] | None) -> tuple[PlannedPartition, ...]:
+                   scan_range: tuple[int, int] | None,
+                   wanted: int | None  # noqa: ARG002 - the reference reader's groups of row_groups_per_partition
+                   ) -> tuple[PlannedPartition, ...]:
         footer = metadata(engine, source)
         if scan_range is not None:
             # the range itself, read as the row groups starting inside it (AWS's rule)
@@ -106,7 +108,8 @@ class ParquetDriver:
             reason = _nan_reason(engine, plan, None)
             if reason:
                 return dataclasses.replace(plan, native_reason=reason)
-        count = native.partition_count(engine.range_count(native.size))
+        count = native.partition_count(engine.range_count(native.size,
+                                                          plan.wanted_parallelism))
         if count > 1 and _datafusion_partitions(engine, plan, native, count) != count:
             count = 1  # DataFusion keeps this query's scan whole (see below)
         partitions = tuple(
