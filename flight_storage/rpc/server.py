@@ -130,7 +130,6 @@ class StorageServer(flight.FlightServerBase):
         self.aborting = self.streams.aborting
         keys = Signer.of(self.secret)  # protocol/signing.py: the first key signs, all verify
         signer = TokenSigner(keys.derived(b"bearer"), config.token_ttl_s)
-        self.token_signer = signer  # the S3 door calls this server as its users
         self.session_cookies = SessionCookies(keys.derived(b"session"), config.ticket_max_age_s)
         super().__init__(
             f"{config.scheme}://{config.host}:{config.port}",

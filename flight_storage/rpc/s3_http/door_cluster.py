@@ -3,7 +3,7 @@
 | cluster | listings | HEAD, GET | SelectObjectContent |
 |---|---|---|---|
 | a fleet over one store | this node's (every node sees the store) | this node | planned here; each endpoint read here |
-| holdings | the Flight ``ListObjects`` action of this node, which merges every node's | this node when it holds the object, else forwarded to the door (``nodes[].s3``) of a node that holds it, owner first, live nodes first | planned by a node holding the object (GetFlightInfo forwards); each endpoint read from its locations, this node's first when it is one |
+| holdings | this node's ``ListObjects`` action (``rpc/cluster_actions.list_page``, in process), which merges every node's | this node when it holds the object, else forwarded to the door (``nodes[].s3``) of a node that holds it, owner first, live nodes first | planned by a node holding the object (``rpc/query_service.py`` forwards as GetFlightInfo does); each endpoint read from its locations, this node's in process |
 
 Forwarding, not a redirect: S3 SDKs follow no redirect to another host (botocore's redirects
 are for regions only), so the door fetches from the holding node's door and streams the answer
