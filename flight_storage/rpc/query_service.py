@@ -114,7 +114,7 @@ def _itself(exc: BaseException) -> BaseException:
     return exc
 
 
-@dataclass
+@dataclass(frozen=True)
 class SelectService:
     """Plans and serves S3 SelectObjectContent requests for both doors.
 
