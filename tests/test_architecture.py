@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -107,11 +108,11 @@ def test_flight_storage_imports_point_only_downward() -> None:
 # Inside the RPC surface, top to bottom: the server dispatches to the action handlers and the
 # metadata builders, which use the call context, limits and streams; auth and the error
 # boundary are at the bottom. A module imports only modules after it in this order.
-RPC_LAYERS = ("operations_http", "fleet_metrics", "server", "cluster_actions", "partition_streams",
-              "cancellations", "cluster", "actions", "iceberg_tables", "sql_statements",
-              "prepared_parameters", "ingest", "sessions", "metadata", "column_metadata",
-              "endpoints", "endpoint_readers", "config", "peers", "cache_status", "middleware",
-              "streams", "auth", "boundary")
+RPC_LAYERS = ("operations_http", "fleet_metrics", "server", "query_service", "cluster_actions",
+              "partition_streams", "cancellations", "cluster", "actions", "iceberg_tables",
+              "sql_statements", "prepared_parameters", "ingest", "sessions", "metadata",
+              "column_metadata", "endpoints", "endpoint_readers", "config", "peers",
+              "cache_status", "middleware", "streams", "access", "auth", "boundary")
 
 
 def test_rpc_modules_import_only_downward() -> None:
@@ -255,3 +256,43 @@ def test_one_bounded_cache_type() -> None:
     hand_rolled = [str(path.relative_to(ROOT)) for path in (ROOT / "flight_storage").rglob("*.py")
                    if "OrderedDict" in path.read_text() or "popitem(last=False)" in path.read_text()]
     assert hand_rolled == [str(owner.relative_to(ROOT))]
+
+
+def test_the_s3_door_calls_the_query_service_not_a_flight_client() -> None:
+    """Issue 40: the S3 door plans and reads a SelectObjectContent request through the
+    server's query service in process (``rpc/query_service.py``): no module of the door
+    imports ``pyarrow.flight`` (a cluster's remote endpoints are read by the query service,
+    over the peers' calls), and the door's Select imports the service."""
+    door = ROOT / "flight_storage" / "rpc" / "s3_http"
+    flight_clients = sorted(
+        path.name for path in door.glob("*.py")
+        if {"pyarrow.flight"} & {name for name in _all_imports(path)})
+    assert flight_clients == []
+    assert "flight_storage.rpc.query_service" in _first_party_imports(door / "select_stream.py")
+    assert "flight_storage.rpc.s3_http.select_stream" in _first_party_imports(
+        door / "object_calls.py")
+
+
+def _all_imports(path: Path) -> set[str]:
+    """Every module ``path`` imports (``from pyarrow import flight`` is ``pyarrow.flight``)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{a.name}" for a in node.names)
+    return names
+
+
+def test_one_access_policy() -> None:
+    """Issue 40: who may read or write a bucket is decided in ``rpc/access.py`` alone; every
+    check of both doors asks it (the users file's grants are read nowhere else)."""
+    owner = ROOT / "flight_storage" / "rpc" / "access.py"
+    # a user's grants read (not the catalog's ``buckets()``), or a decision not the policy's
+    deciding = re.compile(r"\.(write_)?buckets\b(?!\()|(?<!access)\.may_(read|write)\(")
+    found = sorted(
+        str(path.relative_to(ROOT)) for path in (ROOT / "flight_storage").rglob("*.py")
+        if path not in (owner, owner.with_name("auth.py"))
+        and deciding.search(path.read_text(encoding="utf-8")))
+    assert found == []

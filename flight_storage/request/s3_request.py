@@ -102,6 +102,22 @@ class SelectRequest:
             extras["OutputSerialization"] = dict(self.output_serialization)
         return extras
 
+    def to_command(self) -> bytes:
+        """The JSON descriptor command of this request (:func:`parse_request` reads it back):
+        what a cluster node sends the node that plans an object it does not hold."""
+        document: dict[str, Any] = {"Bucket": self.bucket, "Key": self.key,
+                                    "Expression": self.expression,
+                                    "RequestProgress": {"Enabled": self.progress}}
+        for name, value in (("InputSerialization", self.input_serialization),
+                            ("OutputSerialization", self.output_serialization)):
+            if value is not None:
+                document[name] = dict(value)
+        scan = {name: value for name, value in (("Start", self.scan_start),
+                                                ("End", self.scan_end)) if value is not None}
+        if scan:
+            document["ScanRange"] = scan
+        return json.dumps(document).encode()
+
 
 @dataclass(frozen=True)
 class TicketExtras:
@@ -127,13 +143,23 @@ def parse_request(command: bytes) -> SelectRequest:
     """Parse a JSON SelectObjectContent request.
 
     Raises:
-        InvalidRequestError: not JSON, a required field missing, a field of the wrong type,
-            an unknown field, or an ``ExpressionType`` other than SQL.
+        InvalidRequestError: not JSON, and what :func:`request_from_document` raises.
     """
     try:
         document = json.loads(command)
     except (UnicodeDecodeError, ValueError) as exc:
         raise InvalidRequestError(f"request is not valid JSON: {exc}", code="MalformedXML") from None
+    return request_from_document(document)
+
+
+def request_from_document(document: Any) -> SelectRequest:
+    """A SelectObjectContent request from its document (the JSON of a Flight command, or the
+    S3 door's reading of its XML body): the one set of checks of both doors.
+
+    Raises:
+        InvalidRequestError: not an object, a required field missing, a field of the wrong
+            type, an unknown field, or an ``ExpressionType`` other than SQL.
+    """
     if not isinstance(document, dict):
         raise InvalidRequestError("request must be a JSON object", code="MalformedXML")
     unknown = sorted(set(document) - _KNOWN)

@@ -145,24 +145,17 @@ def verify_password(password: str, stored: str) -> bool:
 
 @dataclass(frozen=True)
 class User:
-    """One entry of the users file."""
+    """One entry of the users file: its grants (what they allow is ``rpc/access.py``'s
+    to decide)."""
 
     name: str
     password_hash: str
     buckets: frozenset[str]
+    """Buckets (and Iceberg catalogs) this user may read; ``"*"``: all."""
     access_keys: Mapping[str, str] = field(default_factory=dict, hash=False)
     """S3 access key id -> secret key (SigV4 over the S3 door)."""
     write_buckets: frozenset[str] = frozenset()
     """Buckets this user may write (bulk ingest); ``"*"``: all."""
-
-    def may_read(self, bucket: str) -> bool:
-        """True when this user may read ``bucket``."""
-        return "*" in self.buckets or bucket in self.buckets
-
-    def may_write(self, bucket: str) -> bool:
-        """True when this user may write ``bucket`` (it must be readable too)."""
-        return self.may_read(bucket) and ("*" in self.write_buckets
-                                          or bucket in self.write_buckets)
 
 
 @dataclass(frozen=True)

@@ -147,6 +147,32 @@ def client_error(exc: BaseException) -> BaseException:
     )
 
 
+PEER_ERRORS: tuple[type[BaseException], ...] = (
+    flight.FlightError, pa.ArrowException, KeyError, NotImplementedError)
+"""What a Flight client raises for another node's answer: pyarrow raises ``ArrowInvalid``,
+``KeyError`` and ``NotImplementedError`` for INVALID_ARGUMENT, NOT_FOUND and UNIMPLEMENTED."""
+
+
+def peer_error(exc: BaseException) -> StorageError:
+    """The inverse of :func:`client_error` for an error another node's Flight server sent
+    (reading a cluster's remote endpoint): the error its JSON document names, found in
+    ``extra_info`` or, for INVALID_ARGUMENT and NOT_FOUND (which pyarrow sends without it),
+    in the message text; ``InternalError`` when it carries none."""
+    extra = getattr(exc, "extra_info", None) or b""
+    for text in (extra.decode("utf-8", "replace"), str(exc)):
+        start = text.find("{")
+        if start < 0:
+            continue
+        try:
+            doc, _ = json.JSONDecoder().raw_decode(text, start)
+        except ValueError:
+            continue
+        if isinstance(doc, dict) and isinstance(doc.get("code"), str):
+            return StorageError(str(doc.get("message", "")), code=doc["code"],
+                                line=doc.get("line"), column=doc.get("column"))
+    return StorageError("the query failed inside the server", code="InternalError")
+
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 

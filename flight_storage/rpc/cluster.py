@@ -126,16 +126,22 @@ class ClusterRole:
             nodes=nodes, locations=[self.cluster.node(n).location for n in nodes])
 
     # ------------------------------------------------------------------ planning
+    def plans_here(self, bucket: str, key: str) -> bool:
+        """Whether this node plans ``bucket/key`` alone: it holds it, or nobody does (the
+        local catalog then says NoSuchKey); else :meth:`flight_info` asks the holders."""
+        holdings = self.holdings(bucket, key)
+        return not holdings or (len(holdings) == 1 and self.me in holdings[0].nodes)
+
     def flight_info(
         self, call: CallContext, headers: Mapping[str, list[str]],
         descriptor: flight.FlightDescriptor, bucket: str, key: str,
         local: Callable[[], flight.FlightInfo],
     ) -> flight.FlightInfo:
         """Plan ``bucket/key`` here when this node holds it, else on the nodes that do."""
+        if self.plans_here(bucket, key):
+            return local()
         holdings = self.holdings(bucket, key)
-        if len(holdings) <= 1:
-            if not holdings or self.me in holdings[0].nodes:
-                return local()  # not in the cluster file: the local catalog says NoSuchKey
+        if len(holdings) == 1:
             return self._relabelled(self._forward(holdings[0], f"{bucket}/{key}", lambda node: (
                 self.peers.get_flight_info(node, descriptor, self._planning(call, headers)))))
         return self._spread(call, headers, descriptor, bucket, key, holdings, local)
@@ -277,6 +283,9 @@ class FleetRole(ClusterRole):
 
     def check_holds(self, bucket: str, key: str) -> None:
         """Any node serves any ticket of a fleet."""
+
+    def plans_here(self, bucket: str, key: str) -> bool:  # noqa: ARG002 - ClusterRole.plans_here
+        return True
 
     def flight_info(
         self, call: CallContext, headers: Mapping[str, list[str]],  # noqa: ARG002 - ClusterRole.flight_info

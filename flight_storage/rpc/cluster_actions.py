@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Final
+from typing import Any, Final
 
 import pyarrow.flight as flight
 
 from flight_storage import protocol
-from flight_storage.errors import AccessDeniedError, InvalidRequestError
+from flight_storage.errors import InvalidRequestError
 from flight_storage.request.s3_request import is_json_request, parse_request
 from flight_storage.request.statement import split_table_reference
+from flight_storage.rpc import access
 from flight_storage.rpc.actions import ACTIONS, ActionHost
 from flight_storage.rpc.cluster import ClusterRole
 from flight_storage.rpc.middleware import CallContext
@@ -66,19 +67,24 @@ def _prepare(host: ActionHost, cluster: ClusterRole, headers: Headers, call: Cal
 def _list_objects(host: ActionHost, cluster: ClusterRole, headers: Headers, call: CallContext,
                   action: flight.Action, body: bytes) -> list[flight.Result]:
     """ListObjects over every node holding keys under the prefix."""
-    local = ACTIONS[action.type].handle
     try:
         request = json.loads(body or b"{}")
         request["bucket"]
     except (ValueError, KeyError, TypeError):
-        return local(host, call, body)  # its error message
-    bucket = str(request["bucket"])
-    if call.user is not None and not call.user.may_read(bucket):
-        raise AccessDeniedError(f"user {call.user.name} may not read bucket {bucket}")
+        return ACTIONS[action.type].handle(host, call, body)  # its error message
+    return [flight.Result(list_page(host, cluster, headers, call, request))]
+
+
+def list_page(host: ActionHost, cluster: ClusterRole, headers: Headers, call: CallContext,
+              request: Mapping[str, Any]) -> bytes:
+    """One ListObjects page (the action's JSON answer) over every node holding keys under
+    the request's bucket and prefix, for ``call``'s user (the S3 door's listings call it in
+    process)."""
     # not check_access: the bucket may be held by other nodes only
-    document = cluster.list_objects(call, headers, request,
-                                    lambda: local(host, call, body)[0].body.to_pybytes())
-    return [flight.Result(document)]
+    access.check_read(call.user, str(request["bucket"]))
+    body = json.dumps(request).encode()
+    return cluster.list_objects(call, headers, request, lambda: ACTIONS["ListObjects"].handle(
+        host, call, body)[0].body.to_pybytes())
 
 
 def _cancel(host: ActionHost, cluster: ClusterRole, headers: Headers, call: CallContext,

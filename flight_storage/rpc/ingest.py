@@ -71,7 +71,7 @@ from flight_storage.errors import (
 )
 from flight_storage.protocol import INGEST_JOB_OPTION, INGEST_STAGE_OPTION, Secret, pb
 from flight_storage.protocol.signing import SignatureError, Signer
-from flight_storage.rpc import sessions
+from flight_storage.rpc import access, sessions
 from flight_storage.rpc.config import ServerConfig
 from flight_storage.rpc.middleware import CallContext, log_event
 from flight_storage.storage import table_commits
@@ -160,9 +160,7 @@ def _check_write(host: IngestHost, call: CallContext, bucket: str) -> None:
     right (ingests and every staged-ingest action alike)."""
     _check_writable(host)
     host.check_access(call, bucket)
-    if call.user is not None and not call.user.may_write(bucket):
-        raise AccessDeniedError(f"user {call.user.name} may not write bucket {bucket} "
-                                '(users file: "write")')
+    access.check_write(call.user, bucket, hint=' (users file: "write")')
 
 
 def _check_writable(host: IngestHost) -> None:

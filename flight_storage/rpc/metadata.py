@@ -24,6 +24,7 @@ from flight_storage.execution.engine import SelectEngine
 from flight_storage.execution.iceberg_scan import arrow_schema
 from flight_storage.protocol import SqlInfo
 from flight_storage.request.tables import ResolvedTable
+from flight_storage.rpc import access
 from flight_storage.rpc.column_metadata import describe_columns
 from flight_storage.rpc.config import ServerConfig
 from flight_storage.rpc.middleware import CallContext
@@ -162,8 +163,7 @@ def _readable_catalogs(host: MetadataHost, call: CallContext, message: Any = Non
     """The Iceberg catalogs the caller may read, narrowed by the message's ``catalog`` (the
     spec: an empty string means "no catalog", as buckets are; absent, every catalog)."""
     wanted = _optional(message, "catalog") if message is not None else None
-    names = [n for n in host.iceberg.names()
-             if call.user is None or call.user.may_read(n)]
+    names = access.readable(call.user, host.iceberg.names())
     return names if wanted is None else [n for n in names if n == wanted]
 
 

@@ -22,6 +22,8 @@ from typing import Any
 import pyarrow.flight as flight
 
 from flight_storage import telemetry
+from flight_storage.errors import InvalidRequestError
+from flight_storage.protocol import FLAVOR_HEADER
 from flight_storage.rpc.auth import (
     NODE_SCHEME,
     AuthenticationError,
@@ -33,7 +35,7 @@ from flight_storage.rpc.auth import (
     parse_basic,
 )
 from flight_storage.rpc.boundary import client_error
-from select_dialect.flavors import S3_REQUEST_DEFAULT, STATEMENT_DEFAULT
+from select_dialect.flavors import FLAVOR_NAMES, FLAVORS, S3_REQUEST_DEFAULT, STATEMENT_DEFAULT
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +64,23 @@ class JsonLogFormatter(logging.Formatter):
         return json.dumps(out, default=str, ensure_ascii=False)
 
 
+
+
+def named_flavor(value: str | None) -> str | None:
+    """The flavour a call names in :data:`~flight_storage.protocol.FLAVOR_HEADER` (None: it
+    names none), for either door.
+
+    Raises:
+        InvalidRequestError: a name that is no flavour's.
+    """
+    if value is None:
+        return None
+    flavor = value.strip().lower()
+    if flavor not in FLAVORS:
+        raise InvalidRequestError(
+            f"unknown flavor {flavor!r} in {FLAVOR_HEADER}; use one of {', '.join(FLAVOR_NAMES)}"
+        )
+    return flavor
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.flight as flight
 
 from flight_storage.errors import (
     AccessDeniedError,
@@ -24,8 +23,16 @@ from flight_storage.execution.select_local import select_stats, serialized_recor
 from flight_storage.protocol import PartitionTicket
 from flight_storage.request.s3_request import RECORDS_SCHEMA, extras_from_ticket, stats_metadata
 from flight_storage.request.tables import object_version
+from flight_storage.rpc.boundary import client_error
 from flight_storage.rpc.endpoints import partition_bytes
-from flight_storage.rpc.streams import Item, QueryStream, StoppableSource, StreamPool, empty_batch
+from flight_storage.rpc.streams import (
+    Cancellable,
+    Item,
+    QueryStream,
+    StoppableSource,
+    StreamPool,
+    empty_batch,
+)
 from flight_storage.storage.catalog import ObjectInfo
 
 
@@ -40,19 +47,22 @@ class PartitionStream:
 def partition_stream(
     engine: SelectEngine,
     pool: StreamPool,
-    context: flight.ServerCallContext,
+    context: Cancellable,
     ticket: PartitionTicket,
     plan: SelectPlan,
     source: StoppableSource,
     fields: dict[str, Any],
     key: bytes,
     objects: Sequence[ObjectInfo],
+    to_client: Callable[[BaseException], BaseException] = client_error,
 ) -> PartitionStream:
-    """The stream of ``ticket``'s partition of ``plan`` (its request kind says which)."""
+    """The stream of ``ticket``'s partition of ``plan`` (its request kind says which);
+    ``to_client``: how a failure reaches the consumer (:class:`QueryStream`)."""
     partition = ticket.partition
     version = object_version(objects)
-    common = dict(source=source, context=context, pool=pool, fields=fields,
-                  stop_key=key, check_source=lambda: _changed(objects, version))
+    common: dict[str, Any] = dict(
+        source=source, context=context, pool=pool, fields=fields, stop_key=key,
+        check_source=lambda: _changed(objects, version), to_client=to_client)
 
     def arrow() -> Iterator[pa.RecordBatch]:
         batches = _counted(engine.execute_arrow(plan, [partition]), plan, source,

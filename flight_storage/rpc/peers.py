@@ -116,6 +116,16 @@ class Peers:
         """All of one DoGet on ``node`` (small results only: metadata)."""
         return self._guard(node, lambda c: c.do_get(ticket, options).read_all())
 
+    def stream(self, node: str, ticket: flight.Ticket,
+               options: flight.FlightCallOptions) -> flight.FlightStreamReader:
+        """One DoGet on ``node``, its stream read by the caller (an endpoint's records)."""
+        return self._guard(node, lambda c: c.do_get(ticket, options))
+
+    def node_at(self, location: str) -> str | None:
+        """The name of the node at ``location`` (an endpoint's), None for none of ours."""
+        return next((n.name for n in self.cluster.nodes.values() if n.location == location),
+                    None)
+
     def _guard(self, node: str, work: Callable[[flight.FlightClient], T]) -> T:
         try:
             result = work(self._client(node))

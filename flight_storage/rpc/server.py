@@ -31,21 +31,20 @@ import pyarrow.flight as flight
 from flight_storage import protocol
 from flight_storage.errors import AccessDeniedError, InvalidRequestError
 from flight_storage.execution.datafusion_sql import SqlPlan
-from flight_storage.execution.engine import InputSpec, SelectEngine, SelectPlan
+from flight_storage.execution.engine import SelectEngine, SelectPlan
 from flight_storage.protocol import Partition, PartitionTicket, PreparedHandle, pb
 from flight_storage.protocol.signing import Secret, Signer
 from flight_storage.request.s3_request import (
-    RECORDS_SCHEMA,
     is_json_request,
     parse_request,
 )
 from flight_storage.request.sniffing import TableSniffer
 from flight_storage.request.statement import split_table_reference
-from flight_storage.request.tables import ResolvedTable, input_spec, object_version, resolve_table
-from flight_storage.rpc import iceberg_tables, sql_statements
+from flight_storage.request.tables import ResolvedTable, object_version, resolve_table
+from flight_storage.rpc import access, iceberg_tables, sql_statements
 from flight_storage.rpc.actions import ACTIONS
 from flight_storage.rpc.auth import TokenSigner, Users
-from flight_storage.rpc.boundary import guarded, rpc_boundary
+from flight_storage.rpc.boundary import client_error, guarded, rpc_boundary
 from flight_storage.rpc.cancellations import Cancellations
 from flight_storage.rpc.cluster import MERGED_METADATA, ClusterRole, FleetRole
 from flight_storage.rpc.cluster_actions import CLUSTER_ACTIONS, planning_target
@@ -68,21 +67,21 @@ from flight_storage.rpc.middleware import (
     HandshakeHandler,
     JsonLogFormatter,
     log_event,
+    named_flavor,
 )
 from flight_storage.rpc.partition_streams import partition_stream
 from flight_storage.rpc.peers import FORWARDED_HEADER, Peers
 from flight_storage.rpc.prepared_parameters import BoundParameters, bound_sql
+from flight_storage.rpc.query_service import SELECT_REQUEST, SelectService
 from flight_storage.rpc.sessions import Session, SessionCookies, qualify, session_cookie
 from flight_storage.rpc.sessions import current as current_session
 from flight_storage.rpc.streams import (
     StoppableSource,
     StreamPool,
-    object_source,
     object_sources,
 )
 from flight_storage.storage.catalog import Catalog, ObjectInfo
 from select_dialect import translate
-from select_dialect.flavors import FLAVOR_NAMES, FLAVORS
 from select_dialect.translate import check_query_length, refuse_writes
 
 __all__ = ["JsonLogFormatter", "StorageServer"]
@@ -129,7 +128,6 @@ class StorageServer(flight.FlightServerBase):
         self.aborting = self.streams.aborting
         keys = Signer.of(self.secret)  # protocol/signing.py: the first key signs, all verify
         signer = TokenSigner(keys.derived(b"bearer"), config.token_ttl_s)
-        self.token_signer = signer  # the S3 door calls this server as its users
         self.session_cookies = SessionCookies(keys.derived(b"session"), config.ticket_max_age_s)
         super().__init__(
             f"{config.scheme}://{config.host}:{config.port}",
@@ -148,6 +146,12 @@ class StorageServer(flight.FlightServerBase):
                 peers, planning_timeout_s=config.query_timeout_s + config.cluster.peer_timeout_s)
             self.location = peers.me.location
             peers.start_checks()
+        # S3 requests of both doors: this server's GetFlightInfo and DoGet, and the S3 door
+        self.selects = SelectService(
+            catalog=self.catalog, engine=self.engine, streams=self.streams, config=config,
+            check_access=self.check_access, issue=self.issue, describe=self._flight_info,
+            is_cancelled=self.is_cancelled, secret=self.secret, location=self.location,
+            cluster=self.cluster)
 
     # ------------------------------------------------------------------ lifecycle
     def stop_gracefully(self, grace_s: float | None = None) -> bool:
@@ -190,12 +194,7 @@ class StorageServer(flight.FlightServerBase):
         middleware = context.get_middleware("call")
         headers = middleware.headers if middleware is not None else {}
         named = headers.get(FLAVOR_HEADER)
-        flavor = named[0].strip().lower() if named else None
-        if flavor is not None and flavor not in FLAVORS:
-            raise InvalidRequestError(
-                f"unknown flavor {flavor!r} in {FLAVOR_HEADER}; use one of "
-                f"{', '.join(FLAVOR_NAMES)}"
-            )
+        flavor = named_flavor(named[0] if named else None)
         endpoints = choose_endpoints(headers)
         user = middleware.user if middleware is not None else None
         if middleware is not None:
@@ -232,14 +231,10 @@ class StorageServer(flight.FlightServerBase):
         leave the root."""
         if bucket not in self.iceberg:
             self.catalog.store(bucket)
-        if call.user is not None and not call.user.may_read(bucket):
-            raise AccessDeniedError(f"user {call.user.name} may not read bucket {bucket}")
+        access.check_read(call.user, bucket)
 
     def readable_buckets(self, call: CallContext) -> list[str]:
-        buckets = self.catalog.buckets()
-        if call.user is None:
-            return buckets
-        return [b for b in buckets if call.user.may_read(b)]
+        return access.readable(call.user, self.catalog.buckets())
 
     # ------------------------------------------------------------------ GetFlightInfo
     @rpc_boundary
@@ -264,7 +259,8 @@ class StorageServer(flight.FlightServerBase):
         descriptor: flight.FlightDescriptor, command: bytes,
     ) -> flight.FlightInfo:
         if is_json_request(command):
-            return self._info_s3_request(call, descriptor, command, self._fields(context))
+            return self.selects.info(call, parse_request(command), descriptor,
+                                     self._fields(context))
         name, message = protocol.unpack_any(command)
         handler = self._INFO_HANDLERS.get(name)
         if handler is None and name in METADATA_COMMANDS:
@@ -466,22 +462,6 @@ class StorageServer(flight.FlightServerBase):
         return table, self.engine.plan(sql, sources, table.input, flavor=flavor,
                                        parallelism=call.parallelism), sources
 
-    def _plan_select(self, call: CallContext, bucket: str, key: str,
-                     input_serialization: Mapping[str, Any] | None, expression: str,
-                     flavor: str, scan_range: Callable[[int], tuple[int, int] | None] | None,
-                     stop: threading.Event
-                     ) -> tuple[ObjectInfo, SelectPlan, StoppableSource]:
-        """An S3 SelectObjectContent request over one object (GetFlightInfo and DoGet alike):
-        access, the object, its InputSerialization, the plan (``scan_range`` the request's
-        ScanRange for the object's size; a DoGet's partition already holds it)."""
-        self.check_access(call, bucket)
-        obj = self.catalog.object(bucket, key)
-        spec = self._input_spec(obj, input_serialization)
-        source = object_source(obj, stop)
-        plan = self.engine.plan(expression, source, spec, flavor=flavor,
-                                scan_range=scan_range(obj.size) if scan_range else None)
-        return obj, plan, source
-
     def resolve(self, bucket: str, key: str, overrides: Mapping[str, Any] | None,
                 flavor: str) -> ResolvedTable:
         """A Flight SQL statement's table: sniffed where ``flavor`` and the table's rule
@@ -489,35 +469,6 @@ class StorageServer(flight.FlightServerBase):
         sniffer = self.sniffer if self.sniffer.applies(flavor) else None
         return resolve_table(self.catalog, bucket, key, overrides, sniffer=sniffer,
                              bad_values=self.config.reading.bad_values)
-
-    def _input_spec(self, obj: ObjectInfo, request: Mapping[str, Any] | None) -> InputSpec:
-        """An S3 request's InputSerialization (the bucket configuration's when it has none)."""
-        if request is None:
-            table = self.catalog.bucket_config(obj.bucket).for_key(obj.key)
-            request = table.input_serialization if table is not None else None
-        return input_spec(obj, None, request)
-
-    def _info_s3_request(
-        self, call: CallContext, descriptor: flight.FlightDescriptor, command: bytes,
-        fields: dict[str, Any],
-    ) -> flight.FlightInfo:
-        request = parse_request(command)
-        self.check_query_length(request.expression, "expression")
-        flavor = call.s3_request_flavor
-        obj, plan, _ = self.bounded(call, "planning", lambda stop: self._plan_select(
-            call, request.bucket, request.key, request.input_serialization,
-            request.expression, flavor, request.scan_range, stop))
-        if request.output_serialization is not None:
-            plan.record_writer(request.output_serialization)  # refuse bad settings now
-        tickets = self.issue("select_object", call, request.expression, flavor, obj.bucket,
-                             obj.key, endpoint_partitions(plan),
-                             input_serialization=plan.input.to_request(),
-                             output_serialization=request.ticket_extras(),
-                             object_version=object_version([obj]))
-        serialized = request.output_serialization is not None
-        schema = RECORDS_SCHEMA if serialized else plan.arrow_schema
-        total_records = -1 if serialized else known_rows(plan)
-        return self._flight_info(schema, descriptor, tickets, plan, total_records, fields)
 
     def _info_metadata(
         self, call: CallContext, descriptor: flight.FlightDescriptor, message: Any,  # noqa: ARG002 - an _INFO_HANDLERS entry
@@ -561,6 +512,10 @@ class StorageServer(flight.FlightServerBase):
         if ticket.request == sql_statements.SQL_REQUEST:
             return sql_statements.serve_partition(self, context, call, ticket, handle,
                                                   self._fields(context))
+        if ticket.request == SELECT_REQUEST:  # an S3 request's partition: the query service's
+            select = self.selects.open(call, ticket, self._fields(context), context=context,
+                                       key=ticket_key(handle), to_client=client_error)
+            return flight.GeneratorStream(select.schema, guarded(select.items))
         if self.cluster is not None:  # before the catalog, which would say NoSuchBucket
             self.cluster.check_holds(ticket.bucket, ticket.key)
         self.check_access(call, ticket.bucket)
@@ -590,21 +545,15 @@ class StorageServer(flight.FlightServerBase):
     def _plan_ticket(
         self, call: CallContext, ticket: PartitionTicket, stop: threading.Event
     ) -> tuple[StoppableSource, SelectPlan, Sequence[ObjectInfo]]:
-        """A DoGet's plan, by its ticket's request kind, the way GetFlightInfo planned it."""
-        if ticket.request == "statement":
-            reference, sql = split_table_reference(ticket.query)
-            if reference is None or not reference.as_object().names(ticket.bucket, ticket.key):
-                raise protocol.TicketError("ticket does not match its statement")
-            table, plan, sources = self._plan_table(  # cut as its GetFlightInfo cut it
-                replace(call, parallelism=ticket.parallelism), ticket.bucket, ticket.key,
-                reference.input_serialization,
-                bound_sql(sql, ticket.parameters), ticket.flavor, stop)
-            objects: Sequence[ObjectInfo] = table.objects
-        else:  # select_object: the partition already holds any ScanRange
-            obj, plan, source = self._plan_select(
-                call, ticket.bucket, ticket.key, ticket.input_serialization, ticket.query,
-                ticket.flavor, None, stop)
-            objects, sources = (obj,), [source]
+        """A statement's DoGet plan, the way GetFlightInfo planned it."""
+        reference, sql = split_table_reference(ticket.query)
+        if reference is None or not reference.as_object().names(ticket.bucket, ticket.key):
+            raise protocol.TicketError("ticket does not match its statement")
+        table, plan, sources = self._plan_table(  # cut as its GetFlightInfo cut it
+            replace(call, parallelism=ticket.parallelism), ticket.bucket, ticket.key,
+            reference.input_serialization, bound_sql(sql, ticket.parameters), ticket.flavor,
+            stop)
+        objects: Sequence[ObjectInfo] = table.objects
         if ticket.object_version is not None and ticket.object_version != object_version(objects):
             raise stale_ticket(ticket, self.node_name)
         sources[0].read[0] = 0  # count what the scan reads, not the header planning peeked at

@@ -211,7 +211,9 @@ def empty_batch(schema: pa.Schema) -> pa.RecordBatch:
     )
 
 
-class _Context(Protocol):
+class Cancellable(Protocol):
+    """Whether the client cancelled the call (a Flight call's context; the S3 door closes)."""
+
     def is_cancelled(self) -> bool: ...
 
 
@@ -395,7 +397,8 @@ class QueryStream:
     The consumer (``__next__``, called by pyarrow's ``GeneratorStream``) waits for batches in
     short slices; between them it stops the query when the client cancelled or went away, the
     statement's FlightInfo was cancelled or the stream failed (watchdog, shutdown); and it
-    yields an empty batch when nothing was sent for ``keepalive_s``.
+    yields an empty batch when nothing was sent for ``keepalive_s``. A failure reaches the
+    consumer as ``to_client`` makes it: a DoGet's Flight error, or the S3 door's StorageError.
     """
 
     def __init__(
@@ -404,7 +407,7 @@ class QueryStream:
         produce: Callable[[], Iterator[pa.RecordBatch]],
         schema: pa.Schema,
         source: StreamInput,
-        context: _Context,
+        context: Cancellable,
         pool: StreamPool,
         fields: dict[str, Any],
         on_batch: Callable[[pa.RecordBatch], Item] | None = None,
@@ -412,6 +415,7 @@ class QueryStream:
         on_idle: Callable[[], Item] | None = None,
         stop_key: bytes = b"",
         check_source: Callable[[], StorageError | None] | None = None,
+        to_client: Callable[[BaseException], BaseException] = client_error,
     ) -> None:
         self._produce = produce
         self._schema = schema
@@ -425,6 +429,7 @@ class QueryStream:
         self._on_idle = on_idle or (lambda: empty_batch(schema))
         self._stop_key = stop_key
         self._check_source = check_source
+        self._to_client = to_client
         self._next_source_check = 0.0
         self._holding_slot = False
         self._queue = _BatchQueue(self._limits.queue_bytes)
@@ -537,7 +542,7 @@ class QueryStream:
         self._last_pull = time.monotonic()
         if self._failure is not None:
             failure, self._failure = self._failure, None
-            raise client_error(failure)
+            raise self._to_client(failure)
         if self._done:
             raise StopIteration
         if self._thread is None:
@@ -580,25 +585,25 @@ class QueryStream:
     def _check_stop(self) -> None:
         if self._failure is not None:
             failure, self._failure = self._failure, None
-            raise client_error(failure)
+            raise self._to_client(failure)
         if self._context.is_cancelled():
             self._finish("cancelled")
             raise flight.FlightCancelledError("query cancelled by the client")
         if self._stop_key and self._pool.is_cancelled(self._stop_key):
             self._finish("cancelled")
-            raise client_error(
+            raise self._to_client(
                 InvalidRequestError("the query was cancelled (CancelFlightInfo)",
                                     code="QueryCancelled")
             )
         if self._pool.aborting.is_set():
             self._finish("shutdown")
-            raise client_error(
+            raise self._to_client(
                 ResourceLimitError("server is shutting down; retry on another replica",
                                    code="ServiceUnavailable")
             )
         if time.monotonic() > self._deadline:
             self._finish("timeout")
-            raise client_error(
+            raise self._to_client(
                 ResourceLimitError(
                     f"query ran longer than {self._limits.query_timeout_s:g} s "
                     "(--query-timeout)",

@@ -12,6 +12,7 @@ import pyarrow.flight as flight
 import pytest
 
 from flight_storage.protocol.signing import Signer
+from flight_storage.rpc import access
 from flight_storage.rpc.auth import (
     AuthenticationError,
     TokenSigner,
@@ -49,9 +50,9 @@ def test_users_file_permissions_and_check(tmp_path: Path) -> None:
     add_user(path, "alice", "pw", ["sales"])
     add_user(path, "root", "pw2", ["*"])
     users = Users.load(path)
-    assert users.check("alice", "pw").may_read("sales")
-    assert not users.check("alice", "pw").may_read("private")
-    assert users.check("root", "pw2").may_read("anything")
+    assert access.may_read(users.check("alice", "pw"), "sales")
+    assert not access.may_read(users.check("alice", "pw"), "private")
+    assert access.may_read(users.check("root", "pw2"), "anything")
     for name, password in (("alice", "bad"), ("nobody", "pw")):
         with pytest.raises(AuthenticationError) as info:
             users.check(name, password)

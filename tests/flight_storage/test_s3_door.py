@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -133,6 +134,31 @@ def test_select_answers_as_the_flight_door(door: tuple[ServerProcess, str], s3: 
     assert _records(events) == records
     assert [next(iter(e)) for e in events[-2:]] == ["Stats", "End"]
     assert events[-2]["Stats"]["Details"] == stats
+
+
+def test_select_is_served_in_process_without_a_flight_call(door: tuple[ServerProcess, str],
+                                                          s3: Any) -> None:
+    """Issue 40: the door plans and reads a request through the query service in its own
+    process: the server logs the door's call and each partition it read (returning the
+    records the client got), and no Flight call at all."""
+    server = door[0]
+    before = len(server.log_lines)
+    events = _select(s3, Expression="SELECT s.order_id FROM s3object s")
+
+    def logged() -> list[dict[str, Any]]:
+        return [json.loads(line) for line in server.log_lines[before:] if line.startswith("{")]
+
+    def partitions() -> list[dict[str, Any]]:
+        return [line for line in logged() if line.get("event") == "select_partition"]
+
+    deadline = time.monotonic() + 10  # every line is written before End; read by a thread
+    while (time.monotonic() < deadline
+           and sum(p["returned"] for p in partitions()) < len(_records(events))):
+        time.sleep(0.05)
+    assert [line for line in logged() if line.get("event") == "call" and "door" not in line] \
+        == []
+    assert partitions() and {p["status"] for p in partitions()} == {"ok"}
+    assert sum(p["returned"] for p in partitions()) == len(_records(events))
 
 
 def test_progress_events_when_asked_and_records_bounded(s3: Any) -> None:

@@ -51,6 +51,10 @@ def doors(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
                 "--port", entry["location"].rsplit(":", 1)[1], "--ticket-secret-file",
                 str(root / "secret"), "--auth", str(users), "--s3-port", port,
                 "--s3-host", host))
+            # the door opens after the Flight port: wait for it, not only for the node
+            stdout = nodes[-1].process.stdout
+            assert stdout is not None
+            assert stdout.readline().startswith("s3 listening on ")
         yield doors
     finally:
         for node in nodes:
@@ -112,3 +116,35 @@ def test_rights_are_the_callers_on_every_node(doors: dict[str, str]) -> None:
         with pytest.raises(ClientError) as refused:
             call()
         assert refused.value.response["Error"]["Code"] == "AccessDenied"
+
+
+@pytest.mark.parametrize(("change", "code"), [
+    ({"Key": "orders/nothing.csv"}, "NoSuchKey"),
+    ({"Expression": "SELECT s.order_id FROM s3object s WHERE"}, None),
+])
+def test_errors_of_a_select_on_another_node_are_the_holding_nodes(
+        clients: dict[str, Any], change: dict[str, str], code: str | None) -> None:
+    """Planned on the node holding the object (its answer comes back over Flight): the
+    caller gets the error that node's own door gives, code and message."""
+    request = {"Bucket": "sales", "Key": ORDERS_KEY, "ExpressionType": "SQL",
+               "Expression": "SELECT s.order_id FROM s3object s",
+               "InputSerialization": {"CSV": {"FileHeaderInfo": "USE"}},
+               "OutputSerialization": {"CSV": {}}, **change}
+    errors = []
+    for node in ("a", "b"):
+        with pytest.raises(ClientError) as refused:
+            clients[node].select_object_content(**request)
+        errors.append(refused.value.response["Error"])
+    assert errors[0]["Code"] == (code or errors[0]["Code"]) != "InternalError"
+    assert [(e["Code"], e["Message"]) for e in errors[1:]] == \
+        [(errors[0]["Code"], errors[0]["Message"])]
+
+
+def test_a_select_on_another_node_is_refused_without_the_right(doors: dict[str, str]) -> None:
+    bob = s3_client(doors["b"], "AKIABOB", "bob-secret")
+    with pytest.raises(ClientError) as refused:
+        bob.select_object_content(
+            Bucket="sales", Key=ORDERS_KEY, ExpressionType="SQL",
+            Expression="SELECT * FROM s3object s", InputSerialization={"CSV": {}},
+            OutputSerialization={"CSV": {}})
+    assert refused.value.response["Error"]["Code"] == "AccessDenied"

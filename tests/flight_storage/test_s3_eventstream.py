@@ -1,18 +1,20 @@
-"""The event-stream encoder and the Flight-to-event mapping, decoded by botocore's parser
-(which checks the prelude and message CRCs)."""
+"""The event-stream encoder and the mapping of a partition's messages to events, decoded by
+botocore's parser (which checks the prelude and message CRCs)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
 import pytest
 from botocore.eventstream import ChecksumMismatch, EventStreamBuffer
 
+from flight_storage.errors import QueryExecutionError
 from flight_storage.request.s3_request import RECORDS_SCHEMA
-from flight_storage.rpc.s3_http import eventstream
-from flight_storage.rpc.s3_http.select_stream import SelectBridge
+from flight_storage.rpc.s3_http import eventstream, select_stream
+from flight_storage.rpc.streams import Item
 
 
 def _decode(data: bytes) -> list[tuple[dict[str, Any], bytes]]:
@@ -48,37 +50,11 @@ def test_error_message() -> None:
     assert payload == b""
 
 
-class _Chunk:
-    def __init__(self, data: bytes | None, meta: dict[str, Any] | None) -> None:
-        rows = [data] if data is not None else []
-        self.data = pa.record_batch([pa.array(rows, pa.binary())], schema=RECORDS_SCHEMA)
-        self.app_metadata = pa.py_buffer(json.dumps(meta).encode()) if meta else None
-
-
-class _Reader:
-    def __init__(self, chunks: list[_Chunk]) -> None:
-        self.chunks = iter(chunks)
-
-    def read_chunk(self) -> _Chunk:
-        return next(self.chunks)
-
-    def cancel(self) -> None:
-        raise AssertionError("a finished stream is not cancelled")
-
-
-class _Client:
-    def __init__(self, streams: list[list[_Chunk]]) -> None:
-        self.streams = iter(streams)
-
-    def do_get(self, ticket: Any, options: Any) -> _Reader:
-        return _Reader(next(self.streams))
-
-
-class _Info:
-    def __init__(self, count: int) -> None:
-        # endpoints naming no location: the bridge reads them from its own server
-        self.endpoints = [type("Endpoint", (), {"ticket": i, "locations": []})()
-                          for i in range(count)]
+def _item(data: bytes | None, meta: dict[str, Any] | None) -> Item:
+    """One message of a partition, as the query service hands it to the door."""
+    rows = [data] if data is not None else []
+    batch = pa.record_batch([pa.array(rows, pa.binary())], schema=RECORDS_SCHEMA)
+    return (batch, json.dumps(meta).encode()) if meta else batch
 
 
 def _counts(kind: str, scanned: int, returned: int) -> dict[str, Any]:
@@ -86,17 +62,54 @@ def _counts(kind: str, scanned: int, returned: int) -> dict[str, Any]:
                    "BytesReturned": returned}}
 
 
-def test_flight_messages_become_events_across_endpoints() -> None:
-    streams = [
-        [_Chunk(b"1\n", _counts("Progress", 10, 2)), _Chunk(None, None),
-         _Chunk(None, _counts("Stats", 50, 2))],
-        [_Chunk(b"2\n", _counts("Progress", 5, 2)), _Chunk(None, _counts("Stats", 40, 2))],
+def test_partition_messages_become_events_across_endpoints() -> None:
+    partitions = [
+        iter([_item(b"1\n", _counts("Progress", 10, 2)), _item(None, None),
+              _item(None, _counts("Stats", 50, 2))]),
+        iter([_item(b"2\n", _counts("Progress", 5, 2)), _item(None, _counts("Stats", 40, 2))]),
     ]
-    bridge = SelectBridge(_Client(streams), max_event_payload=1024)  # type: ignore[arg-type]
-    messages = _decode(b"".join(bridge.events(_Info(2), None)))  # type: ignore[arg-type]
+    messages = _decode(b"".join(select_stream.events(partitions, max_event_payload=1024)))
     kinds = [h[":event-type"] for h, _ in messages]
     assert kinds == ["Records", "Progress", "Cont", "Records", "Progress", "Stats", "End"]
     # progress of the second endpoint counts the first one's total
     assert b"<BytesScanned>55</BytesScanned>" in messages[4][1]
     assert b"<BytesScanned>90</BytesScanned>" in messages[5][1]
     assert b"<BytesReturned>4</BytesReturned>" in messages[5][1]
+
+
+def _failing(error: Exception) -> Iterator[Item]:
+    yield _item(b"1\n", None)
+    raise error
+
+
+def test_a_storage_error_is_the_last_event_with_its_code() -> None:
+    error = QueryExecutionError("cannot cast 'x'", code="CastFailed", line=1, column=8)
+    messages = _decode(b"".join(select_stream.events([_failing(error)], 1024)))
+    assert [h.get(":event-type") for h, _ in messages] == ["Records", None]
+    assert messages[-1][0][":error-code"] == "CastFailed"
+    assert messages[-1][0][":error-message"] == "cannot cast 'x' (line 1, column 8)"
+
+
+def test_an_unexpected_error_is_named_by_an_incident_id_only() -> None:
+    messages = _decode(b"".join(select_stream.events([_failing(RuntimeError("/secret/path"))],
+                                                     1024)))
+    headers = messages[-1][0]
+    assert headers[":error-code"] == "InternalError"
+    assert headers[":error-message"].startswith("internal error, id=")
+    assert "secret" not in headers[":error-message"]
+
+
+def test_closing_the_events_closes_the_partition_being_read() -> None:
+    closed: list[bool] = []
+
+    def partition() -> Iterator[Item]:
+        try:
+            while True:
+                yield _item(b"row\n", None)
+        finally:
+            closed.append(True)
+
+    events = select_stream.events([partition()], 1024)
+    next(events)
+    events.close()  # the HTTP client left
+    assert closed == [True]

@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from flight_storage.errors import InvalidRequestError
+from flight_storage.request.s3_request import parse_request, request_from_document
 from flight_storage.rpc.s3_http.multipart import parse_complete
 from flight_storage.rpc.s3_http.objects import parse_delete_request
 from flight_storage.rpc.s3_http.s3_errors import S3HttpError
@@ -29,6 +31,21 @@ def test_a_crlf_record_delimiter_stays_crlf() -> None:
     assert request["InputSerialization"]["CSV"]["RecordDelimiter"] == "\r\n"
     assert request["OutputSerialization"]["CSV"]["RecordDelimiter"] == "\r\n"
     assert request["Expression"] == "select * from s3object"
+
+
+def test_a_door_request_is_the_flight_request_and_round_trips() -> None:
+    """The door's document is checked by the Flight door's code; the command a cluster node
+    forwards (``SelectRequest.to_command``) reads back as the same request."""
+    body = _BODY.replace(b"</OutputSerialization>", b"</OutputSerialization><ScanRange><Start>"
+                         b"5</Start></ScanRange><RequestProgress><Enabled>true</Enabled>"
+                         b"</RequestProgress>")
+    request = request_from_document(select_request(body, "b", "k"))
+    assert (request.bucket, request.key, request.scan_start, request.scan_end,
+            request.progress) == ("b", "k", 5, None, True)
+    assert parse_request(request.to_command()) == request
+    with pytest.raises(InvalidRequestError) as refused:
+        request_from_document({**select_request(_BODY, "b", "k"), "ExpressionType": "XPATH"})
+    assert refused.value.code == "InvalidExpressionType"
 
 
 _HOSTILE = {

@@ -23,15 +23,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from pyarrow import flight
 from starlette.requests import Request
 from starlette.responses import Response
 
 from flight_storage import telemetry
 from flight_storage.errors import StorageError
 from flight_storage.protocol import FLAVOR_HEADER
+from flight_storage.rpc import access
 from flight_storage.rpc.auth import User
-from flight_storage.rpc.boundary import error_document
+from flight_storage.rpc.middleware import CallContext, named_flavor
 from flight_storage.rpc.s3_http import (
     bucket_calls,
     copies,
@@ -43,10 +43,10 @@ from flight_storage.rpc.s3_http import (
 )
 from flight_storage.rpc.s3_http.door_cluster import DoorCluster
 from flight_storage.rpc.s3_http.door_config import S3DoorConfig
-from flight_storage.rpc.s3_http.s3_errors import S3HttpError, error_xml
-from flight_storage.rpc.s3_http.select_stream import SelectBridge
+from flight_storage.rpc.s3_http.s3_errors import S3HttpError, error_xml, s3_error
 from flight_storage.rpc.s3_http.staging import Staging
 from flight_storage.rpc.server import StorageServer, log_event
+from select_dialect.errors import SelectDialectError
 
 XML: Final = "application/xml"
 log = logging.getLogger(__name__)
@@ -104,18 +104,13 @@ class S3Door:
     """The ASGI application of the S3 door of one :class:`StorageServer`.
 
     Args:
-        server: the Flight server of this process (catalog, users, signer).
+        server: the Flight server of this process (catalog, users, query service).
         config: the door's bounds.
-        flight_location: where this process's Flight server listens (for SelectObjectContent).
     """
 
-    def __init__(self, server: StorageServer, config: S3DoorConfig, flight_location: str,
-                 **client_options: Any) -> None:
+    def __init__(self, server: StorageServer, config: S3DoorConfig) -> None:
         self.server = server
         self.config = config
-        self.bridge = SelectBridge(flight.connect(flight_location, **client_options),
-                                   config.max_event_bytes, local=server.location,
-                                   client_options=client_options)
         self.staging = Staging(config)
         self.cluster = DoorCluster.of(self)
         """This node's part in a holdings cluster (``door_cluster.py``), or None."""
@@ -150,10 +145,9 @@ class S3Door:
             error = None
         except S3HttpError as exc:
             response, error = self.error(call, exc), exc.code
-        except StorageError as exc:
-            doc = error_document(exc)
-            response, error = self.error(call, S3HttpError(doc["code"], doc["message"])), doc[
-                "code"]
+        except (StorageError, SelectDialectError) as exc:
+            refused = s3_error(exc)
+            response, error = self.error(call, refused), refused.code
         except Exception as exc:  # the boundary: no traceback reaches a client
             incident = uuid.uuid4().hex[:12]
             log.error("internal error incident=%s", incident, exc_info=exc)
@@ -254,18 +248,15 @@ class S3Door:
         over Flight)."""
         bucket = call.bucket if bucket is None else bucket
         self.server.catalog.store(bucket)
-        if call.user is not None and not call.user.may_read(bucket):
-            raise S3HttpError("AccessDenied",
-                              f"user {call.user.name} may not read bucket {bucket}")
+        access.check_read(call.user, bucket)
 
     def check_listable(self, call: Call) -> None:
         """Refuse a bucket the caller may not read; in a holdings cluster the bucket may be
         held by other nodes only, so only the caller's right is checked here."""
         if self.cluster is None or not self.cluster.knows_bucket(call.bucket):
             self.check_bucket(call)
-        elif call.user is not None and not call.user.may_read(call.bucket):
-            raise S3HttpError("AccessDenied",
-                              f"user {call.user.name} may not read bucket {call.bucket}")
+        else:
+            access.check_read(call.user, call.bucket)
 
     def check_writable(self, call: Call, bucket: str | None = None) -> None:
         """Refuse writes unless the server was started writable and, with users, the caller
@@ -275,20 +266,21 @@ class S3Door:
             raise S3HttpError("AccessDenied", "this server is read-only (start it with "
                               "--s3-writable to allow writes)")
         bucket = call.bucket if bucket is None else bucket
-        if call.user is not None and not call.user.may_write(bucket):
-            raise S3HttpError("AccessDenied", f"user {call.user.name} may not write bucket "
-                              f"{bucket} (give it in the users file's write list: add-user "
-                              "--write)")
+        access.check_write(call.user, bucket, hint=" (give it in the users file's write "
+                           "list: add-user --write)")
 
-    def flight_headers(self, call: Call) -> list[tuple[bytes, bytes]]:
-        """Headers of the Flight calls made for ``call``: the user, the flavour."""
-        headers: list[tuple[bytes, bytes]] = []
-        if call.user is not None:
-            token = self.server.token_signer.issue(call.user.name)
-            headers.append((b"authorization", f"Bearer {token}".encode()))
-        flavor = call.request.headers.get(FLAVOR_HEADER) or self.config.flavor
-        headers.append((FLAVOR_HEADER.encode(), flavor.encode()))
-        return headers
+    def call_context(self, call: Call) -> CallContext:
+        """``call`` as the server's query service takes it: the user this door
+        authenticated, the flavour it names (the door's by default), every endpoint read.
+
+        Raises:
+            InvalidRequestError: a flavour header naming no flavour.
+        """
+        client = call.request.client
+        flavor = named_flavor(call.request.headers.get(FLAVOR_HEADER) or self.config.flavor)
+        return CallContext(user=call.user, flavor=flavor,
+                           peer=f"{client.host}:{client.port}" if client else "",
+                           endpoints_reason="the S3 door reads every endpoint")
 
 
 _HANDLERS: Final[dict[str, Handler]] = {

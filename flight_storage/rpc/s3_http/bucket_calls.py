@@ -14,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from flight_storage.errors import StorageError
+from flight_storage.rpc import access
 from flight_storage.rpc.boundary import error_document
 from flight_storage.rpc.s3_http import checksums, listing, objects
 from flight_storage.rpc.s3_http.listing import Entry, ListRequest
@@ -42,8 +43,7 @@ async def list_buckets(door: S3Door, call: Call) -> Response:
 
     def named() -> bytes:
         held = door.cluster.buckets() if door.cluster is not None else []
-        names = [b for b in sorted({*catalog.buckets(), *held})
-                 if call.user is None or call.user.may_read(b)]
+        names = access.readable(call.user, sorted({*catalog.buckets(), *held}))
         return listing.list_buckets_xml([(b, _created(catalog, b)) for b in names])
 
     return Response(await run_in_threadpool(named), media_type=XML)
@@ -97,8 +97,7 @@ async def get_versioning(door: S3Door, call: Call) -> Response:
 
 async def create_bucket(door: S3Door, call: Call) -> Response:
     door.check_writable(call)
-    if call.user is not None and not call.user.may_read(call.bucket):
-        raise S3HttpError("AccessDenied", f"user {call.user.name} may not use {call.bucket}")
+    access.check_read(call.user, call.bucket, verb="use")
     await door.read_body(call)
     await run_in_threadpool(objects.create_bucket, door.server.catalog, call.bucket)
     return Response(b"", headers={"Location": f"/{call.bucket}"})

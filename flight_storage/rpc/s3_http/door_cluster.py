@@ -3,7 +3,7 @@
 | cluster | listings | HEAD, GET | SelectObjectContent |
 |---|---|---|---|
 | a fleet over one store | this node's (every node sees the store) | this node | planned here; each endpoint read here |
-| holdings | the Flight ``ListObjects`` action of this node, which merges every node's | this node when it holds the object, else forwarded to the door (``nodes[].s3``) of a node that holds it, owner first, live nodes first | planned by a node holding the object (GetFlightInfo forwards); each endpoint read from its locations, this node's first when it is one |
+| holdings | this node's ``ListObjects`` action (``rpc/cluster_actions.list_page``, in process), which merges every node's | this node when it holds the object, else forwarded to the door (``nodes[].s3``) of a node that holds it, owner first, live nodes first | planned by a node holding the object (``rpc/query_service.py`` forwards as GetFlightInfo does); each endpoint read from its locations, this node's in process |
 
 Forwarding, not a redirect: S3 SDKs follow no redirect to another host (botocore's redirects
 are for regions only), so the door fetches from the holding node's door and streams the answer
@@ -21,13 +21,14 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Final
 
-from pyarrow import flight
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response, StreamingResponse
 
+from flight_storage.rpc.boundary import PEER_ERRORS, peer_error
 from flight_storage.rpc.cluster import ClusterRole, FleetRole
+from flight_storage.rpc.cluster_actions import list_page
 from flight_storage.rpc.s3_http.listing import Entry
-from flight_storage.rpc.s3_http.s3_errors import S3HttpError, from_flight
+from flight_storage.rpc.s3_http.s3_errors import S3HttpError
 
 if TYPE_CHECKING:
     from flight_storage.rpc.s3_http.app import Call, S3Door
@@ -75,18 +76,17 @@ class DoorCluster:
     # ------------------------------------------------------------------ listings
     def entries(self, call: Call, bucket: str, prefix: str) -> Iterator[Entry]:
         """Every node's objects of ``bucket`` under ``prefix``, in key order, a page at a
-        time from this node's ``ListObjects`` action (which merges the nodes')."""
-        options = flight.FlightCallOptions(headers=self.door.flight_headers(call))
+        time, as this node's ``ListObjects`` action merges the nodes' (called in process)."""
+        context = self.door.call_context(call)
         after: str | None = ""
         while after is not None:
-            body = json.dumps({"bucket": bucket, "prefix": prefix, "start_after": after,
-                               "max_keys": _PAGE}).encode()
+            request = {"bucket": bucket, "prefix": prefix, "start_after": after,
+                       "max_keys": _PAGE}
             try:
-                results = list(self.door.bridge.client.do_action(
-                    flight.Action("ListObjects", body), options))
-            except (flight.FlightError, KeyError, NotImplementedError) as exc:
-                raise from_flight(exc) from None
-            page = json.loads(results[0].body.to_pybytes())
+                document = list_page(self.door.server, self.role, {}, context, request)
+            except PEER_ERRORS as exc:  # another node's answer
+                raise peer_error(exc) from None
+            page = json.loads(document)
             for obj in page["objects"]:
                 yield Entry(obj["key"], int(obj["size"]), int(obj["mtime_ns"]))
             after = page.get("next_start_after")

@@ -39,7 +39,7 @@ class S3Gateway:
                                            family=_family(config.host), reuse_port=False)
         self.port = self.socket.getsockname()[1]
         self.location = f"http://{_url_host(config.host)}:{self.port}"
-        self.app = S3Door(server, config, _flight_address(server), **_client_options(server))
+        self.app = S3Door(server, config)
         self._uvicorn = uvicorn.Server(_DoorConfig(
             self.app,
             header_timeout_s=config.header_timeout_s,
@@ -112,18 +112,3 @@ def _family(host: str) -> socket.AddressFamily:
 
 def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
-
-
-def _flight_address(server: StorageServer) -> str:
-    """Loopback address of the Flight server (it may listen on every address)."""
-    host = server.config.host
-    local = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
-    scheme = "grpc+tls" if server.config.tls_cert is not None else "grpc"
-    return f"{scheme}://{_url_host(local)}:{server.port}"
-
-
-def _client_options(server: StorageServer) -> dict[str, Any]:
-    """Trust the Flight server's own certificate when it serves TLS."""
-    if server.config.tls_cert is None:
-        return {}
-    return {"tls_root_certs": server.config.tls_cert.read_bytes()}

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Final
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response, StreamingResponse
 
-from flight_storage.rpc.s3_http import conditions, eventstream, objects
+from flight_storage.request.s3_request import request_from_document
+from flight_storage.rpc.s3_http import conditions, eventstream, objects, select_stream
 from flight_storage.rpc.s3_http.listing import etag, http_date
 from flight_storage.rpc.s3_http.s3_errors import S3HttpError
 from flight_storage.rpc.s3_http.select_xml import select_request
@@ -124,9 +125,12 @@ async def select(door: S3Door, call: Call) -> Response:
     if call.query.get("select-type") != "2":
         raise S3HttpError("InvalidArgument", "SelectObjectContent needs ?select&select-type=2")
     door.check_listable(call)
-    request = select_request(await door.read_body(call), call.bucket, call.key)
-    headers = door.flight_headers(call)
-    info, options = await run_in_threadpool(door.bridge.plan, request, headers)
-    progress = bool((request.get("RequestProgress") or {}).get("Enabled"))
-    events: Iterator[bytes] = door.bridge.events(info, options, progress=progress)
+    request = request_from_document(
+        select_request(await door.read_body(call), call.bucket, call.key))
+    context = door.call_context(call)
+    service = door.server.selects  # in process: planned as GetFlightInfo plans it
+    endpoints = await run_in_threadpool(service.endpoints, context, request)
+    events = select_stream.events(
+        select_stream.partitions(service, context, endpoints, call.request_id),
+        door.config.max_event_bytes, progress=request.progress)
     return StreamingResponse(events, media_type=eventstream.CONTENT_TYPE)

@@ -1,17 +1,18 @@
 """S3 error answers of the HTTP door: the HTTP status of each S3 code, and the error XML.
 
-The codes themselves come from the Flight server's error documents (``{"code", "message"}``,
-see ``flight_storage.rpc.boundary``), so both doors name an error alike; this module only adds
-what HTTP needs.
+The codes themselves are the server's errors' (``StorageError`` and the dialect's, their
+documents written by ``flight_storage.rpc.boundary.error_document``), so both doors name an
+error alike; this module only adds what HTTP needs.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Final
 from xml.sax.saxutils import escape
 
-from pyarrow import flight
+from flight_storage.errors import StorageError
+from flight_storage.rpc.boundary import error_document
+from select_dialect.errors import SelectDialectError
 
 HTTP_STATUS: Final[dict[str, int]] = {
     "AccessDenied": 403,
@@ -57,24 +58,11 @@ def error_xml(code: str, message: str, resource: str, request_id: str) -> bytes:
     ).encode()
 
 
-def from_flight(exc: flight.FlightError | Exception) -> S3HttpError:
-    """The S3 error a Flight error carries (its JSON document), else ``InternalError``.
-
-    The Flight server puts ``{"code": .., "message": ..}`` in ``extra_info`` or, for
-    INVALID_ARGUMENT and NOT_FOUND (where pyarrow cannot attach it), in the message text.
-    """
-    extra = getattr(exc, "extra_info", None) or b""
-    for text in (extra.decode("utf-8", "replace"), str(exc)):
-        start = text.find("{")
-        if start < 0:
-            continue
-        try:
-            doc, _ = json.JSONDecoder().raw_decode(text, start)
-        except ValueError:
-            continue
-        if isinstance(doc, dict) and isinstance(doc.get("code"), str):
-            message = str(doc.get("message", ""))
-            if doc.get("line") is not None:
-                message += f" (line {doc['line']}, column {doc.get('column')})"
-            return S3HttpError(doc["code"], message)
-    return S3HttpError("InternalError", "the query failed inside the server")
+def s3_error(exc: StorageError | SelectDialectError) -> S3HttpError:
+    """The S3 error of a client's error from the server's query service (its code and
+    message, and where in the expression it is)."""
+    document = error_document(exc)
+    message = str(document["message"])
+    if document.get("line") is not None:
+        message += f" (line {document['line']}, column {document.get('column')})"
+    return S3HttpError(str(document["code"]), message)
