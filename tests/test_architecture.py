@@ -111,7 +111,7 @@ RPC_LAYERS = ("operations_http", "fleet_metrics", "server", "cluster_actions", "
               "cancellations", "cluster", "actions", "iceberg_tables", "sql_statements",
               "prepared_parameters", "ingest", "sessions", "metadata", "column_metadata",
               "endpoints", "endpoint_readers", "config", "peers", "cache_status", "middleware",
-              "pulled_streams", "streams", "auth", "boundary")
+              "streams", "auth", "boundary")
 
 
 def test_rpc_modules_import_only_downward() -> None:

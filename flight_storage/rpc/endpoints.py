@@ -59,15 +59,6 @@ def partition_bytes(partition: Partition, plan: SelectPlan) -> int:
     return plan.source.size
 
 
-def rows_follow_input(plan: SelectPlan) -> bool:
-    """Each batch of the plan's stream costs a bounded slice of its input: DataFusion reads
-    the object itself and nothing drops, holds back or combines rows (no filter, LIMIT,
-    aggregate or whole-input clause), so no wait for a batch is long
-    (``rpc/pulled_streams.py``)."""
-    return (plan.native is not None and not plan.translation.whole_input
-            and not _filters_rows(plan))
-
-
 def _filters_rows(plan: SelectPlan) -> bool:
     sql = plan.translation.sql.upper()
     return " WHERE " in sql or " LIMIT " in sql or plan.translation.is_aggregate

@@ -24,8 +24,7 @@ from flight_storage.execution.select_local import select_stats, serialized_recor
 from flight_storage.protocol import PartitionTicket
 from flight_storage.request.s3_request import RECORDS_SCHEMA, extras_from_ticket, stats_metadata
 from flight_storage.request.tables import object_version
-from flight_storage.rpc.endpoints import partition_bytes, rows_follow_input
-from flight_storage.rpc.pulled_streams import PulledStream
+from flight_storage.rpc.endpoints import partition_bytes
 from flight_storage.rpc.streams import Item, QueryStream, StoppableSource, StreamPool, empty_batch
 from flight_storage.storage.catalog import ObjectInfo
 
@@ -62,10 +61,8 @@ def partition_stream(
 
     if ticket.request == "statement":
         schema = plan.arrow_schema
-        if rows_follow_input(plan):  # no wait for a batch is long: pulled by gRPC's thread
-            fields["pulled"] = True
-            return PartitionStream(schema, PulledStream(produce=arrow, schema=schema, **common))
-        return PartitionStream(schema, QueryStream(produce=arrow, schema=schema, **common))
+        produce = arrow
+        return PartitionStream(schema, QueryStream(produce=produce, schema=schema, **common))
     extras = extras_from_ticket(ticket.output_serialization or {})
     one = dataclasses.replace(
         plan, partitions=(PlannedPartition(partition, partition_bytes(partition, plan)),)
