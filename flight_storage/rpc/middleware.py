@@ -140,9 +140,10 @@ class CallMiddleware(flight.ServerMiddleware):
         return {"authorization": f"Bearer {self.token}"} if self.token else {}
 
     def call_completed(self, exception: BaseException | None) -> None:
-        status = self.fields.pop("status", None) or ("error" if exception is not None else "ok")
-        seconds = time.perf_counter() - self.started
         error = _error_code(exception) if exception is not None else None
+        status = self.fields.pop("status", None) or (
+            "ok" if exception is None else _ENDED_BY.get(str(error), "error"))
+        seconds = time.perf_counter() - self.started
         log_event(
             "call",
             method=self.method,
@@ -160,6 +161,12 @@ class CallMiddleware(flight.ServerMiddleware):
         telemetry.CALL_SECONDS.labels(method).observe(seconds)
         if "endpoints_for" in self.fields:  # a Flight SQL statement's GetFlightInfo: its plan
             telemetry.PLAN_SECONDS.observe(seconds)
+
+
+_ENDED_BY: dict[str, str] = {"QueryTimeout": "timeout"}
+"""A call's logged status by the code of the error it raised, where the code says how it
+ended (GetFlightInfo's planning past ``--query-timeout`` is a timeout, as a stream's is; a
+stream's watchdog sets its own status)."""
 
 
 def _grpc_name(method: str) -> str:
