@@ -3,7 +3,8 @@
 This is the only server package the compute client imports, so it depends on the standard
 library, protobuf, pyarrow and the generated ``_flight_sql_pb2`` module only. One job per
 module: ``messages`` (``Any`` packing, action bodies, headers, errors), ``schemas`` (metadata
-result schemas, ``SqlInfo``) and ``tickets`` (partition tickets, prepared handles). This file
+result schemas, ``SqlInfo``), ``tickets`` (partition tickets, prepared handles: tagged unions
+decoded once) and ``plan_description`` (what a FlightInfo's ``app_metadata`` says of its plan). This file
 re-exports their public names so ``from flight_storage import protocol`` keeps working.
 """
 
@@ -24,6 +25,7 @@ from flight_storage.protocol.messages import (
     pack_any,
     unpack_any,
 )
+from flight_storage.protocol.plan_description import PlanDescription
 from flight_storage.protocol.schemas import (
     CATALOGS_SCHEMA,
     DB_SCHEMAS_SCHEMA,
@@ -40,18 +42,31 @@ from flight_storage.protocol.schemas import (
 )
 from flight_storage.protocol.tickets import (
     HANDLE_VERSION,
+    PARTITION_KINDS,
     REQUEST_KINDS,
     TICKET_VERSION,
+    ByteRange,
+    ConstantTicket,
+    IcebergFiles,
+    IcebergTicket,
+    ObjectGroup,
     Partition,
     PartitionTicket,
     PreparedHandle,
+    RowGroups,
     Secret,
+    SelectObjectTicket,
+    SqlTicket,
+    StatementTicket,
+    WholeObject,
     bind_parameters,
     decode_handle,
     decode_ticket,
     encode_handle,
     encode_ticket,
     handle_parameters,
+    is_whole_object,
+    partition_from_dict,
     ticket_from_flight,
     ticket_to_flight,
 )
@@ -68,6 +83,7 @@ __all__ = [
     "HANDLE_VERSION",
     "INGEST_JOB_OPTION",
     "INGEST_STAGE_OPTION",
+    "PARTITION_KINDS",
     "PRIMARY_KEYS_SCHEMA",
     "REQUEST_KINDS",
     "SQL_INFO_SCHEMA",
@@ -77,15 +93,26 @@ __all__ = [
     "TICKET_VERSION",
     "TYPE_URL_PREFIX",
     "XDBC_TYPE_INFO_SCHEMA",
+    "ByteRange",
+    "ConstantTicket",
+    "IcebergFiles",
+    "IcebergTicket",
+    "ObjectGroup",
     "Partition",
     "PartitionTicket",
+    "PlanDescription",
     "PreparedHandle",
     "ProtocolError",
+    "RowGroups",
     "Secret",
+    "SelectObjectTicket",
     "SqlInfo",
     "SqlInfoValue",
+    "SqlTicket",
+    "StatementTicket",
     "TicketError",
     "UnknownCommandError",
+    "WholeObject",
     "bind_parameters",
     "build_sql_info",
     "decode_action",
@@ -94,7 +121,9 @@ __all__ = [
     "encode_handle",
     "encode_ticket",
     "handle_parameters",
+    "is_whole_object",
     "pack_any",
+    "partition_from_dict",
     "pb",
     "ticket_from_flight",
     "ticket_to_flight",

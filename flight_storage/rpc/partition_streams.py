@@ -21,7 +21,7 @@ from flight_storage.errors import (
 )
 from flight_storage.execution.engine import PlannedPartition, SelectEngine, SelectPlan
 from flight_storage.execution.select_local import select_stats, serialized_records
-from flight_storage.protocol import PartitionTicket
+from flight_storage.protocol import PartitionTicket, StatementTicket
 from flight_storage.request.s3_request import RECORDS_SCHEMA, extras_from_ticket, stats_metadata
 from flight_storage.request.tables import object_version
 from flight_storage.rpc.endpoints import partition_bytes
@@ -48,7 +48,8 @@ def partition_stream(
     key: bytes,
     objects: Sequence[ObjectInfo],
 ) -> PartitionStream:
-    """The stream of ``ticket``'s partition of ``plan`` (its request kind says which)."""
+    """The stream of ``ticket``'s partition of ``plan`` (its type says which: a statement's
+    Arrow batches, or an S3 request's records)."""
     partition = ticket.partition
     version = object_version(objects)
     common = dict(source=source, context=context, pool=pool, fields=fields,
@@ -59,7 +60,7 @@ def partition_stream(
                            partition_bytes(partition, plan))
         return _unchanged(batches, objects, version)
 
-    if ticket.request == "statement":
+    if isinstance(ticket, StatementTicket):
         schema = plan.arrow_schema
         produce = arrow
         return PartitionStream(schema, QueryStream(produce=produce, schema=schema, **common))
