@@ -109,31 +109,32 @@ def _check_age(issued_at: float, max_age: float | None, now: float | None, what:
 # is. On the wire (``to_dict``) each carries its tag, ``KIND``, as ``"kind"``.
 
 
-def _fields_dict(partition: Any) -> dict[str, Any]:
-    """A partition's JSON-able form: its tag and its set fields (tuples as lists)."""
-    out: dict[str, Any] = {"kind": partition.KIND}
-    for spec in dataclasses.fields(partition):
-        value = getattr(partition, spec.name)
-        if value is None or value == ():
-            continue
-        out[spec.name] = ([list(v) if isinstance(v, tuple) else v for v in value]
-                          if isinstance(value, tuple) else value)
-    return out
+class _PartitionForm:
+    """What every partition type has: its wire tag and its JSON-able form."""
+
+    KIND: ClassVar[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form: the tag and the set fields (tuples as lists)."""
+        out: dict[str, Any] = {"kind": self.KIND}
+        for spec in dataclasses.fields(self):  # type: ignore[arg-type]  # every subclass is one
+            value = getattr(self, spec.name)
+            if value is None or value == ():
+                continue
+            out[spec.name] = ([list(v) if isinstance(v, tuple) else v for v in value]
+                              if isinstance(value, tuple) else value)
+        return out
 
 
 @dataclass(frozen=True)
-class WholeObject:
+class WholeObject(_PartitionForm):
     """The whole object (and the one endpoint of a plan that reads none, ``SELECT 1``)."""
 
     KIND: ClassVar[str] = "object"
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able form, leaving out unset fields."""
-        return _fields_dict(self)
-
 
 @dataclass(frozen=True)
-class ByteRange:
+class ByteRange(_PartitionForm):
     """Bytes ``start``..``end`` (end exclusive) of one object, with S3 Select's ScanRange
     record rules (``formats/scan_range.py``)."""
 
@@ -145,13 +146,9 @@ class ByteRange:
         if not 0 <= self.start <= self.end:
             raise ValueError(f"bad byte range {self.start}..{self.end}")
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able form, leaving out unset fields."""
-        return _fields_dict(self)
-
 
 @dataclass(frozen=True)
-class RowGroups:
+class RowGroups(_PartitionForm):
     """Parquet row groups of one object, by index."""
 
     row_groups: tuple[int, ...]
@@ -161,13 +158,9 @@ class RowGroups:
         if not self.row_groups:
             raise ValueError("row_groups partition needs ['row_groups']")
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able form, leaving out unset fields."""
-        return _fields_dict(self)
-
 
 @dataclass(frozen=True)
-class ObjectGroup:
+class ObjectGroup(_PartitionForm):
     """Several whole objects of one table (a prefix table), by key."""
 
     keys: tuple[str, ...]
@@ -177,13 +170,9 @@ class ObjectGroup:
         if not self.keys:
             raise ValueError("objects partition needs ['keys']")
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able form, leaving out unset fields."""
-        return _fields_dict(self)
-
 
 @dataclass(frozen=True)
-class IcebergFiles:
+class IcebergFiles(_PartitionForm):
     """Data files of one snapshot of an Iceberg table.
 
     Attributes:
@@ -213,10 +202,6 @@ class IcebergFiles:
         if self.deletes and self.split:
             raise ValueError("a file with delete files is read whole")
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able form, leaving out unset fields."""
-        return _fields_dict(self)
-
 
 Partition: TypeAlias = WholeObject | ByteRange | RowGroups | ObjectGroup | IcebergFiles
 """The slice of the data one ticket computes: one of the five partition types."""
@@ -226,6 +211,7 @@ _PARTITION_TYPES: Final[Mapping[str, type[Partition]]] = {
 }
 PARTITION_KINDS: Final = tuple(_PARTITION_TYPES)
 """Every partition's wire tag (``"kind"``); only :func:`partition_from_dict` reads them."""
+
 
 def is_whole_object(partitions: Sequence[Partition]) -> bool:
     """True when ``partitions`` is the one :class:`WholeObject` (everything in one piece)."""
