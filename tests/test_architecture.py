@@ -351,6 +351,18 @@ def test_no_kind_is_compared_as_a_string_outside_its_decoder() -> None:
     assert found == []
 
 
+def test_every_ticket_type_has_one_do_get_handler() -> None:
+    """DoGet's table has a handler for each type the decoder makes, and for no other."""
+    import typing
+
+    from flight_storage.protocol import REQUEST_KINDS, PartitionTicket
+    from flight_storage.rpc.server import StorageServer
+
+    types = set(typing.get_args(PartitionTicket))
+    assert set(StorageServer._DO_GET) == types
+    assert sorted(t.REQUEST for t in types) == sorted(REQUEST_KINDS)
+
+
 def _flavour_defaults(source: str, flavours: set[str]) -> list[str]:
     """Places that set a default flavour: a parameter's or a field's default, a module
     constant, or an ``or`` fallback that is a flavour's name (or its constant)."""
