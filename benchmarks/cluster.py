@@ -119,7 +119,7 @@ class _Cluster:
         with ThreadPoolExecutor(min(len(plan.endpoints), common.MAX_PARALLEL_READS)) as pool:
             parts = list(pool.map(drain, plan.endpoints))
         return common.FlightResult(sum(p[0] for p in parts), sum(p[1] for p in parts),
-                                   len(plan.endpoints), str(plan.about.get("reader", "?")))
+                                   len(plan.endpoints), str(plan.about.reader or "?"))
 
     def close(self) -> None:
         if hasattr(self, "client"):

@@ -513,7 +513,7 @@ class ServerGroup:
         else:
             parts = [drain(job) for job in jobs]
         return FlightResult(sum(p[0] for p in parts), sum(p[1] for p in parts), len(jobs),
-                            str(plan.about.get("reader", "?")))
+                            str(plan.about.reader or "?"))
 
     def close(self) -> None:
         for client in getattr(self, "clients", []):

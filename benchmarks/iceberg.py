@@ -116,7 +116,7 @@ def _read_all(client: Any, sql: str) -> tuple[int, int, dict[str, Any]]:
 
     with ThreadPoolExecutor(min(max(1, len(plan.endpoints)), common.MAX_PARALLEL_READS)) as pool:
         rows = sum(pool.map(drain, plan.endpoints))
-    return rows, len(plan.endpoints), dict(plan.about)
+    return rows, len(plan.endpoints), plan.about.to_dict()
 
 
 def _in_process(catalog: Any, endpoint: str, row_filter: str, columns: Sequence[str]

@@ -186,7 +186,7 @@ def _fleet(store: SeaweedFS, sizes: Sequence[int], runs: int) -> list[dict[str, 
                 with FlightSelectClient(ConnectionOptions(servers[0].location)) as client:
                     grouped = common.measure(lambda: client.read_all(sql), runs)
                     scanned = common.measure(lambda: client.read_all(scan), runs)
-                    cores = client.execute(scan).about.get("cores")
+                    cores = client.execute(scan).about.cores
                 answers.append((grouped[1].to_pylist(), scanned[1].num_rows))
                 results.append({"nodes": n, "grouped": grouped[0], "scan_1pct": scanned[0],
                                 "rows": scanned[1].num_rows, "cores_per_node": cores})

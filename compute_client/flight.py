@@ -163,17 +163,9 @@ class QueryPlan:
     endpoints: tuple[Endpoint, ...]
     total_records: int
     total_bytes: int
-    about: dict[str, Any] = field(default_factory=dict)
-    """What the server says of the plan (``reader``: ``datafusion`` or ``reference``)."""
-
-
-def _about(info: flight.FlightInfo) -> dict[str, Any]:
-    """The server's JSON note on a FlightInfo (empty when it sent none or something else)."""
-    try:
-        about = json.loads(bytes(info.app_metadata or b"") or b"{}")
-    except (ValueError, UnicodeDecodeError):
-        return {}
-    return about if isinstance(about, dict) else {}
+    about: protocol.PlanDescription = field(default_factory=protocol.PlanDescription)
+    """What the server says of the plan (``reader``: ``datafusion`` or ``reference``; empty
+    when it said nothing)."""
 
 
 def _like_literal(text: str) -> str:
@@ -282,7 +274,7 @@ class FlightSelectClient:
             for i, e in enumerate(info.endpoints)
         )
         return QueryPlan(info.schema, endpoints, info.total_records, info.total_bytes,
-                         _about(info))
+                         protocol.PlanDescription.from_json(info.app_metadata))
 
     def locations(self, endpoint: Endpoint) -> tuple[str, ...]:
         """Where ``endpoint`` may be read, in order, each once; the planning server stands in

@@ -10,8 +10,8 @@ to each source.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
@@ -20,6 +20,7 @@ from pyspark.sql.types import StructType
 
 from compute_client.errors import RemoteQueryError
 from compute_client.flight import ConnectionOptions, Endpoint, FlightSelectClient
+from flight_storage.protocol import PlanDescription
 
 T = TypeVar("T")
 
@@ -140,15 +141,15 @@ def task_groups(items: Sequence[T], tasks: int | None) -> list[list[T]]:
     return groups
 
 
-def spark_tasks(about: Mapping[str, Any], endpoints: Sequence[Endpoint],
+def spark_tasks(about: PlanDescription, endpoints: Sequence[Endpoint],
                 requested: int | None) -> int | None:
     """How many Spark tasks read ``endpoints``: ``requested``, else the cores the server
-    computes on (its plan's ``about["cores"]``) times the nodes the endpoints name; None:
+    computes on (its plan's ``about.cores``) times the nodes the endpoints name; None:
     one per endpoint (a server that does not say)."""
     if requested is not None:
         return requested
-    cores = about.get("cores")
-    if not isinstance(cores, int) or cores < 1:
+    cores = about.cores
+    if cores is None or cores < 1:
         return None
     nodes = {e.locations[0] if e.locations else "" for e in endpoints}
     return cores * max(1, len(nodes))

@@ -65,6 +65,7 @@ from compute_client.spark_common import (
     split_columns,
     task_groups,
 )
+from flight_storage.protocol import PlanDescription
 
 log = logging.getLogger(__name__)
 
@@ -281,7 +282,7 @@ class FlightSelectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
 
         ``start`` is in PySpark's signature; ``end`` alone lists the batch's objects."""
         fetched: list[tuple[str, Endpoint]] = []
-        about: dict[str, Any] = {}
+        about: PlanDescription | None = None
         with FlightSelectClient(self.options.connection) as client:
             for key, _ in end.get("batch", []):
                 try:
@@ -293,7 +294,8 @@ class FlightSelectStreamReader(DataSourceStreamReader, SupportsTriggerAvailableN
                     continue
                 about = about or plan.about
                 fetched += [(key, e) for e in plan.endpoints]
-        tasks = spark_tasks(about, [e for _, e in fetched], self.options.connection.parallelism)
+        tasks = spark_tasks(about or PlanDescription(), [e for _, e in fetched],
+                            self.options.connection.parallelism)
         return [FetchPartition(FetchPartition.value_of([e for _, e in group]),
                                [key for key, _ in group])
                 for group in task_groups(fetched, tasks)]

@@ -31,7 +31,7 @@ import pyarrow as pa
 from flight_storage.errors import StorageError
 from flight_storage.rpc.auth import add_user_arguments, run_add_user
 from flight_storage.rpc.s3_http.door_config import S3DoorConfig
-from select_dialect.flavors import AWS, FLAVOR_NAMES, FLAVORS
+from select_dialect.flavors import FLAVOR_NAMES, FLAVORS, S3_API_DEFAULT
 
 if TYPE_CHECKING:
     from flight_storage.rpc.config import ServerConfig
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
     _Topology = tuple[ClusterDescription | None, ClusterNode | None, Workers | None]
 
-QUERY_DEFAULT_FLAVOR = AWS
+QUERY_DEFAULT_FLAVOR = S3_API_DEFAULT
 """``flight-select query`` stands for one S3 SelectObjectContent call: AWS's answer."""
 
 

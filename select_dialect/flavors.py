@@ -273,11 +273,17 @@ FLAVORS: Final[dict[str, Flavor]] = {
 FLAVOR_NAMES: Final = tuple(FLAVORS)
 """Every flavour's name (the order help texts list them in)."""
 
+# Every flavour default, here and nowhere else (``tests/test_architecture.py`` pins it): each
+# entry point resolves a call's flavour once, the one named or its surface's default.
 STATEMENT_DEFAULT: Final = STANDARD
 """The flavour of a Flight SQL statement when the client names none (any SQL client)."""
 S3_REQUEST_DEFAULT: Final = CEPH
 """The flavour of an S3 SelectObjectContent request over Flight when the client names none:
-the server answers as the Ceph RGW it stands in for."""
+the server answers as the Ceph RGW it stands in for. Also the translator's and the engine's
+when a caller names none."""
+S3_API_DEFAULT: Final = AWS
+"""The flavour of a SelectObjectContent call made in AWS's own API when the caller names
+none: the S3 door (``serve --s3-port``) and ``flight-select query`` answer as AWS does."""
 
 
 def flavor(name: str) -> Flavor:
@@ -304,6 +310,7 @@ __all__ = [
     "FLAVOR_NAMES",
     "MINIO",
     "MINIO_READING",
+    "S3_API_DEFAULT",
     "S3_REQUEST_DEFAULT",
     "STANDARD",
     "STATEMENT_DEFAULT",

@@ -24,7 +24,13 @@ from select_dialect.errors import (
     QuerySyntaxError,
     UnsupportedFeatureError,
 )
-from select_dialect.flavors import CEPH, FLAVOR_NAMES, FLAVORS, STANDARD, Flavor
+from select_dialect.flavors import (
+    FLAVOR_NAMES,
+    FLAVORS,
+    S3_REQUEST_DEFAULT,
+    STANDARD,
+    Flavor,
+)
 from select_dialect.kinds import JSON, Column
 from select_dialect.lowering import Lowering
 from select_dialect.reserved_words import refuse_reserved_names
@@ -135,7 +141,8 @@ def check_query_length(sql: str, limit: int = MAX_QUERY_CHARS, *, what: str = "q
             code="ExpressionTooLong")
 
 
-def parse(sql: str, flavor: str = CEPH, max_query_chars: int = MAX_QUERY_CHARS) -> exp.Select:
+def parse(sql: str, flavor: str = S3_REQUEST_DEFAULT,
+          max_query_chars: int = MAX_QUERY_CHARS) -> exp.Select:
     """Parse one s3-select statement (syntax errors become :class:`QuerySyntaxError`).
 
     The error names the line, column and offending text; its code is AWS's
@@ -217,7 +224,7 @@ def translate(
     sql: str,
     *,
     input_format: str,
-    flavor: str = CEPH,
+    flavor: str = S3_REQUEST_DEFAULT,
     columns: Sequence[Column] | None = None,
     header: Sequence[str] | None = None,
     table: str = "s3object",

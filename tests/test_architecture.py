@@ -296,3 +296,145 @@ def test_one_access_policy() -> None:
         if path not in (owner, owner.with_name("auth.py"))
         and deciding.search(path.read_text(encoding="utf-8")))
     assert found == []
+
+
+# Issue 40: a kind (of ticket, of partition, of Flight SQL command) is decoded once, into a
+# type, by its decoder in flight_storage/protocol/; everyone else dispatches on the type.
+_KIND_DECODERS = ("flight_storage/protocol/tickets.py",)
+_COMMAND_DECODERS = ("flight_storage/protocol/",)
+_KIND_READS = {"kind", "request"}  # where a kind string was read from before the types
+_WIRE_TAGS = {"KIND", "REQUEST"}  # the types' wire tags: only the decoders compare them
+_KIND_COMPARISONS = (ast.Eq, ast.NotEq, ast.In, ast.NotIn)
+
+
+def _literal_strings(node: ast.expr) -> set[str]:
+    """The string constants ``node`` is, or holds as a tuple, list or set display (also
+    wrapped in ``frozenset(...)``, ``set(...)`` or ``tuple(...)``)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return {node.value}
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args \
+            and node.func.id in ("frozenset", "set", "tuple"):
+        return _literal_strings(node.args[0])
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        return {s for element in node.elts for s in _literal_strings(element)}
+    return set()
+
+
+def _reads(node: ast.expr, names: set[str]) -> bool:
+    """``node`` reads an attribute of one of ``names`` (``p.kind``, ``[p.kind for ...]``) or
+    a key of one (``d["kind"]``)."""
+    return any((isinstance(n, ast.Attribute) and n.attr in names)
+               or (isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant)
+                   and n.slice.value in names)
+               for n in ast.walk(node))
+
+
+def _kinds_compared_as_strings(source: str, kinds: set[str], commands: set[str]) -> list[str]:
+    """Comparisons that test a kind as a string: a kind literal against a ``kind`` or
+    ``request`` read, a wire tag (``KIND``, ``REQUEST``) against anything, or (``commands``)
+    a Flight SQL message name against anything."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.Compare)
+                and any(isinstance(op, _KIND_COMPARISONS) for op in node.ops)):
+            continue
+        operands = [node.left, *node.comparators]
+        literals = {s for operand in operands for s in _literal_strings(operand)}
+        if ((literals & kinds and any(_reads(o, _KIND_READS) for o in operands))
+                or any(_reads(o, _WIRE_TAGS) for o in operands) or literals & commands):
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def _kind_names() -> tuple[set[str], set[str]]:
+    from flight_storage import _flight_sql_pb2 as pb
+    from flight_storage.protocol import PARTITION_KINDS, REQUEST_KINDS
+
+    return {*PARTITION_KINDS, *REQUEST_KINDS}, set(pb.DESCRIPTOR.message_types_by_name)
+
+
+def test_the_kind_check_finds_string_dispatch() -> None:
+    kinds, commands = _kind_names()
+    caught = [
+        'if ticket.request == "statement": pass',
+        'x = partition.kind != "byte_range"',
+        'x = [p.kind for p in chosen] == ["object"]',
+        'x = p.kind in ("objects", "files")',
+        'x = p.to_dict()["kind"] in frozenset({"row_groups"})',
+        "x = type(t).REQUEST == SQL_REQUEST",
+        "x = partition.KIND in wanted",
+        'x = name == "TicketStatementQuery"',
+        'x = name not in ("CommandStatementIngest", "CommandPreparedStatementQuery")',
+    ]
+    assert [line for line in caught if not _kinds_compared_as_strings(line, kinds, commands)] \
+        == []
+    # Other kinds that share a word stay free: an Iceberg catalog's, a JSON path step's.
+    free = ['x = match.group("kind") == "sql"', 'x = step == "object"',
+            'x = isinstance(p, ByteRange)', 'x = name in METADATA_COMMANDS']
+    assert [line for line in free if _kinds_compared_as_strings(line, kinds, commands)] == []
+
+
+def test_no_kind_is_compared_as_a_string_outside_its_decoder() -> None:
+    """Tickets and partitions are tagged unions decoded in ``protocol/tickets.py`` (DoGet
+    dispatches on the ticket's type through one table), Flight SQL commands are decoded into
+    their message types in ``protocol/messages.py``: nobody else tests which kind they hold by
+    its string."""
+    kinds, commands = _kind_names()
+    found = []
+    for package in ("flight_storage", "compute_client"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            relative = str(path.relative_to(ROOT))
+            source = path.read_text(encoding="utf-8")
+            own_kinds = set() if relative in _KIND_DECODERS else kinds
+            own_commands = set() if relative.startswith(_COMMAND_DECODERS) else commands
+            found += [f"{relative}:{hit}"
+                      for hit in _kinds_compared_as_strings(source, own_kinds, own_commands)]
+    assert found == []
+
+
+def test_every_ticket_type_has_one_do_get_handler() -> None:
+    """DoGet's table has a handler for each type the decoder makes, and for no other."""
+    import typing
+
+    from flight_storage.protocol import REQUEST_KINDS, PartitionTicket
+    from flight_storage.rpc.server import StorageServer
+
+    types = set(typing.get_args(PartitionTicket))
+    assert set(StorageServer._DO_GET) == types
+    assert sorted(t.REQUEST for t in types) == sorted(REQUEST_KINDS)
+
+
+def _flavour_defaults(source: str, flavours: set[str]) -> list[str]:
+    """Places that set a default flavour: a parameter's or a field's default, a module
+    constant, or an ``or`` fallback that is a flavour's name (or its constant)."""
+    tree = ast.parse(source)
+    defaults: list[ast.expr] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            defaults += [*node.args.defaults, *(d for d in node.args.kw_defaults if d)]
+        elif isinstance(node, ast.ClassDef | ast.Module):
+            defaults += [s.value for s in node.body
+                         if isinstance(s, ast.Assign | ast.AnnAssign) and s.value is not None]
+        elif isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
+            defaults += node.values[1:]
+    constants = {name.upper() for name in flavours}
+    return [f"{d.lineno}: {ast.unparse(d)}" for d in defaults
+            if (isinstance(d, ast.Constant) and d.value in flavours)
+            or (isinstance(d, ast.Name) and d.id in constants)]
+
+
+def test_flavour_defaults_have_one_owner() -> None:
+    """Issue 40: every surface's default flavour is a named constant of
+    ``select_dialect/flavors.py`` (``STATEMENT_DEFAULT``, ``S3_REQUEST_DEFAULT``,
+    ``S3_API_DEFAULT``); a default spelled elsewhere is a second owner that drifts."""
+    from select_dialect.flavors import FLAVOR_NAMES
+
+    flavours = set(FLAVOR_NAMES)
+    assert _flavour_defaults('def f(flavor: str = CEPH): pass', flavours)
+    assert _flavour_defaults('x = call.flavor or "standard"', flavours)
+    owner = ROOT / "select_dialect" / "flavors.py"
+    found = [f"{path.relative_to(ROOT)}:{hit}"
+             for package in ("flight_storage", "compute_client", "select_dialect")
+             for path in sorted((ROOT / package).rglob("*.py")) if path != owner
+             for hit in _flavour_defaults(path.read_text(encoding="utf-8"), flavours)]
+    assert found == []

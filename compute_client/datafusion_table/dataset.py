@@ -167,7 +167,7 @@ class FlightDataset(LazyDataset):
         self.server_schema = plan.schema
         # Whether the flavour's LIMIT counts scanned records (Ceph's): the server says so in
         # its FlightInfo; one that does not is assumed to (never cut matching rows).
-        self.limit_counts_input = plan.about.get("limit_counts_input") is not False
+        self.limit_counts_input = plan.about.limit_counts_input is not False
         self._schema = _declared_schema(plan.schema, schema)
         super().__init__(self._schema)
         self.scans: list[ScanStats] = []

@@ -73,7 +73,7 @@ from flight_storage.execution.native_csv import DeferredCsvTable, NativeCsvTable
 from flight_storage.execution.native_parquet import NativeParquetTable, row_group_starts
 from flight_storage.execution.plan_types import TABLE, PlannedPartition, SelectPlan
 from flight_storage.execution.session import READ_ONLY, new_session
-from flight_storage.protocol import Partition
+from flight_storage.protocol import Partition, RowGroups, WholeObject
 from flight_storage.storage.decoded_cache import SUFFIX, DecodedCache, entry_name
 from flight_storage.storage.sources import DataFusionLocation, content_identity, unwrapped
 
@@ -206,7 +206,7 @@ def _partitions(footer: pq.FileMetaData, splits: list[tuple[int, ...]], object_b
     """The entry's row-group partitions; each counts its share of the *object's* bytes (by
     rows), so S3's Stats and FlightInfo totals say what they say without the cache."""
     if not splits:
-        return (PlannedPartition(Partition("object"), bytes=object_bytes, rows=0),)
+        return (PlannedPartition(WholeObject(), bytes=object_bytes, rows=0),)
     total = max(footer.num_rows, 1)
     planned, rows_before = [], 0
     for groups in splits:
@@ -214,7 +214,7 @@ def _partitions(footer: pq.FileMetaData, splits: list[tuple[int, ...]], object_b
         start = object_bytes * rows_before // total
         rows_before += rows
         end = object_bytes if rows_before >= total else object_bytes * rows_before // total
-        planned.append(PlannedPartition(Partition("row_groups", row_groups=groups),
+        planned.append(PlannedPartition(RowGroups(groups),
                                         bytes=end - start, rows=rows))
     return tuple(planned)
 
@@ -263,7 +263,7 @@ def for_partitions(plan: SelectPlan, chosen: Sequence[Partition]) -> SelectPlan:
     if plan.uncached is None:
         return plan
     own = {p.partition for p in plan.partitions}
-    if all(p in own or p.kind == "object" for p in chosen):
+    if all(p in own or isinstance(p, WholeObject) for p in chosen):
         return plan
     return plan.uncached
 

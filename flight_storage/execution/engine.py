@@ -67,12 +67,18 @@ from flight_storage.execution.streaming_dataset import (
     StreamingDataset,
     chain_scans,
 )
-from flight_storage.protocol import Partition
+from flight_storage.protocol import (
+    ByteRange,
+    ObjectGroup,
+    Partition,
+    WholeObject,
+    is_whole_object,
+)
 from flight_storage.storage.sources import ObjectSource, version_key
 from flight_storage.storage.version_cache import VersionCache
 from select_dialect import Column, Translation, translate
 from select_dialect.errors import SelectDialectError
-from select_dialect.flavors import CEPH, FLAVOR_NAMES, FLAVORS
+from select_dialect.flavors import FLAVOR_NAMES, FLAVORS, S3_REQUEST_DEFAULT
 from select_dialect.translate import check_query_length
 
 __all__ = ["COMPRESSIONS", "TABLE", "WARNINGS_METADATA", "EngineConfig", "InputSpec",
@@ -157,7 +163,7 @@ class SelectEngine:
         source: ObjectSource | Sequence[ObjectSource],
         input: InputSpec,
         *,
-        flavor: str = CEPH,
+        flavor: str = S3_REQUEST_DEFAULT,
         scan_range: tuple[int, int] | None = None,
         parallelism: int | None = None,
     ) -> SelectPlan:
@@ -194,7 +200,7 @@ class SelectEngine:
             raise InvalidRequestError("the statement reads an object; plan it with plan()")
         return self._finish_plan(expression, flavor, (), InputSpec("csv"), translation,
                                  pa.schema([]),
-                                 [PlannedPartition(Partition("object"), bytes=0, rows=1)])
+                                 [PlannedPartition(WholeObject(), bytes=0, rows=1)])
 
     def _plan(
         self,
@@ -309,7 +315,7 @@ class SelectEngine:
                 current.append(source)
         return tuple(
             PlannedPartition(
-                Partition("objects", keys=tuple(s.name for s in group)),
+                ObjectGroup(tuple(s.name for s in group)),
                 bytes=sum(s.size for s in group),
             )
             for group in groups
@@ -382,7 +388,7 @@ class SelectEngine:
         the reference readers over that object alone."""
         by_name = {s.name: s for s in plan.sources}
         for partition in self._expand(plan, chosen):
-            keys = partition.keys if partition.kind == "objects" else tuple(by_name)
+            keys = partition.keys if isinstance(partition, ObjectGroup) else tuple(by_name)
             missing = [k for k in keys if k not in by_name]
             if missing:
                 raise InvalidRequestError(
@@ -404,7 +410,7 @@ class SelectEngine:
                            ) -> Iterator[pa.RecordBatch]:
         """The reference readers over the named objects of the plan's table, in one stream."""
         if keys:
-            yield from self._reference_stream(plan, [Partition("objects", keys=tuple(keys))])
+            yield from self._reference_stream(plan, [ObjectGroup(tuple(keys))])
 
     def _reference_stream(
         self, plan: SelectPlan, chosen: Sequence[Partition]
@@ -442,7 +448,7 @@ class SelectEngine:
         """DataFusion reading the object itself, or None when ``chosen`` is not one of its
         partitions (the reference reader then serves them)."""
         whole = [p.partition for p in plan.partitions]
-        everything = list(chosen) == whole or [p.kind for p in chosen] == ["object"]
+        everything = list(chosen) == whole or is_whole_object(chosen)
         table = _driver(plan.input).verified(self, plan, native, chosen, everything)
         if table is None:
             return None
@@ -500,7 +506,8 @@ class SelectEngine:
             ctx, physical = prepared
             return ctx.execute(physical, index)
 
-        start = (partition.start or 0) if partition is not None and index is not None else None
+        start = ((partition.start if isinstance(partition, ByteRange) else 0)
+                 if partition is not None and index is not None else None)
         explain = native.explainer(plan.source.size, partitions, start)
         yield from arrow_batches(open_stream, explain)
         if mismatch and partition is not None:  # the reference reader serves the range
@@ -582,23 +589,23 @@ class SelectEngine:
 
     def _expand(self, plan: SelectPlan, chosen: Sequence[Partition]) -> list[Partition]:
         """Replace a whole-table partition by the plan's finer partitions."""
-        if [p.kind for p in chosen] == ["object"]:
+        if is_whole_object(chosen):
             return [p.partition for p in plan.partitions]
         return list(chosen)
 
     def _scans(self, plan: SelectPlan, partition: Partition) -> list[ScanFunction]:
         """One scan per (object, piece) the partition covers."""
         driver = _driver(plan.input)
-        if partition.kind == "objects":
+        if isinstance(partition, ObjectGroup):
             by_name = {s.name: s for s in plan.sources}
             missing = [k for k in partition.keys if k not in by_name]
             if missing:
                 raise InvalidRequestError(
                     f"object {missing[0]} is no longer part of the table", code="NoSuchKey"
                 )
-            return [driver.scan(self, plan, by_name[k], Partition("object"))
+            return [driver.scan(self, plan, by_name[k], WholeObject())
                     for k in partition.keys]
-        if partition.kind == "object":
+        if isinstance(partition, WholeObject):
             return [driver.scan(self, plan, source, partition) for source in plan.sources]
         return [driver.scan(self, plan, plan.source, partition)]
 

@@ -59,7 +59,7 @@ from flight_storage.execution.iceberg_filter import iceberg_row_filter
 from flight_storage.execution.native_parquet import row_group_split, row_group_starts
 from flight_storage.execution.plan_types import TABLE, PlannedPartition, SelectPlan
 from flight_storage.execution.session import READ_ONLY, arrow_batches, new_session
-from flight_storage.protocol import Partition
+from flight_storage.protocol import IcebergFiles, PlanDescription
 from flight_storage.storage.iceberg_catalog import (
     IcebergCatalogs,
     check_present,
@@ -121,11 +121,11 @@ class IcebergPlan:
     field_ids: ColumnIds
 
     @property
-    def about(self) -> dict[str, Any]:
+    def about(self) -> PlanDescription:
         """What FlightInfo's ``app_metadata`` says of the plan."""
-        return {"reader": "datafusion", "table": "iceberg", "snapshot": self.snapshot,
-                "files": len(self.files), "pruned_files": self.pruned,
-                "row_filter": self.row_filter}
+        return PlanDescription(reader="datafusion", table="iceberg", snapshot=self.snapshot,
+                               files=len(self.files), pruned_files=self.pruned,
+                               row_filter=self.row_filter)
 
 
 # ----------------------------------------------------------------------------- schemas
@@ -191,9 +191,9 @@ def plan_iceberg(engine: SelectEngine, catalogs: IcebergCatalogs, name: IcebergT
                        field_ids(table, schema))
 
 
-def _no_files(snapshot_id: int | None) -> Partition:
+def _no_files(snapshot_id: int | None) -> IcebergFiles:
     """The one endpoint of a plan that reads no file (no snapshot yet, or all pruned)."""
-    return Partition("files", keys=("",), snapshot=snapshot_id or 0)
+    return IcebergFiles(keys=("",), snapshot=snapshot_id or 0)
 
 
 def _plan_files(name: IcebergTableName, table: Any, snapshot: Any, scan: Any) -> list[Any]:
@@ -337,8 +337,8 @@ def _files_partition(snapshot_id: int, tasks: Sequence[Any]) -> PlannedPartition
     deletes = tuple((i, path) for i, t in enumerate(tasks)
                     for path in sorted(d.file_path for d in t.delete_files))
     return PlannedPartition(
-        Partition("files", keys=tuple(t.file.file_path for t in tasks), snapshot=snapshot_id,
-                  deletes=deletes),
+        IcebergFiles(keys=tuple(t.file.file_path for t in tasks), snapshot=snapshot_id,
+                     deletes=deletes),
         bytes=sum(t.file.file_size_in_bytes for t in tasks),
         rows=sum(t.file.record_count for t in tasks))
 
@@ -361,26 +361,27 @@ def _split_file(catalogs: IcebergCatalogs, snapshot_id: int, task: Any,
     path = task.file.file_path
     return [
         PlannedPartition(
-            Partition("files", keys=(path,), snapshot=snapshot_id, split=(index, wanted),
-                      row_groups=groups),
+            IcebergFiles(keys=(path,), snapshot=snapshot_id, split=(index, wanted),
+                         row_groups=groups),
             bytes=sum(metadata.row_group(g).total_byte_size for g in groups),
             rows=sum(metadata.row_group(g).num_rows for g in groups))
         for index, groups in enumerate(pieces) if groups
     ]
 
 
-def whole_partition(plan: SelectPlan) -> Partition:
+def whole_partition(plan: SelectPlan) -> IcebergFiles:
     """Every file of the plan in one ``files`` partition (a client that reads one endpoint)."""
     paths: list[str] = []
     deletes: set[tuple[str, str]] = set()
     snapshot = 0
     for planned in plan.partitions:
         partition = planned.partition
+        assert isinstance(partition, IcebergFiles)  # an Iceberg plan's every partition
         snapshot = partition.snapshot or snapshot
         paths += [k for k in partition.keys if k not in paths]
         deletes.update((partition.keys[i], path) for i, path in partition.deletes)
-    return Partition("files", keys=tuple(paths) or ("",), snapshot=snapshot,
-                     deletes=tuple(sorted((paths.index(k), d) for k, d in deletes)))
+    return IcebergFiles(keys=tuple(paths) or ("",), snapshot=snapshot,
+                        deletes=tuple(sorted((paths.index(k), d) for k, d in deletes)))
 
 
 # ----------------------------------------------------------------------------- execution
@@ -415,7 +416,7 @@ def replan(engine: SelectEngine, catalogs: IcebergCatalogs, name: IcebergTableNa
 
 
 def execute_iceberg(engine: SelectEngine, catalogs: IcebergCatalogs, plan: SelectPlan,
-                    ids: ColumnIds, partition: Partition) -> Iterator[pa.RecordBatch]:
+                    ids: ColumnIds, partition: IcebergFiles) -> Iterator[pa.RecordBatch]:
     """The statement's result over one ``files`` partition, as Flight clients see it
     (``ids``: the snapshot schema's field ids, :func:`field_ids`)."""
     paths = [p for p in partition.keys if p]

@@ -61,7 +61,7 @@ from flight_storage.formats.csv_guard import (
 )
 from flight_storage.formats.csv_options import CsvInputOptions
 from flight_storage.formats.typed_columns import BAD_VALUES_NULL, TypedColumns, arrow_type
-from flight_storage.protocol import Partition
+from flight_storage.protocol import ByteRange, Partition
 from flight_storage.storage.sources import (
     DataFusionLocation,
     ObjectSource,
@@ -312,7 +312,7 @@ class NativeCsvTable:
     @staticmethod
     def piece(partition: Partition) -> Any | None:
         """The piece a plan's partition reads (a byte range), or None."""
-        if partition.kind != "byte_range":
+        if not isinstance(partition, ByteRange):
             return None
         return (partition.start, partition.end)
 

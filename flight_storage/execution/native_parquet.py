@@ -42,7 +42,7 @@ from datafusion import SessionConfig, SessionContext
 
 from flight_storage.errors import StoppedError
 from flight_storage.execution.native_csv import native_ranges
-from flight_storage.protocol import Partition
+from flight_storage.protocol import Partition, RowGroups
 from flight_storage.storage.sources import (
     DataFusionLocation,
     ObjectSource,
@@ -131,7 +131,7 @@ class NativeParquetTable:
     @staticmethod
     def piece(partition: Partition) -> Any | None:
         """The piece a plan's partition reads (row groups), or None."""
-        return partition.row_groups if partition.kind == "row_groups" else None
+        return partition.row_groups if isinstance(partition, RowGroups) else None
 
     def whole_partitions(self, cores: int) -> int:
         """Partitions to read the whole file on ``cores`` cores."""

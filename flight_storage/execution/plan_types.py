@@ -4,14 +4,14 @@ partitions. No DataFusion here: callers that need only :class:`InputSpec` or
 
 Partitions (``flight_storage.protocol.Partition``):
 
-| kind | reads |
+| type | reads |
 |---|---|
-| ``object`` | every object of the table, in order |
-| ``byte_range`` | the records of the (single) object whose first byte lies in ``[start, end)`` |
-| ``row_groups`` | those row groups of the (single) Parquet object |
-| ``objects`` | the named objects of a prefix table, whole |
+| ``WholeObject`` | every object of the table, in order |
+| ``ByteRange`` | the records of the (single) object whose first byte lies in ``[start, end)`` |
+| ``RowGroups`` | those row groups of the (single) Parquet object |
+| ``ObjectGroup`` | the named objects of a prefix table, whole |
 
-A ``byte_range`` of a Parquet object (only a ScanRange request makes one) reads the row groups
+A ``ByteRange`` of a Parquet object (only a ScanRange request makes one) reads the row groups
 whose start (:func:`~flight_storage.execution.native_parquet.row_group_starts`) lies in it.
 """
 
@@ -240,12 +240,6 @@ class SelectPlan:
     def reader(self) -> str:
         """Which reader serves the plan: ``datafusion`` or ``reference``."""
         return "datafusion" if self.native is not None else "reference"
-
-    @property
-    def about_cache(self) -> dict[str, str]:
-        """What FlightInfo's ``app_metadata`` says of the decoded cache: ``{"cache": "hit" |
-        "miss" | "filling"}``, or nothing where the plan cannot be served from an entry."""
-        return {"cache": self.cache} if self.cache else {}
 
     @property
     def source(self) -> ObjectSource:

@@ -3,7 +3,8 @@
 This is the only server package the compute client imports, so it depends on the standard
 library, protobuf, pyarrow and the generated ``_flight_sql_pb2`` module only. One job per
 module: ``messages`` (``Any`` packing, action bodies, headers, errors), ``schemas`` (metadata
-result schemas, ``SqlInfo``) and ``tickets`` (partition tickets, prepared handles). This file
+result schemas, ``SqlInfo``), ``tickets`` (partition tickets, prepared handles: tagged unions
+decoded once) and ``plan_description`` (what a FlightInfo's ``app_metadata`` says of its plan). This file
 re-exports their public names so ``from flight_storage import protocol`` keeps working.
 """
 
@@ -25,6 +26,7 @@ from flight_storage.protocol.messages import (
     pack_any,
     unpack_any,
 )
+from flight_storage.protocol.plan_description import PlanDescription
 from flight_storage.protocol.schemas import (
     CATALOGS_SCHEMA,
     DB_SCHEMAS_SCHEMA,
@@ -41,18 +43,31 @@ from flight_storage.protocol.schemas import (
 )
 from flight_storage.protocol.tickets import (
     HANDLE_VERSION,
+    PARTITION_KINDS,
     REQUEST_KINDS,
     TICKET_VERSION,
+    ByteRange,
+    ConstantTicket,
+    IcebergFiles,
+    IcebergTicket,
+    ObjectGroup,
     Partition,
     PartitionTicket,
     PreparedHandle,
+    RowGroups,
     Secret,
+    SelectObjectTicket,
+    SqlTicket,
+    StatementTicket,
+    WholeObject,
     bind_parameters,
     decode_handle,
     decode_ticket,
     encode_handle,
     encode_ticket,
     handle_parameters,
+    is_whole_object,
+    partition_from_dict,
     ticket_from_flight,
     ticket_to_flight,
 )
@@ -70,6 +85,7 @@ __all__ = [
     "INGEST_JOB_OPTION",
     "INGEST_STAGE_OPTION",
     "PARALLELISM_HEADER",
+    "PARTITION_KINDS",
     "PRIMARY_KEYS_SCHEMA",
     "REQUEST_KINDS",
     "SQL_INFO_SCHEMA",
@@ -79,15 +95,26 @@ __all__ = [
     "TICKET_VERSION",
     "TYPE_URL_PREFIX",
     "XDBC_TYPE_INFO_SCHEMA",
+    "ByteRange",
+    "ConstantTicket",
+    "IcebergFiles",
+    "IcebergTicket",
+    "ObjectGroup",
     "Partition",
     "PartitionTicket",
+    "PlanDescription",
     "PreparedHandle",
     "ProtocolError",
+    "RowGroups",
     "Secret",
+    "SelectObjectTicket",
     "SqlInfo",
     "SqlInfoValue",
+    "SqlTicket",
+    "StatementTicket",
     "TicketError",
     "UnknownCommandError",
+    "WholeObject",
     "bind_parameters",
     "build_sql_info",
     "decode_action",
@@ -96,7 +123,9 @@ __all__ = [
     "encode_handle",
     "encode_ticket",
     "handle_parameters",
+    "is_whole_object",
     "pack_any",
+    "partition_from_dict",
     "pb",
     "ticket_from_flight",
     "ticket_to_flight",

@@ -1,8 +1,12 @@
 """Stateless partition tickets and prepared-statement handles, signed with HMAC-SHA256.
 
-Tickets. A :class:`PartitionTicket` carries everything needed to compute one partition of a
+Tickets. A :data:`PartitionTicket` carries everything needed to compute one partition of a
 query (query text, flavor, object, partition, serializations, user, issue time), so any
 server sharing the secret can serve the ``DoGet`` without remembering the ``GetFlightInfo``.
+Tickets and partitions are tagged unions, decoded here once: one frozen dataclass per kind of
+request (:class:`StatementTicket`, ...) and per kind of partition (:class:`ByteRange`, ...),
+each tag (``REQUEST``, ``KIND``) read only by this module's decoders, so code elsewhere
+dispatches on a type, never on a string.
 Wire format (:func:`encode_ticket`)::
 
     b"FST" | version (1 byte) | flags (1 byte) | payload | HMAC-SHA256 (32 bytes)
@@ -35,9 +39,9 @@ import dataclasses
 import json
 import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, ClassVar, Final, TypeAlias
 
 import pyarrow as pa
 
@@ -98,64 +102,98 @@ def _check_age(issued_at: float, max_age: float | None, now: float | None, what:
         raise TicketError(f"{what} expired ({current - issued_at:.0f}s old, max {max_age:.0f}s)")
 
 
-# ----------------------------------------------------------------------------- partition tickets
+# ----------------------------------------------------------------------------- partitions
+#
+# A partition is one of five types, each a frozen dataclass with only its own fields: code
+# outside this module asks ``isinstance(partition, ByteRange)``, never which string a kind
+# is. On the wire (``to_dict``) each carries its tag, ``KIND``, as ``"kind"``.
 
-_ICEBERG_FIELDS: Final = ("snapshot", "split", "deletes")
-# Partition kind -> (fields that must be set, fields that must be empty).
-_PARTITION_KINDS: Final[Mapping[str, tuple[frozenset[str], frozenset[str]]]] = {
-    "object": (frozenset(), frozenset({"start", "end", "row_groups", "keys", *_ICEBERG_FIELDS})),
-    "byte_range": (frozenset({"start", "end"}),
-                   frozenset({"row_groups", "keys", *_ICEBERG_FIELDS})),
-    "row_groups": (frozenset({"row_groups"}),
-                   frozenset({"start", "end", "keys", *_ICEBERG_FIELDS})),
-    "objects": (frozenset({"keys"}), frozenset({"start", "end", "row_groups", *_ICEBERG_FIELDS})),
-    "files": (frozenset({"keys", "snapshot"}), frozenset({"start", "end"})),
-}
-_PARTITION_FIELDS: Final = ("start", "end", "row_groups", "keys", *_ICEBERG_FIELDS)
+
+class _PartitionForm:
+    """What every partition type has: its wire tag and its JSON-able form."""
+
+    KIND: ClassVar[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form: the tag and the set fields (tuples as lists)."""
+        out: dict[str, Any] = {"kind": self.KIND}
+        for spec in dataclasses.fields(self):  # type: ignore[arg-type]  # every subclass is one
+            value = getattr(self, spec.name)
+            if value is None or value == ():
+                continue
+            out[spec.name] = ([list(v) if isinstance(v, tuple) else v for v in value]
+                              if isinstance(value, tuple) else value)
+        return out
 
 
 @dataclass(frozen=True)
-class Partition:
-    """The slice of the data one ticket computes.
+class WholeObject(_PartitionForm):
+    """The whole object (and the one endpoint of a plan that reads none, ``SELECT 1``)."""
 
-    Attributes:
-        kind: ``"object"`` (the whole object), ``"byte_range"`` (``start``..``end``, end
-            exclusive, with S3 Select ScanRange record rules), ``"row_groups"`` (Parquet row
-            group indexes), ``"objects"`` (several whole objects, e.g. a prefix table) or
-            ``"files"`` (data files of one snapshot of an Iceberg table).
-        start: first byte (byte_range).
-        end: one past the last byte (byte_range).
-        row_groups: Parquet row group indexes (row_groups; for files, the row groups of the
-            one split file, for sizes).
-        keys: object keys (objects), data file paths (files).
-        snapshot: the Iceberg snapshot id the files belong to (files).
-        split: ``(index, count)``: the one data file is read as DataFusion's partition
-            ``index`` of ``count`` (files; empty: the files whole).
-        deletes: ``(i, path)``: the positional delete file ``path`` applies to ``keys[i]``
-            (files).
-    """
+    KIND: ClassVar[str] = "object"
 
-    kind: str
-    start: int | None = None
-    end: int | None = None
-    row_groups: tuple[int, ...] = ()
-    keys: tuple[str, ...] = ()
-    snapshot: int | None = None
-    split: tuple[int, ...] = ()
-    deletes: tuple[tuple[int, str], ...] = ()
+
+@dataclass(frozen=True)
+class ByteRange(_PartitionForm):
+    """Bytes ``start``..``end`` (end exclusive) of one object, with S3 Select's ScanRange
+    record rules (``formats/scan_range.py``)."""
+
+    start: int
+    end: int
+    KIND: ClassVar[str] = "byte_range"
 
     def __post_init__(self) -> None:
-        rule = _PARTITION_KINDS.get(self.kind)
-        if rule is None:
-            raise ValueError(f"unknown partition kind {self.kind!r}")
-        required, forbidden = rule
-        present = {name for name in _PARTITION_FIELDS if self._set(name)}
-        if missing := required - present:
-            raise ValueError(f"{self.kind} partition needs {sorted(missing)}")
-        if extra := forbidden & present:
-            raise ValueError(f"{self.kind} partition takes no {sorted(extra)}")
-        if self.start is not None and self.end is not None and not 0 <= self.start <= self.end:
+        if not 0 <= self.start <= self.end:
             raise ValueError(f"bad byte range {self.start}..{self.end}")
+
+
+@dataclass(frozen=True)
+class RowGroups(_PartitionForm):
+    """Parquet row groups of one object, by index."""
+
+    row_groups: tuple[int, ...]
+    KIND: ClassVar[str] = "row_groups"
+
+    def __post_init__(self) -> None:
+        if not self.row_groups:
+            raise ValueError("row_groups partition needs ['row_groups']")
+
+
+@dataclass(frozen=True)
+class ObjectGroup(_PartitionForm):
+    """Several whole objects of one table (a prefix table), by key."""
+
+    keys: tuple[str, ...]
+    KIND: ClassVar[str] = "objects"
+
+    def __post_init__(self) -> None:
+        if not self.keys:
+            raise ValueError("objects partition needs ['keys']")
+
+
+@dataclass(frozen=True)
+class IcebergFiles(_PartitionForm):
+    """Data files of one snapshot of an Iceberg table.
+
+    Attributes:
+        keys: the data files' paths.
+        snapshot: the snapshot id they belong to.
+        split: ``(index, count)``: the one data file is read as DataFusion's partition
+            ``index`` of ``count`` (empty: the files whole).
+        deletes: ``(i, path)``: the positional delete file ``path`` applies to ``keys[i]``.
+        row_groups: the row groups of the one split file (for sizes).
+    """
+
+    keys: tuple[str, ...]
+    snapshot: int
+    split: tuple[int, ...] = ()
+    deletes: tuple[tuple[int, str], ...] = ()
+    row_groups: tuple[int, ...] = ()
+    KIND: ClassVar[str] = "files"
+
+    def __post_init__(self) -> None:
+        if not self.keys:
+            raise ValueError("files partition needs ['keys']")
         if self.split and (len(self.split) != 2 or len(self.keys) != 1
                            or not 0 <= self.split[0] < self.split[1]):
             raise ValueError("a split is (index, count) of one file")
@@ -164,44 +202,71 @@ class Partition:
         if self.deletes and self.split:
             raise ValueError("a file with delete files is read whole")
 
-    def _set(self, name: str) -> bool:
-        value = getattr(self, name)
-        return value is not None and value != ()
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able form, leaving out unset fields."""
-        out: dict[str, Any] = {"kind": self.kind}
-        for name in _PARTITION_FIELDS:
-            if self._set(name):
-                value = getattr(self, name)
-                out[name] = ([list(v) if isinstance(v, tuple) else v for v in value]
-                             if isinstance(value, tuple) else value)
-        return out
+Partition: TypeAlias = WholeObject | ByteRange | RowGroups | ObjectGroup | IcebergFiles
+"""The slice of the data one ticket computes: one of the five partition types."""
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Partition:
-        """Inverse of :meth:`to_dict`."""
-        return cls(
-            kind=data["kind"],
-            start=data.get("start"),
-            end=data.get("end"),
-            row_groups=tuple(int(g) for g in data.get("row_groups", ())),
-            keys=tuple(str(k) for k in data.get("keys", ())),
-            snapshot=None if data.get("snapshot") is None else int(data["snapshot"]),
-            split=tuple(int(i) for i in data.get("split", ())),
-            deletes=tuple((int(i), str(path)) for i, path in data.get("deletes", ())),
-        )
+_PARTITION_TYPES: Final[Mapping[str, type[Partition]]] = {
+    cls.KIND: cls for cls in (WholeObject, ByteRange, RowGroups, ObjectGroup, IcebergFiles)
+}
+PARTITION_KINDS: Final = tuple(_PARTITION_TYPES)
+"""Every partition's wire tag (``"kind"``); only :func:`partition_from_dict` reads them."""
+
+
+def is_whole_object(partitions: Sequence[Partition]) -> bool:
+    """True when ``partitions`` is the one :class:`WholeObject` (everything in one piece)."""
+    return len(partitions) == 1 and isinstance(partitions[0], WholeObject)
+
+
+# Field name -> how its JSON value is read back.
+_FIELD_READERS: Final[Mapping[str, Any]] = {
+    "start": int,
+    "end": int,
+    "snapshot": int,
+    "row_groups": lambda v: tuple(int(g) for g in v),
+    "keys": lambda v: tuple(str(k) for k in v),
+    "split": lambda v: tuple(int(i) for i in v),
+    "deletes": lambda v: tuple((int(i), str(path)) for i, path in v),
+}
+
+
+def partition_from_dict(data: Mapping[str, Any]) -> Partition:
+    """The partition a ``to_dict`` form describes: the decoder of its ``"kind"`` tag.
+
+    Raises:
+        ValueError: an unknown kind, a field the kind needs missing, one it has no place
+            for, or values its type refuses.
+    """
+    tag = data.get("kind") if isinstance(data, Mapping) else None
+    cls = _PARTITION_TYPES.get(tag) if isinstance(tag, str) else None
+    if cls is None:
+        raise ValueError(f"unknown partition kind {tag!r}")
+    own = {spec.name: spec for spec in dataclasses.fields(cls)}
+    given = {k: v for k, v in data.items() if k != "kind" and v is not None and v != ()
+             and v != []}
+    if extra := sorted(given.keys() - own.keys()):
+        raise ValueError(f"{cls.KIND} partition takes no {extra}")
+    required = {n for n, spec in own.items()
+                if spec.default is dataclasses.MISSING
+                and spec.default_factory is dataclasses.MISSING}
+    if missing := sorted(required - given.keys()):
+        raise ValueError(f"{cls.KIND} partition needs {missing}")
+    return cls(**{name: _FIELD_READERS[name](value) for name, value in given.items()})
+
+
+# ----------------------------------------------------------------------------- partition tickets
 
 
 @dataclass(frozen=True)
-class PartitionTicket:
-    """Everything a server needs to compute one partition of a query, with no shared state.
+class _TicketFields:
+    """What every ticket carries: everything a server needs to compute one partition of a
+    query, with no shared state.
 
     Attributes:
         query: the s3-select SQL text as the client wrote it.
         flavor: dialect flavour (a name of ``select_dialect.flavors``).
         bucket: bucket name.
-        key: object key (for an ``"objects"`` partition, the table's prefix).
+        key: object key (for an :class:`ObjectGroup` partition, the table's prefix).
         partition: which slice to compute.
         input_serialization: S3 ``InputSerialization`` dict.
         output_serialization: S3 ``OutputSerialization`` dict, or None for Arrow output.
@@ -212,10 +277,8 @@ class PartitionTicket:
         object_version: a fingerprint of the objects' content versions when the ticket was
             planned; a server refuses the ticket if its objects are another version.
         planned_by: the cluster node that planned it (named when another node's copy differs).
-        request: what kind of request it serves (one of :data:`REQUEST_KINDS`): a DoGet
-            dispatches on it, never on which fields are empty.
         parallelism: the endpoints the client asked for (``x-flight-select-parallelism``) when
-            a ``statement`` was planned, so a DoGet cuts the object as its GetFlightInfo did
+            a statement was planned, so a DoGet cuts the object as its GetFlightInfo did
             (None: sized by work).
     """
 
@@ -232,21 +295,64 @@ class PartitionTicket:
     version: int = TICKET_VERSION
     object_version: str | None = None
     planned_by: str | None = None
-    request: str = "statement"
     parallelism: int | None = None
 
+    REQUEST: ClassVar[str]
+    """The ticket's wire tag (``"r"``); only :func:`decode_ticket` reads it."""
+
     def __post_init__(self) -> None:
-        if self.request not in REQUEST_KINDS:
-            raise ValueError(f"unknown request kind {self.request!r}")
         if self.parallelism is not None and self.parallelism < 1:
             raise ValueError(f"parallelism {self.parallelism} is not a whole number >= 1")
 
 
-REQUEST_KINDS: Final = ("statement", "constant", "iceberg", "select_object", "sql")
-"""A Flight SQL statement over a table (an object or a prefix), one that reads no table
-(``SELECT 1``), one over an Iceberg table, an S3 SelectObjectContent request, and a statement
-DataFusion plans over the tables it names (its ``bucket`` and ``key``: the session's catalog
-and schema its one-part names resolve in)."""
+@dataclass(frozen=True)
+class StatementTicket(_TicketFields):
+    """A Flight SQL statement over a table (an object or a prefix)."""
+
+    REQUEST: ClassVar[str] = "statement"
+
+
+@dataclass(frozen=True)
+class ConstantTicket(_TicketFields):
+    """A Flight SQL statement that reads no table (``SELECT 1``): no bucket, no key."""
+
+    REQUEST: ClassVar[str] = "constant"
+
+
+@dataclass(frozen=True)
+class IcebergTicket(_TicketFields):
+    """A statement over an Iceberg table (``bucket`` its catalog, ``key``
+    ``namespace.table``), its partition :class:`IcebergFiles`."""
+
+    REQUEST: ClassVar[str] = "iceberg"
+
+
+@dataclass(frozen=True)
+class SelectObjectTicket(_TicketFields):
+    """An S3 SelectObjectContent request over one object."""
+
+    REQUEST: ClassVar[str] = "select_object"
+
+
+@dataclass(frozen=True)
+class SqlTicket(_TicketFields):
+    """A statement DataFusion plans over the tables it names (``bucket`` and ``key``: the
+    session's catalog and schema its one-part names resolve in)."""
+
+    REQUEST: ClassVar[str] = "sql"
+
+
+PartitionTicket: TypeAlias = (StatementTicket | ConstantTicket | IcebergTicket
+                              | SelectObjectTicket | SqlTicket)
+"""A decoded ticket: one type per kind of request, so a DoGet dispatches on its type (one
+handler per type), never on a string or on which fields are empty."""
+
+_TICKET_TYPES: Final[Mapping[str, type[PartitionTicket]]] = {
+    cls.REQUEST: cls
+    for cls in (StatementTicket, ConstantTicket, IcebergTicket, SelectObjectTicket, SqlTicket)
+}
+REQUEST_KINDS: Final = tuple(_TICKET_TYPES)
+"""Every ticket type's wire tag (``"r"``); only :func:`decode_ticket` reads them."""
 
 
 # Short JSON keys keep tickets small: they are sent once per endpoint.
@@ -294,7 +400,7 @@ def encode_ticket(ticket: PartitionTicket, secret: Secret) -> bytes:
         "issued_at": ticket.issued_at,
         "object_version": ticket.object_version,
         "planned_by": ticket.planned_by,
-        "request": ticket.request,
+        "request": ticket.REQUEST,
         "parallelism": ticket.parallelism,
     }
     payload = {_TICKET_KEYS[k]: v for k, v in values.items() if v is not None}
@@ -320,13 +426,17 @@ def decode_ticket(
         TicketError: not a ticket, bad signature, unknown version, malformed or expired.
     """
     payload = _open(data, _TICKET_MAGIC, TICKET_VERSION, secret, "ticket")
+    tag = payload.get("r")
+    kind = _TICKET_TYPES.get(tag) if isinstance(tag, str) else None
+    if kind is None:
+        raise TicketError(f"unknown request kind {payload.get('r')!r}")
     try:
-        ticket = PartitionTicket(
+        ticket = kind(
             query=_str(payload["q"]),
             flavor=_str(payload["f"]),
             bucket=_str(payload["b"]),
             key=_str(payload["k"]),
-            partition=Partition.from_dict(payload["p"]),
+            partition=partition_from_dict(payload["p"]),
             input_serialization=dict(payload.get("i", {})),
             output_serialization=None if "o" not in payload else dict(payload["o"]),
             user=None if "u" not in payload else _str(payload["u"]),
@@ -334,7 +444,6 @@ def decode_ticket(
             issued_at=float(payload["t"]),
             object_version=None if "v" not in payload else _str(payload["v"]),
             planned_by=None if "n" not in payload else _str(payload["n"]),
-            request=_str(payload["r"]),
             parallelism=None if "w" not in payload else int(payload["w"]),
         )
     except (KeyError, TypeError, ValueError) as exc:

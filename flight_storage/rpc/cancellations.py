@@ -39,8 +39,8 @@ class Cancellations:
                 f"CancelFlightInfo carries no valid FlightInfo ({exc})") from None
         keys: dict[bytes, float] = {}
         for endpoint in info.endpoints:
-            name, message = protocol.unpack_any(endpoint.ticket.ticket)
-            if name != "TicketStatementQuery":
+            _, message = protocol.unpack_any(endpoint.ticket.ticket)
+            if not isinstance(message, pb.TicketStatementQuery):
                 continue
             handle = message.statement_handle
             ticket = protocol.decode_ticket(handle, self._secret)

@@ -31,6 +31,7 @@ Hand-written: no library has this project's cluster rules.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -40,7 +41,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from flight_storage.errors import InvalidRequestError, WrongNodeError
-from flight_storage.protocol import ENDPOINTS_HEADER
+from flight_storage.protocol import ENDPOINTS_HEADER, PlanDescription
 from flight_storage.rpc.middleware import CallContext, log_event
 from flight_storage.rpc.peers import FORWARDED_HEADER, Peers, PeerUnreachable
 from flight_storage.storage.cluster import ClusterDescription, Holding
@@ -327,8 +328,7 @@ def _joined(infos: list[flight.FlightInfo], descriptor: flight.FlightDescriptor,
             what: str) -> flight.FlightInfo:
     """One FlightInfo of per-holding plans whose rows are the union of theirs."""
     for info in infos:
-        about = json.loads(info.app_metadata or b"{}")
-        if not about.get("mergeable", False):
+        if not PlanDescription.from_json(info.app_metadata).mergeable:
             raise InvalidRequestError(
                 f"{what} is spread over several nodes and this query (aggregate, ORDER BY, "
                 "DISTINCT or LIMIT) needs all rows in one place; query each holding's prefix",
@@ -340,10 +340,10 @@ def _joined(infos: list[flight.FlightInfo], descriptor: flight.FlightDescriptor,
     records = [i.total_records for i in infos]
     total_records = -1 if any(r < 0 for r in records) else sum(records)
     total_bytes = sum(max(i.total_bytes, 0) for i in infos)
-    about = {**json.loads(infos[0].app_metadata or b"{}"), "endpoints": len(endpoints),
-             "nodes": len(infos)}
+    about = dataclasses.replace(PlanDescription.from_json(infos[0].app_metadata),
+                                endpoints=len(endpoints), nodes=len(infos))
     return flight.FlightInfo(infos[0].schema, descriptor, endpoints, total_records, total_bytes,
-                             app_metadata=json.dumps(about).encode())
+                             app_metadata=about.to_json())
 
 
 def _merged_page(documents: list[Mapping[str, Any]], max_keys: int) -> dict[str, Any]:

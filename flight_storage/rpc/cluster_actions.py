@@ -42,10 +42,10 @@ def planning_target(host: ActionHost, call: CallContext,
     if is_json_request(command):
         request = parse_request(command)
         return request.bucket, request.key
-    name, message = protocol.unpack_any(command)
-    if name == "CommandStatementQuery":
+    _, message = protocol.unpack_any(command)
+    if isinstance(message, protocol.pb.CommandStatementQuery):
         query = message.query
-    elif name == "CommandPreparedStatementQuery":
+    elif isinstance(message, protocol.pb.CommandPreparedStatementQuery):
         query = host.decode_handle(call, bytes(message.prepared_statement_handle)).query
     else:
         return None

@@ -6,6 +6,7 @@ kept out of the server so the FlightInfo rules live in one place.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import json
@@ -15,14 +16,20 @@ import pyarrow as pa
 
 from flight_storage.errors import StaleTicketError
 from flight_storage.execution.plan_types import SelectPlan
-from flight_storage.protocol import Partition, PartitionTicket
+from flight_storage.protocol import (
+    ByteRange,
+    Partition,
+    PartitionTicket,
+    PlanDescription,
+    WholeObject,
+)
 
 
 def endpoint_partitions(plan: SelectPlan) -> list[Partition]:
     """One endpoint per partition when partitions are independent, else one for all."""
     if plan.parallel_safe or len(plan.partitions) == 1:
-        return [p.partition for p in plan.partitions] or [Partition("object")]
-    return [Partition("object")]
+        return [p.partition for p in plan.partitions] or [WholeObject()]
+    return [WholeObject()]
 
 
 def known_rows(plan: SelectPlan) -> int:
@@ -51,7 +58,7 @@ def expiry(at: float) -> Any:
 
 
 def partition_bytes(partition: Partition, plan: SelectPlan) -> int:
-    if partition.kind == "byte_range" and partition.start is not None and partition.end is not None:
+    if isinstance(partition, ByteRange):
         return partition.end - partition.start
     for planned in plan.partitions:
         if planned.partition == partition and planned.bytes is not None:
@@ -75,3 +82,27 @@ def stale_ticket(ticket: PartitionTicket, node_name: str | None) -> StaleTicketE
             "then plan it again", code="PreconditionFailed")
     return StaleTicketError(f"{where} changed after the query was planned; plan it again "
                             "(GetFlightInfo)", code="PreconditionFailed")
+
+
+def plan_description(plan: SelectPlan, endpoints: int, cores: int, *, clustered: bool,
+                     about_plan: PlanDescription | None = None) -> PlanDescription:
+    """What ``app_metadata`` says of a planned statement: what served it, for operators and
+    benchmarks (clients may ignore it), and the cores it computes on (the Spark source packs
+    endpoints into a task per core). ``about_plan``: what it says of a plan the engine did
+    not read itself (an Iceberg table's), which wins where it speaks."""
+    t, columns = plan.translation, plan.input.columns
+    described = PlanDescription(
+        reader=plan.reader, endpoints=endpoints, cores=cores,
+        limit_counts_input=plan.limit_counts_input,
+        # the rows are the union of the endpoints' rows: a cluster may join such plans
+        mergeable=(not (t.is_aggregate or t.whole_input or t.limit is not None)
+                   if clustered else None),
+        reason=plan.native_reason if plan.native is None and about_plan is None else None,
+        # a typed CSV table: where its columns come from
+        columns=None if columns is None else "sniffed" if columns.sniffed else "configured",
+        warnings=tuple(plan.warnings), cache=plan.cache or None)
+    if about_plan is None:
+        return described
+    said = {f.name: getattr(about_plan, f.name) for f in dataclasses.fields(about_plan)}
+    return dataclasses.replace(described, **{k: v for k, v in said.items()
+                                             if v is not None and v != ()})

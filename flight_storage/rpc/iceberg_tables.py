@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
 import pyarrow as pa
@@ -34,7 +34,14 @@ from flight_storage.execution.iceberg_scan import (
     whole_partition,
 )
 from flight_storage.execution.plan_types import PlannedPartition, SelectPlan
-from flight_storage.protocol import Partition, PartitionTicket
+from flight_storage.protocol import (
+    IcebergFiles,
+    IcebergTicket,
+    Partition,
+    PartitionTicket,
+    PlanDescription,
+    is_whole_object,
+)
 from flight_storage.request.statement import TableReference, split_table_reference
 from flight_storage.rpc.boundary import guarded
 from flight_storage.rpc.config import ServerConfig
@@ -66,8 +73,8 @@ class IcebergHost(Protocol):
 
     def is_cancelled(self, key: bytes) -> bool: ...
 
-    def issue(self, request: str, call: CallContext, query: str, flavor: str, bucket: str,
-              key: str, partitions: Sequence[Partition], *,
+    def issue(self, request: type[PartitionTicket], call: CallContext, query: str,
+              flavor: str, bucket: str, key: str, partitions: Sequence[Partition], *,
               parameters: bytes | None = None,
               object_version: str | None = None) -> list[PartitionTicket]:
         """The server's tickets, one per partition."""
@@ -78,7 +85,7 @@ class IcebergHost(Protocol):
 
     def _flight_info(self, schema: pa.Schema, descriptor: flight.FlightDescriptor,
                      tickets: list[PartitionTicket], plan: SelectPlan, total_records: int,
-                     fields: dict[str, Any], about_plan: Mapping[str, Any] | None = None
+                     fields: dict[str, Any], about_plan: PlanDescription | None = None
                      ) -> flight.FlightInfo:
         """The server's FlightInfo of planned tickets."""
         ...
@@ -147,14 +154,14 @@ def statement_info(host: IcebergHost, call: CallContext, descriptor: flight.Flig
     """GetFlightInfo of a statement over an Iceberg table: a ticket per ``files`` partition."""
     planned = plan_statement(host, call, query, flavor, parameters)
     plan = planned.plan
-    if call.single_endpoint or [p.kind for p in endpoint_partitions(plan)] == ["object"]:
+    if call.single_endpoint or is_whole_object(endpoint_partitions(plan)):
         # every file in one endpoint: the plan's one partition (its sizes the sum of all)
         whole = PlannedPartition(whole_partition(plan),
                                  bytes=sum(p.bytes or 0 for p in plan.partitions),
                                  rows=sum(p.rows or 0 for p in plan.partitions))
         plan = dataclasses.replace(plan, partitions=(whole,))
     name = planned.name
-    tickets = host.issue("iceberg", call, query, flavor, name.catalog,
+    tickets = host.issue(IcebergTicket, call, query, flavor, name.catalog,
                          f"{name.namespace}.{name.table}",
                          [p.partition for p in plan.partitions], parameters=parameters,
                          object_version=f"snapshot:{planned.snapshot}")
@@ -163,7 +170,7 @@ def statement_info(host: IcebergHost, call: CallContext, descriptor: flight.Flig
 
 
 def serve_partition(host: IcebergHost, context: flight.ServerCallContext, call: CallContext,
-                    ticket: PartitionTicket, handle: bytes,
+                    ticket: IcebergTicket, handle: bytes,
                     fields: dict[str, Any]) -> flight.FlightDataStream:
     """DoGet of a ``files`` ticket: the statement over those data files of its snapshot."""
     _, sql = split_table_reference(ticket.query)
@@ -178,8 +185,10 @@ def serve_partition(host: IcebergHost, context: flight.ServerCallContext, call: 
         raise InvalidRequestError("the query was cancelled (CancelFlightInfo)",
                                   code="QueryCancelled")
     partition = ticket.partition
+    if not isinstance(partition, IcebergFiles):
+        raise protocol.TicketError("ticket does not match its statement")
     fields.update(query_id=query_id(ticket), object=f"{ticket.bucket}.{ticket.key}",
-                  partition={"kind": partition.kind, "files": len(partition.keys),
+                  partition={"kind": partition.KIND, "files": len(partition.keys),
                              "snapshot": partition.snapshot, "split": list(partition.split)})
     name = _name(reference)
     bound = bound_sql(sql, ticket.parameters)

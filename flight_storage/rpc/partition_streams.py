@@ -20,7 +20,7 @@ from flight_storage.errors import (
 )
 from flight_storage.execution.engine import PlannedPartition, SelectEngine, SelectPlan
 from flight_storage.execution.select_local import select_stats, serialized_records
-from flight_storage.protocol import PartitionTicket
+from flight_storage.protocol import PartitionTicket, StatementTicket
 from flight_storage.request.s3_request import RECORDS_SCHEMA, extras_from_ticket, stats_metadata
 from flight_storage.request.tables import object_version
 from flight_storage.rpc.boundary import client_error
@@ -56,8 +56,9 @@ def partition_stream(
     objects: Sequence[ObjectInfo],
     to_client: Callable[[BaseException], BaseException] = client_error,
 ) -> PartitionStream:
-    """The stream of ``ticket``'s partition of ``plan`` (its request kind says which);
-    ``to_client``: how a failure reaches the consumer (:class:`QueryStream`)."""
+    """The stream of ``ticket``'s partition of ``plan`` (its type says which: a statement's
+    Arrow batches, or an S3 request's records); ``to_client``: how a failure reaches the
+    consumer (:class:`QueryStream`)."""
     partition = ticket.partition
     version = object_version(objects)
     common: dict[str, Any] = dict(
@@ -69,7 +70,7 @@ def partition_stream(
                            partition_bytes(partition, plan))
         return _unchanged(batches, objects, version)
 
-    if ticket.request == "statement":
+    if isinstance(ticket, StatementTicket):
         schema = plan.arrow_schema
         produce = arrow
         return PartitionStream(schema, QueryStream(produce=produce, schema=schema, **common))

@@ -33,7 +33,7 @@ import pyarrow.flight as flight
 from flight_storage import protocol
 from flight_storage.errors import InvalidRequestError
 from flight_storage.execution.engine import InputSpec, SelectEngine, SelectPlan
-from flight_storage.protocol import FLAVOR_HEADER, PartitionTicket
+from flight_storage.protocol import FLAVOR_HEADER, PartitionTicket, SelectObjectTicket
 from flight_storage.protocol.signing import Secret
 from flight_storage.request.s3_request import RECORDS_SCHEMA, SelectRequest
 from flight_storage.request.tables import input_spec, object_version
@@ -53,9 +53,6 @@ from flight_storage.rpc.streams import (
 )
 from flight_storage.storage.catalog import Catalog, ObjectInfo
 from select_dialect.translate import check_query_length
-
-SELECT_REQUEST: Final = "select_object"
-"""The ticket kind of an S3 SelectObjectContent request's partitions."""
 
 Describe = Callable[[pa.Schema, flight.FlightDescriptor, list[PartitionTicket], SelectPlan, int,
                      dict[str, Any]], flight.FlightInfo]
@@ -159,7 +156,7 @@ class SelectService:
             "planning")
         if request.output_serialization is not None:
             plan.record_writer(request.output_serialization)  # refuse bad settings now
-        tickets = self.issue(SELECT_REQUEST, call, request.expression, flavor, obj.bucket,
+        tickets = self.issue(SelectObjectTicket, call, request.expression, flavor, obj.bucket,
                              obj.key, endpoint_partitions(plan),
                              input_serialization=plan.input.to_request(),
                              output_serialization=request.ticket_extras(),

@@ -16,7 +16,6 @@ a watchdog that enforces the query timeout and cancels clients that stopped read
 
 from __future__ import annotations
 
-import json
 import logging
 import secrets
 import threading
@@ -32,7 +31,7 @@ from flight_storage import protocol
 from flight_storage.errors import AccessDeniedError, InvalidRequestError
 from flight_storage.execution.datafusion_sql import SqlPlan
 from flight_storage.execution.engine import SelectEngine, SelectPlan
-from flight_storage.protocol import Partition, PartitionTicket, PreparedHandle, pb
+from flight_storage.protocol import Partition, PartitionTicket, PreparedHandle, WholeObject, pb
 from flight_storage.protocol.signing import Secret, Signer
 from flight_storage.request.s3_request import (
     is_json_request,
@@ -55,6 +54,7 @@ from flight_storage.rpc.endpoints import (
     expiry,
     known_rows,
     partition_bytes,
+    plan_description,
     query_id,
     stale_ticket,
     ticket_key,
@@ -72,7 +72,7 @@ from flight_storage.rpc.middleware import (
 from flight_storage.rpc.partition_streams import partition_stream
 from flight_storage.rpc.peers import FORWARDED_HEADER, Peers
 from flight_storage.rpc.prepared_parameters import BoundParameters, bound_sql
-from flight_storage.rpc.query_service import SELECT_REQUEST, SelectService
+from flight_storage.rpc.query_service import SelectService
 from flight_storage.rpc.sessions import Session, SessionCookies, qualify, session_cookie
 from flight_storage.rpc.sessions import current as current_session
 from flight_storage.rpc.streams import (
@@ -312,38 +312,39 @@ class StorageServer(flight.FlightServerBase):
         if isinstance(plan, SqlPlan):  # DataFusion's plan over the tables it names
             return sql_statements.statement_info(self, call, descriptor, query, flavor, plan,
                                                  parameters, fields, namespace)
-        partitions = ([Partition("object")] if call.single_endpoint
+        partitions = ([WholeObject()] if call.single_endpoint
                       else endpoint_partitions(plan))
         if table is None:  # SELECT 1: a ticket naming no object
-            tickets = self.issue("constant", call, query, flavor, "", "", partitions,
-                                 parameters=parameters)
+            tickets = self.issue(protocol.ConstantTicket, call, query, flavor, "", "",
+                                 partitions, parameters=parameters)
         else:
-            tickets = self.issue("statement", call, query, flavor, table.bucket, table.key,
-                                 partitions, input_serialization=plan.input.to_request(),
+            tickets = self.issue(protocol.StatementTicket, call, query, flavor, table.bucket,
+                                 table.key, partitions,
+                                 input_serialization=plan.input.to_request(),
                                  parameters=parameters, object_version=table.version)
         fields["endpoints_for"] = call.endpoints_reason
         total_records = known_rows(plan)
         return self._flight_info(plan.arrow_schema, descriptor, tickets, plan, total_records,
                                  fields)
 
-    def issue(self, request: str, call: CallContext, query: str, flavor: str, bucket: str,
-              key: str, partitions: Sequence[Partition], *,
+    def issue(self, request: type[PartitionTicket], call: CallContext, query: str,
+              flavor: str, bucket: str, key: str, partitions: Sequence[Partition], *,
               input_serialization: dict[str, Any] | None = None,
               output_serialization: dict[str, Any] | None = None,
               parameters: bytes | None = None,
               object_version: str | None = None) -> list[PartitionTicket]:
-        """The one place tickets are made: one per partition, for ``request`` (a kind of
-        :data:`~flight_storage.protocol.tickets.REQUEST_KINDS`), signed later in the
+        """The one place tickets are made: one per partition, of type ``request`` (one of
+        :data:`~flight_storage.protocol.tickets.PartitionTicket`'s), signed later in the
         FlightInfo."""
         issued = time.time()
         return [
-            PartitionTicket(
+            request(
                 query=query, flavor=flavor, bucket=bucket, key=key, partition=p,
                 input_serialization=input_serialization or {},
                 output_serialization=output_serialization, user=call.user_name,
                 parameters=parameters, issued_at=issued, object_version=object_version,
-                planned_by=self.node_name, request=request,
-                parallelism=call.parallelism if request == "statement" else None)
+                planned_by=self.node_name,
+                parallelism=call.parallelism if request is protocol.StatementTicket else None)
             for p in partitions
         ]
 
@@ -355,7 +356,7 @@ class StorageServer(flight.FlightServerBase):
         plan: SelectPlan,
         total_records: int,
         fields: dict[str, Any],
-        about_plan: Mapping[str, Any] | None = None,
+        about_plan: protocol.PlanDescription | None = None,
     ) -> flight.FlightInfo:
         """The FlightInfo of a planned statement's tickets (``about_plan``: what
         ``app_metadata`` says of a plan the engine did not read itself, an Iceberg table's)."""
@@ -369,26 +370,12 @@ class StorageServer(flight.FlightServerBase):
                 expiration_time=expires, app_metadata=about_nodes))
         fields.update(query_id=query_id(first), object=f"{first.bucket}/{first.key}",
                       endpoints=len(endpoints), flavor=first.flavor,
-                      reader=(about_plan or {}).get("reader", plan.reader))
+                      reader=about_plan.reader if about_plan else plan.reader)
         total_bytes = sum(partition_bytes(ticket.partition, plan) for ticket in tickets)
-        # what served the plan, for operators and benchmarks (clients may ignore it), and
-        # the cores it computes on (the Spark source packs endpoints into a task per core)
-        about: dict[str, Any] = {"reader": plan.reader, "endpoints": len(endpoints),
-                                 "cores": self.engine.config.parallelism,
-                                 "limit_counts_input": plan.limit_counts_input}
-        if self.cluster is not None:
-            # the rows are the union of the endpoints' rows: a cluster may join such plans
-            t = plan.translation
-            about["mergeable"] = not (t.is_aggregate or t.whole_input or t.limit is not None)
-        if plan.native is None and about_plan is None:
-            about["reason"] = plan.native_reason
-        if plan.input.columns is not None:  # a typed CSV table: where its columns come from
-            about["columns"] = "sniffed" if plan.input.columns.sniffed else "configured"
-        if plan.warnings:
-            about["warnings"] = list(plan.warnings)
-        about.update(plan.about_cache, **(about_plan or {}))
+        about = plan_description(plan, len(endpoints), self.engine.config.parallelism,
+                                 clustered=self.cluster is not None, about_plan=about_plan)
         return flight.FlightInfo(schema, descriptor, endpoints, total_records, total_bytes,
-                                 app_metadata=json.dumps(about).encode())
+                                 app_metadata=about.to_json())
 
     def _where(self, ticket: PartitionTicket) -> tuple[list[flight.Location], bytes]:
         """An endpoint's locations and ``app_metadata``: none for a single server (clients
@@ -486,7 +473,7 @@ class StorageServer(flight.FlightServerBase):
     ) -> flight.FlightDataStream:
         call = self._call_context(context)
         name, message = protocol.unpack_any(ticket.ticket)
-        if name == "TicketStatementQuery":
+        if isinstance(message, pb.TicketStatementQuery):
             return self._serve_partition(context, call, message.statement_handle)
         command = METADATA_COMMANDS.get(name)
         if command is None:
@@ -504,18 +491,23 @@ class StorageServer(flight.FlightServerBase):
         ticket = protocol.decode_ticket(handle, self.secret, max_age=self.config.ticket_max_age_s)
         if ticket.user != call.user_name:
             raise AccessDeniedError("ticket was issued to another user")
-        if ticket.request == "iceberg":  # an Iceberg table's data files
-            return iceberg_tables.serve_partition(self, context, call, ticket, handle,
-                                                  self._fields(context))
-        if ticket.request == "constant":
-            return self._serve_constant(ticket)
-        if ticket.request == sql_statements.SQL_REQUEST:
-            return sql_statements.serve_partition(self, context, call, ticket, handle,
-                                                  self._fields(context))
-        if ticket.request == SELECT_REQUEST:  # an S3 request's partition: the query service's
-            select = self.selects.open(call, ticket, self._fields(context), context=context,
-                                       key=ticket_key(handle), to_client=client_error)
-            return flight.GeneratorStream(select.schema, guarded(select.items))
+        serve = self._DO_GET[type(ticket)]
+        return serve(self, context, call, ticket, handle, self._fields(context))
+
+    def _serve_select(
+        self, context: flight.ServerCallContext, call: CallContext,
+        ticket: protocol.SelectObjectTicket, handle: bytes, fields: dict[str, Any],
+    ) -> flight.FlightDataStream:
+        """An S3 request's partition: the query service's (``query_service.py``)."""
+        select = self.selects.open(call, ticket, fields, context=context,
+                                   key=ticket_key(handle), to_client=client_error)
+        return flight.GeneratorStream(select.schema, guarded(select.items))
+
+    def _serve_objects(
+        self, context: flight.ServerCallContext, call: CallContext,
+        ticket: protocol.StatementTicket, handle: bytes, fields: dict[str, Any],
+    ) -> flight.FlightDataStream:
+        """A partition of a statement over a table."""
         if self.cluster is not None:  # before the catalog, which would say NoSuchBucket
             self.cluster.check_holds(ticket.bucket, ticket.key)
         self.check_access(call, ticket.bucket)
@@ -523,7 +515,6 @@ class StorageServer(flight.FlightServerBase):
         if self.is_cancelled(key):
             raise InvalidRequestError("the query was cancelled (CancelFlightInfo)",
                                       code="QueryCancelled")
-        fields = self._fields(context)
         fields.update(query_id=query_id(ticket), object=f"{ticket.bucket}/{ticket.key}",
                       partition=ticket.partition.to_dict())
         source, plan, objects = self.bounded(call, "planning",
@@ -532,7 +523,8 @@ class StorageServer(flight.FlightServerBase):
                                   fields, key, objects)
         return flight.GeneratorStream(stream.schema, guarded(stream.items))
 
-    def _serve_constant(self, ticket: PartitionTicket) -> flight.FlightDataStream:
+    def _serve_constant(self, _context: flight.ServerCallContext, _call: CallContext,
+                        ticket: protocol.ConstantTicket, *_: Any) -> flight.FlightDataStream:
         """The one row of a statement that reads no object (``SELECT 1``): computed at once,
         without a stream slot, since no input can make it large."""
         reference, sql = split_table_reference(ticket.query)
@@ -543,7 +535,7 @@ class StorageServer(flight.FlightServerBase):
         return flight.GeneratorStream(plan.arrow_schema, guarded(iter(batches)))
 
     def _plan_ticket(
-        self, call: CallContext, ticket: PartitionTicket, stop: threading.Event
+        self, call: CallContext, ticket: protocol.StatementTicket, stop: threading.Event
     ) -> tuple[StoppableSource, SelectPlan, Sequence[ObjectInfo]]:
         """A statement's DoGet plan, the way GetFlightInfo planned it."""
         reference, sql = split_table_reference(ticket.query)
@@ -619,11 +611,11 @@ class StorageServer(flight.FlightServerBase):
     ) -> None:
         call = self._call_context(context)
         name, message = protocol.unpack_any(_descriptor_command(descriptor))
-        if name == "CommandStatementIngest":
+        if isinstance(message, pb.CommandStatementIngest):
             self._fields(context)["ingest"] = message.table
             ingest(self, call, message, reader, writer)
             return
-        if name != "CommandPreparedStatementQuery":
+        if not isinstance(message, pb.CommandPreparedStatementQuery):
             raise AccessDeniedError(f"{name}: this server is read-only", code="ReadOnly")
         raw = bytes(message.prepared_statement_handle)
         handle = self.decode_handle(call, raw)
@@ -638,6 +630,14 @@ class StorageServer(flight.FlightServerBase):
         "CommandStatementQuery": _info_statement,
         "CommandPreparedStatementQuery": _info_prepared,
     }
+    _DO_GET: Mapping[type[PartitionTicket], Callable[..., flight.FlightDataStream]] = {
+        protocol.StatementTicket: _serve_objects,
+        protocol.SelectObjectTicket: _serve_select,
+        protocol.ConstantTicket: _serve_constant,
+        protocol.IcebergTicket: iceberg_tables.serve_partition,
+        protocol.SqlTicket: sql_statements.serve_partition,
+    }
+    """DoGet's handler of each type of ticket (``protocol/tickets.py`` decodes the type)."""
 
 
 # ----------------------------------------------------------------------------- helpers

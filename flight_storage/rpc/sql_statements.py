@@ -13,7 +13,6 @@ objects, so DoGet resolves and plans again and refuses a table that changed.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
@@ -31,7 +30,13 @@ from flight_storage.execution.datafusion_sql import (
     table_plan,
 )
 from flight_storage.execution.engine import SelectEngine
-from flight_storage.protocol import Partition, PartitionTicket
+from flight_storage.protocol import (
+    Partition,
+    PartitionTicket,
+    PlanDescription,
+    SqlTicket,
+    WholeObject,
+)
 from flight_storage.request.statement import TableReference
 from flight_storage.request.tables import ResolvedTable, object_version
 from flight_storage.rpc.boundary import guarded
@@ -56,10 +61,6 @@ from select_dialect.sql_surface import TableName, parse_sql
 T = TypeVar("T")
 R = TypeVar("R")
 
-SQL_REQUEST = "sql"
-"""The request kind of a ticket served here."""
-
-
 class SqlHost(Protocol):
     """What these functions use of the server."""
 
@@ -77,8 +78,8 @@ class SqlHost(Protocol):
 
     def resolve(self, bucket: str, key: str, overrides: Any, flavor: str) -> ResolvedTable: ...
 
-    def issue(self, request: str, call: CallContext, query: str, flavor: str, bucket: str,
-              key: str, partitions: Sequence[Partition], *,
+    def issue(self, request: type[PartitionTicket], call: CallContext, query: str,
+              flavor: str, bucket: str, key: str, partitions: Sequence[Partition], *,
               parameters: bytes | None = None,
               object_version: str | None = None) -> list[PartitionTicket]:
         """The server's tickets, one per partition."""
@@ -158,22 +159,23 @@ def statement_info(host: SqlHost, call: CallContext, descriptor: flight.FlightDe
                    ) -> flight.FlightInfo:
     """GetFlightInfo of such a statement: one ``sql`` ticket, one endpoint on this server."""
     session = namespace if namespace is not None else current_session(host, call)
-    ticket = host.issue(SQL_REQUEST, call, query, flavor, session.catalog or "",
-                        session.schema or "", [Partition("object")], parameters=parameters,
+    ticket = host.issue(SqlTicket, call, query, flavor, session.catalog or "",
+                        session.schema or "", [WholeObject()], parameters=parameters,
                         object_version=plan.version)[0]
     endpoint = flight.FlightEndpoint(
         protocol.ticket_to_flight(ticket, host.secret), [],
         expiration_time=expiry(ticket.issued_at + host.config.ticket_max_age_s))
     fields.update(query_id=query_id(ticket), object=",".join(t.name.sql for t in plan.tables),
                   endpoints=1, flavor=flavor, reader="datafusion")
-    about = {"reader": "datafusion", "endpoints": 1, "cores": host.engine.config.parallelism,
-             "limit_counts_input": False, "tables": len(plan.tables)}
+    about = PlanDescription(reader="datafusion", endpoints=1,
+                            cores=host.engine.config.parallelism, limit_counts_input=False,
+                            tables=len(plan.tables))
     return flight.FlightInfo(plan.arrow_schema, descriptor, [endpoint], -1, plan.bytes,
-                             app_metadata=json.dumps(about).encode())
+                             app_metadata=about.to_json())
 
 
 def serve_partition(host: SqlHost, context: flight.ServerCallContext, call: CallContext,
-                    ticket: PartitionTicket, handle: bytes,
+                    ticket: SqlTicket, handle: bytes,
                     fields: dict[str, Any]) -> flight.FlightDataStream:
     """DoGet of a ``sql`` ticket: the statement resolved and planned again, then run."""
     key = ticket_key(handle)

@@ -75,7 +75,7 @@ def test_endpoints_are_packed_into_a_partition_per_server_core(
 ) -> None:
     with FlightSelectClient(ConnectionOptions(typed_server.location)) as client:
         plan = client.execute('SELECT * FROM "t"."typed.parquet"')
-    endpoints, cores = len(plan.endpoints), plan.about["cores"]
+    endpoints, cores = len(plan.endpoints), plan.about.cores
     assert endpoints > 1
     assert cores >= 1
     remote = _remote(spark, typed_server.location, "t/typed.parquet").load()

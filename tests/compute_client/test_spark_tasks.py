@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from compute_client.flight import Endpoint
 from compute_client.spark_common import EndpointPartition, spark_tasks, task_groups
+from flight_storage.protocol import PlanDescription
 
 
 def _endpoints(n: int, locations: tuple[str, ...] = ()) -> list[Endpoint]:
@@ -35,9 +36,11 @@ def test_a_partition_value_round_trips_its_endpoints() -> None:
 
 def test_tasks_are_the_server_cores_per_node_unless_asked() -> None:
     one_node = _endpoints(10)
-    assert spark_tasks({"cores": 2}, one_node, None) == 2
-    assert spark_tasks({"cores": 2}, one_node, 7) == 7
-    assert spark_tasks({}, one_node, None) is None  # a server that does not say
-    assert spark_tasks({"cores": "2"}, one_node, None) is None
+    said = PlanDescription.from_json
+    assert spark_tasks(said(b'{"cores": 2}'), one_node, None) == 2
+    assert spark_tasks(said(b'{"cores": 2}'), one_node, 7) == 7
+    assert spark_tasks(said(b"{}"), one_node, None) is None  # a server that does not say
+    assert spark_tasks(said(b'{"cores": "2"}'), one_node, None) is None
+    assert spark_tasks(said(b'{"cores": 0}'), one_node, None) is None
     two_nodes = _endpoints(4, ("grpc://a:1",)) + _endpoints(4, ("grpc://b:1",))
-    assert spark_tasks({"cores": 3}, two_nodes, None) == 6
+    assert spark_tasks(said(b'{"cores": 3}'), two_nodes, None) == 6

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flight_storage.execution.engine import EngineConfig, InputSpec, SelectEngine
-from flight_storage.protocol import Partition
+from flight_storage.protocol import ByteRange, Partition, WholeObject
 from flight_storage.storage.sources import BytesSource
 
 _TEXT = st.text(alphabet=st.sampled_from(list("ab ,\"xé東😀\\")), max_size=8)
@@ -34,7 +34,7 @@ def _rows_of(engine: SelectEngine, plan, partitions) -> list[tuple]:
 
 def _cuts(size: int, fractions: list[float]) -> list[Partition]:
     points = sorted({int(f * size) for f in fractions} | {0, size})
-    return [Partition("byte_range", start=lo, end=hi) for lo, hi in pairwise(points)
+    return [ByteRange(lo, hi) for lo, hi in pairwise(points)
             if hi > lo]
 
 
@@ -49,7 +49,7 @@ def test_csv_byte_ranges_tile_the_object(rows, fractions, flavor) -> None:
     options = {"QuoteEscapeCharacter": '"'} if flavor == "aws" else {}
     plan = engine.plan("select _1, _2, _3 from s3object", BytesSource(data),
                        InputSpec("csv", options=options), flavor=flavor)
-    whole = _rows_of(engine, plan, [Partition("object")])
+    whole = _rows_of(engine, plan, [WholeObject()])
     split = _rows_of(engine, plan, _cuts(len(data), fractions))
     assert split == whole
     assert len(whole) == len(rows)
@@ -65,7 +65,7 @@ def test_ndjson_byte_ranges_tile_the_object(docs, fractions) -> None:
     engine = SelectEngine(EngineConfig())
     plan = engine.plan("select s.id, s.s from s3object s", BytesSource(data),
                        InputSpec("json", options={"Type": "LINES"}), flavor="aws")
-    whole = _rows_of(engine, plan, [Partition("object")])
+    whole = _rows_of(engine, plan, [WholeObject()])
     split = _rows_of(engine, plan, _cuts(len(data), fractions))
     assert split == whole
     assert len(whole) == len(docs)

@@ -11,7 +11,7 @@ from flight_storage.errors import InputFormatError
 from flight_storage.execution.plan_types import InputSpec, PlannedPartition, SelectPlan
 from flight_storage.execution.streaming_dataset import ScanFunction
 from flight_storage.formats import compression
-from flight_storage.protocol import Partition
+from flight_storage.protocol import ByteRange, Partition
 from flight_storage.storage.sources import ObjectSource
 from select_dialect import Translation
 
@@ -72,10 +72,8 @@ def open_input(source: ObjectSource, input: InputSpec) -> BinaryIO:
 
 def byte_range(partition: Partition) -> tuple[int, int] | None:
     """The readers' ``(start, stop)`` for a byte-range partition (both end exclusive)."""
-    if partition.kind != "byte_range":
+    if not isinstance(partition, ByteRange):
         return None
-    assert partition.start is not None
-    assert partition.end is not None
     return (partition.start, partition.end)
 
 

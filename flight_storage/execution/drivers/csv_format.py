@@ -37,7 +37,7 @@ from flight_storage.formats.csv_guard import CsvSurvey, options_reason
 from flight_storage.formats.csv_options import CsvInputOptions
 from flight_storage.formats.scan_range import scan_bounds
 from flight_storage.formats.typed_columns import BAD_VALUES_NULL, TypedColumns, cast_or_null
-from flight_storage.protocol import Partition
+from flight_storage.protocol import ByteRange, Partition, WholeObject
 from flight_storage.storage.sources import (
     DataFusionLocation,
     ObjectSource,
@@ -158,7 +158,7 @@ class CsvDriver:
             return native  # planning surveyed the object
         span = None
         if not everything:
-            if len(chosen) != 1 or chosen[0].kind != "byte_range":
+            if len(chosen) != 1 or not isinstance(chosen[0], ByteRange):
                 return None
             span = byte_range(chosen[0])
         return _surveyed(engine, plan, native, span)
@@ -182,13 +182,13 @@ def byte_partitions(engine: SelectEngine, source: ObjectSource, input: InputSpec
     if scan_range is not None:
         start, stop = scan_bounds(scan_range, size)
         return (
-            PlannedPartition(Partition("byte_range", start=start, end=stop), bytes=stop - start),
+            PlannedPartition(ByteRange(start, stop), bytes=stop - start),
         )
     count = engine.range_count(size, wanted)
     if not input.splittable or count == 1:
-        return (PlannedPartition(Partition("object"), bytes=size),)
+        return (PlannedPartition(WholeObject(), bytes=size),)
     return tuple(
-        PlannedPartition(Partition("byte_range", start=lo, end=hi), bytes=hi - lo)
+        PlannedPartition(ByteRange(lo, hi), bytes=hi - lo)
         for lo, hi in native_ranges(size, count)
     )
 

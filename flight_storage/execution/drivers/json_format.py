@@ -28,7 +28,7 @@ from flight_storage.execution.streaming_dataset import Columns, ScanFunction, ge
 from flight_storage.formats import json_input
 from flight_storage.formats.json_lines_arrow import arrow_reads, iter_arrow_lines
 from flight_storage.formats.json_typed import column_paths, typed_batch
-from flight_storage.protocol import Partition
+from flight_storage.protocol import Partition, WholeObject
 from flight_storage.storage.sources import ObjectSource
 from select_dialect import Column, Translation
 from select_dialect.errors import TableShapeError, UnsupportedFeatureError
@@ -117,7 +117,7 @@ def typed_json_rows(engine: SelectEngine, plan: SelectPlan) -> Iterator[pa.Recor
     """
     columns = plan.input.columns
     assert columns is not None
-    for batch in _read(engine, plan, plan.source, Partition("object"), columns.names):
+    for batch in _read(engine, plan, plan.source, WholeObject(), columns.names):
         yield pa.RecordBatch.from_arrays(batch.columns, schema=plan.input_schema)
 
 

@@ -34,7 +34,7 @@ from flight_storage.execution.plan_types import (
 from flight_storage.execution.session import READ_ONLY, new_session
 from flight_storage.execution.streaming_dataset import ScanFunction, generic_scan
 from flight_storage.formats.scan_range import scan_bounds
-from flight_storage.protocol import Partition
+from flight_storage.protocol import ByteRange, Partition, RowGroups, WholeObject
 from flight_storage.storage.sources import (
     ObjectSource,
     datafusion_location,
@@ -71,14 +71,14 @@ class ParquetDriver:
             # the range itself, read as the row groups starting inside it (AWS's rule)
             start, stop = scan_bounds(scan_range, source.size)
             groups = row_groups_starting_in(row_group_starts(footer), start, stop)
-            return (_planned(Partition("byte_range", start=start, end=stop), footer, groups),)
+            return (_planned(ByteRange(start, stop), footer, groups),)
         every = list(range(footer.num_row_groups))
         step = max(1, engine.config.row_groups_per_partition)
         return tuple(
-            _planned(Partition("row_groups", row_groups=tuple(every[i:i + step])), footer,
+            _planned(RowGroups(tuple(every[i:i + step])), footer,
                      every[i:i + step])
             for i in range(0, len(every), step)
-        ) or (PlannedPartition(Partition("object"), bytes=0, rows=0),)
+        ) or (PlannedPartition(WholeObject(), bytes=0, rows=0),)
 
     def with_native(self, engine: SelectEngine, plan: SelectPlan,
                     scan_range: tuple[int, int] | None) -> SelectPlan:
@@ -113,7 +113,7 @@ class ParquetDriver:
         if count > 1 and _datafusion_partitions(engine, plan, native, count) != count:
             count = 1  # DataFusion keeps this query's scan whole (see below)
         partitions = tuple(
-            _planned(Partition("row_groups", row_groups=groups), footer, groups)
+            _planned(RowGroups(groups), footer, groups)
             for groups in native.split(count) if groups
         ) or plan.partitions
         return dataclasses.replace(plan, native=native, native_reason="", partitions=partitions)
@@ -127,7 +127,7 @@ class ParquetDriver:
         if native.location.local:
             return native  # planning surveyed the object
         groups = None if everything else tuple(
-            g for p in chosen for g in (p.row_groups if p.kind == "row_groups" else ()))
+            g for p in chosen for g in (p.row_groups if isinstance(p, RowGroups) else ()))
         if groups == () or _nan_reason(engine, plan, groups):
             return None
         return native
@@ -137,11 +137,9 @@ class ParquetDriver:
              partition: Partition) -> ScanFunction:
         """Push projection and filter into pyarrow: row groups are pruned by statistics."""
         groups: list[int] | None = None  # all of them
-        if partition.kind == "row_groups":
+        if isinstance(partition, RowGroups):
             groups = list(partition.row_groups)
-        elif partition.kind == "byte_range":  # a ScanRange request
-            assert partition.start is not None
-            assert partition.end is not None
+        elif isinstance(partition, ByteRange):  # a ScanRange request
             starts = row_group_starts(metadata(engine, source))
             groups = row_groups_starting_in(starts, partition.start, partition.end)
         schema = plan.input_schema

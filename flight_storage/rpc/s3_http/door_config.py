@@ -10,7 +10,7 @@ import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
-from select_dialect.flavors import AWS, FLAVOR_NAMES
+from select_dialect.flavors import FLAVOR_NAMES, S3_API_DEFAULT
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class S3DoorConfig:
     max_connections: int = 64
     keepalive_timeout_s: float = 5.0
     max_event_bytes: int = 256 * 1024
-    flavor: str = AWS
+    flavor: str = S3_API_DEFAULT
 
     def refusal(self, *, authenticated: bool, allow_anonymous: bool,
                 mutual_tls: bool = False) -> str | None:
