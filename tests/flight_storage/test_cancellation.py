@@ -28,6 +28,7 @@ from flight_storage.protocol import pb
 from tests.conftest import ServerProcess, running_server
 from tests.flight_storage.test_server_support import (
     process_tree,
+    tree_cpu_rate,
     tree_status_mib,
     write_numbers_parquet,
 )
@@ -50,31 +51,16 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _cpu_s(pid: int) -> float:
-    total = 0.0
-    for member in process_tree(pid):
-        try:
-            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # ended meanwhile
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
-
 
 def _rss_mb(pid: int) -> float:
     return tree_status_mib(pid, "VmRSS")
 
 
-def _cpu_rate(pid: int, seconds: float) -> float:
-    start = _cpu_s(pid)
-    time.sleep(seconds)
-    return (_cpu_s(pid) - start) / seconds
-
 
 def _assert_engine_stopped(server: ServerProcess, idle_rss_mb: float) -> None:
     pid = server.process.pid
     time.sleep(1.0)  # the second the issue allows
-    rate = _cpu_rate(pid, 1.0)
+    rate = tree_cpu_rate(pid, 1.0)
     assert rate < IDLE_CORE_SHARE, f"server still computing: {rate:.2f} cores"
     assert _rss_mb(pid) < idle_rss_mb + 200, "the query's memory was not given back"
 
@@ -118,7 +104,7 @@ def test_cancel_flight_info_stops_the_engine(server: ServerProcess) -> None:
     client = flight.connect(server.location)
     info = _info(client)
     _read_in_background(client, info)
-    assert _cpu_rate(server.process.pid, 0.5) > 0.5  # the engine is at work
+    assert tree_cpu_rate(server.process.pid, 0.5) > 0.5  # the engine is at work
     request = pb.CancelFlightInfoRequest(info=info.serialize())
     list(client.do_action(flight.Action("CancelFlightInfo", request.SerializeToString())))
     _assert_engine_stopped(server, idle)
@@ -138,7 +124,7 @@ def test_a_client_that_disconnects_stops_the_engine(server: ServerProcess) -> No
                               env={**os.environ, "PYTHONPATH": str(Path.cwd())})
     try:
         time.sleep(BUSY_S + 1)
-        assert _cpu_rate(server.process.pid, 0.5) > 0.5
+        assert tree_cpu_rate(server.process.pid, 0.5) > 0.5
     finally:
         reader.kill()
         reader.wait()
@@ -150,6 +136,6 @@ def test_the_query_timeout_stops_the_engine(data: Path) -> None:
         idle = _busy(server)
         client = flight.connect(server.location)
         _read_in_background(client, _info(client))
-        assert _cpu_rate(server.process.pid, 0.5) > 0.5
+        assert tree_cpu_rate(server.process.pid, 0.5) > 0.5
         time.sleep(1.0)  # past the 3 s timeout
         _assert_engine_stopped(server, idle)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -47,6 +48,25 @@ def write_numbers_parquet(path: Path, rows: int) -> None:
     row groups of 500,000: a GROUP BY k of many groups keeps the engine busy for seconds."""
     numbers = pa.array(range(rows), pa.int64())
     pq.write_table(pa.table({"k": numbers, "v": numbers}), path, row_group_size=500_000)
+
+
+def tree_cpu_rate(pid: int, seconds: float) -> float:
+    """The cores ``pid``'s process tree (a server and its engine workers) used over the next
+    ``seconds``."""
+    start = _tree_cpu_s(pid)
+    time.sleep(seconds)
+    return (_tree_cpu_s(pid) - start) / seconds
+
+
+def _tree_cpu_s(pid: int) -> float:
+    total = 0.0
+    for member in process_tree(pid):
+        try:
+            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def settled_tree(pid: int, quiet_s: float = 1.0, wait_s: float = 15.0) -> list[int]:

@@ -27,7 +27,7 @@ from tests.conftest import ServerProcess, running_server
 from tests.flight_storage.test_server_support import (
     error_document,
     events,
-    process_tree,
+    tree_cpu_rate,
     wait_for_event,
     write_rows,
 )
@@ -60,26 +60,11 @@ def one_slot(data: Path) -> Iterator[ServerProcess]:
         yield process
 
 
-def _cpu_s(pid: int) -> float:
-    total = 0.0
-    for member in process_tree(pid):
-        try:
-            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
-
-
-def _cpu_rate(pid: int, seconds: float) -> float:
-    start = _cpu_s(pid)
-    time.sleep(seconds)
-    return (_cpu_s(pid) - start) / seconds
 
 
 def _assert_engine_stopped(server: ServerProcess) -> None:
     time.sleep(1.0)  # the second allowed
-    rate = _cpu_rate(server.process.pid, 1.0)
+    rate = tree_cpu_rate(server.process.pid, 1.0)
     assert rate < IDLE_CORE_SHARE, f"server still computing: {rate:.2f} cores"
 
 
@@ -147,7 +132,7 @@ def test_a_stream_gives_its_slot_back_when_the_client_disconnects(
     try:
         wait_for_event(one_slot, method="GET_FLIGHT_INFO")
         time.sleep(2.0)
-        assert _cpu_rate(one_slot.process.pid, 0.5) > 0.05  # the stream is at work
+        assert tree_cpu_rate(one_slot.process.pid, 0.5) > 0.05  # the stream is at work
     finally:
         reader.kill()
         reader.wait()
