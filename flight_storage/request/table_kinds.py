@@ -42,7 +42,8 @@ class BucketTable:
     which). ``reference`` is already an object's name (``TableReference.as_object``): a
     three-part ``"bucket"."schema"."table"`` reads ``schema/table``; a one-part name is still
     unqualified (``reference.qualified``), resolved in the caller's session
-    (``rpc/sessions.qualify``). ``sql`` reads ``stdin`` in its place."""
+    (``rpc/sessions.qualify``). ``sql`` reads ``stdin`` in its place (empty where the name
+    is one of several a statement DataFusion plans names)."""
 
     KIND: ClassVar[str] = "bucket"
     reference: TableReference
@@ -93,6 +94,13 @@ def statement_table(query: str, catalogs: IcebergCatalogs, buckets: Catalog) -> 
     reference, sql = split_table_reference(query)
     if reference is None:
         return ConstantTable(sql)
+    return named_table(reference, sql, catalogs, buckets)
+
+
+def named_table(reference: TableReference, sql: str, catalogs: IcebergCatalogs,
+                buckets: Catalog) -> BucketTable | IcebergTable:
+    """The table a name reads (:func:`statement_table`'s rule; a statement DataFusion plans
+    over several tables asks it of each name, ``rpc/sql_statements.py``)."""
     if reference.is_iceberg:
         if reference.bucket in catalogs or not _is_bucket(buckets, reference.bucket):
             return IcebergTable(reference, sql)

@@ -404,3 +404,21 @@ def test_get_tables_schema_is_the_statements_for_an_iceberg_table(server: Server
         client.close()
     assert [(f.name, f.type) for f in listed] == [(f.name, f.type) for f in info.schema]
     assert len(listed) == 7
+
+
+@pytest.mark.parametrize(("name", "code"), [
+    (f'"lake"."{NAMESPACE}"."parts"', "UnsupportedSyntax"),
+    (f'"lake"."{NAMESPACE}.parts"', "UnsupportedSyntax"),  # the same table, as read alone
+    ('"nolake"."ns"."t"', "NoSuchCatalog"),  # as the statement over it alone says
+])
+def test_a_join_names_iceberg_tables_as_a_statement_over_one_does(server: ServerProcess,
+                                                                  name: str, code: str) -> None:
+    """A statement DataFusion plans over several tables decides each name's kind by the rule
+    a one-table statement uses (``request/table_kinds.named_table``)."""
+    with pytest.raises(pa.ArrowException) as caught:
+        _info(server, f'SELECT b.id FROM "sales"."parquet/orders.parquet" a JOIN {name} b '
+                      "ON a.order_id = b.id")
+    document = error_document(caught.value)
+    assert document["code"] == code
+    if code == "UnsupportedSyntax":
+        assert "is an Iceberg table: it is read alone" in document["message"]
