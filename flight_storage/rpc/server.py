@@ -315,7 +315,7 @@ class StorageServer(flight.FlightServerBase):
         if isinstance(read, IcebergTable):
             return iceberg_tables.statement_info(self, call, descriptor, read, query, flavor,
                                                  parameters, fields)
-        table, plan = self.plan_statement(call, query, flavor, parameters, namespace)
+        table, plan = self.plan_statement(call, query, flavor, parameters, namespace, read)
         if isinstance(plan, SqlPlan):  # DataFusion's plan over the tables it names
             return sql_statements.statement_info(self, call, descriptor, query, flavor, plan,
                                                  parameters, fields, namespace)
@@ -406,17 +406,18 @@ class StorageServer(flight.FlightServerBase):
 
     def plan_statement(
         self, call: CallContext, query: str, flavor: str, parameters: bytes | None,
-        namespace: Session | None = None,
+        namespace: Session | None = None, read: StatementTable | None = None,
     ) -> tuple[ResolvedTable | None, SelectPlan | SqlPlan]:
         """The table a statement reads (None for one without FROM, or one DataFusion plans
         over its tables: ``rpc/sql_statements.py``) and its plan; a one-part table name
         resolves in ``namespace`` (a prepared statement's), else in the caller's session
-        (``rpc/sessions.py``)."""
+        (``rpc/sessions.py``). ``read``: the kind of table ``table_of`` found, if the caller
+        asked already."""
         self.check_query_length(query)
         refuse_writes(query)  # before the table: INSERT INTO a new key is not NoSuchKey
         session = namespace if namespace is not None else current_session(self, call)
 
-        read = self.table_of(query)
+        read = read if read is not None else self.table_of(query)
         if isinstance(read, IcebergTable):
             return None, iceberg_tables.plan_statement(self, call, read, query, flavor,
                                                        parameters).plan
