@@ -438,3 +438,36 @@ def test_flavour_defaults_have_one_owner() -> None:
              for path in sorted((ROOT / package).rglob("*.py")) if path != owner
              for hit in _flavour_defaults(path.read_text(encoding="utf-8"), flavours)]
     assert found == []
+
+
+def _uses(name: str) -> list[str]:
+    """``module:line`` of every call of a function ``name`` (or attribute read of it) in
+    ``flight_storage``, definitions left out."""
+    found = []
+    for path in sorted((ROOT / "flight_storage").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if ((isinstance(node, ast.Name) and node.id == name)
+                    or (isinstance(node, ast.Attribute) and node.attr == name)):
+                found.append(f"{_module_name(path)}:{node.lineno}")
+    return found
+
+
+def test_which_kind_of_table_is_decided_in_one_place() -> None:
+    """Issue 40 item 2: whether a statement reads a bucket's table, an Iceberg table or none
+    is ``request/table_kinds.statement_table``'s, called by the server's ``table_of`` alone;
+    every other module asks ``table_of`` and gets a typed table (``named_table``, its rule for
+    one name, also decides each table of a statement DataFusion plans). Splitting a statement's name
+    off and reading ``TableReference.is_iceberg`` are the decider's; the one other splitter is
+    a cluster's routing by the names written (``cluster_actions.statement_target``)."""
+    calls = [u.split(":")[0] for u in _uses("statement_table")]
+    assert calls == ["flight_storage.rpc.server"]
+    # each name of a statement DataFusion plans over several tables, by the same rule
+    assert {u.split(":")[0] for u in _uses("named_table")} == {
+        "flight_storage.request.table_kinds", "flight_storage.rpc.sql_statements"}
+    assert [u.split(":")[0] for u in _uses("is_iceberg")] == [
+        "flight_storage.request.table_kinds"]
+    splitters = {u.split(":")[0] for u in _uses("split_table_reference")}
+    assert splitters == {"flight_storage.request.table_kinds",
+                         "flight_storage.rpc.cluster_actions"}
+    assert _uses("iceberg_reference") == []

@@ -21,12 +21,11 @@ from flight_storage.errors import InvalidRequestError
 from flight_storage.execution.plan_types import SelectPlan
 from flight_storage.protocol import PreparedHandle, Secret, pb
 from flight_storage.request.parameters import has_parameters
-from flight_storage.request.statement import split_table_reference
+from flight_storage.request.table_kinds import BucketTable, IcebergTable, StatementTable
 from flight_storage.request.tables import ResolvedTable, resolve_table
 from flight_storage.rpc import ingest, sessions
 from flight_storage.rpc.auth import Users
 from flight_storage.rpc.config import ServerConfig
-from flight_storage.rpc.iceberg_tables import iceberg_reference
 from flight_storage.rpc.metadata import SERVER_NAME, SERVER_VERSION
 from flight_storage.rpc.middleware import CallContext
 from flight_storage.rpc.streams import StreamPool
@@ -58,6 +57,8 @@ class ActionHost(Protocol):
 
     def readable_buckets(self, call: CallContext) -> list[str]: ...
 
+    def table_of(self, query: str) -> StatementTable: ...
+
     def plan_statement(
         self, call: CallContext, query: str, flavor: str, parameters: bytes | None
     ) -> tuple[ResolvedTable | None, SelectPlan]: ...
@@ -83,12 +84,11 @@ def _create_prepared(host: ActionHost, call: CallContext, body: bytes) -> list[f
     )
     if has_parameters(query):
         # The parameter types are known once bound; still check the statement now.
-        reference, _ = split_table_reference(query)
-        if (reference is not None
-                and iceberg_reference(query, host.iceberg, host.catalog) is not None):
-            host.check_access(call, reference.bucket)  # the catalog
-        elif reference is not None:
-            reference = sessions.qualify(host.catalog, session, reference.as_object())
+        table = host.table_of(query)
+        if isinstance(table, IcebergTable):
+            host.check_access(call, table.reference.bucket)  # the catalog
+        elif isinstance(table, BucketTable):
+            reference = sessions.qualify(host.catalog, session, table.reference)
             host.check_access(call, reference.bucket)
             # the table rule (a prefix or an object), not the object rule: "orders/" is a key
             # no object can have, but a configured prefix's name

@@ -23,11 +23,10 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from flight_storage import protocol
-from flight_storage.errors import InvalidRequestError, StorageError
+from flight_storage.errors import InvalidRequestError
 from flight_storage.execution.engine import SelectEngine
 from flight_storage.execution.iceberg_scan import (
     IcebergPlan,
-    IcebergTableName,
     execute_iceberg,
     plan_iceberg,
     replan,
@@ -42,14 +41,13 @@ from flight_storage.protocol import (
     PlanDescription,
     is_whole_object,
 )
-from flight_storage.request.statement import TableReference, split_table_reference
+from flight_storage.request.table_kinds import IcebergTable, StatementTable
 from flight_storage.rpc.boundary import guarded
 from flight_storage.rpc.config import ServerConfig
 from flight_storage.rpc.endpoints import endpoint_partitions, known_rows, query_id, ticket_key
 from flight_storage.rpc.middleware import CallContext
 from flight_storage.rpc.prepared_parameters import bound_sql
 from flight_storage.rpc.streams import QueryStream, ReadCounter, StreamPool
-from flight_storage.storage.catalog import Catalog
 from flight_storage.storage.iceberg_catalog import IcebergCatalogs
 from select_dialect.translate import refuse_writes
 
@@ -73,6 +71,10 @@ class IcebergHost(Protocol):
 
     def is_cancelled(self, key: bytes) -> bool: ...
 
+    def table_of(self, query: str) -> StatementTable:
+        """Which kind of table ``query`` reads (``request/table_kinds.py``)."""
+        ...
+
     def issue(self, request: type[PartitionTicket], call: CallContext, query: str,
               flavor: str, bucket: str, key: str, partitions: Sequence[Partition], *,
               parameters: bytes | None = None,
@@ -91,68 +93,29 @@ class IcebergHost(Protocol):
         ...
 
 
-def iceberg_reference(query: str, catalogs: IcebergCatalogs,
-                      buckets: Catalog | None = None) -> TableReference | None:
-    """The Iceberg table a statement reads (None: it reads an object, or nothing).
-
-    A three-part name whose first part is no Iceberg catalog but a bucket of ``buckets`` is
-    ``"bucket"."schema"."table"``, a table of that bucket (``TableReference.as_object``).
-
-    Besides ``"catalog"."namespace"."table"``, a two-part name whose first part is a configured
-    catalog, ``"catalog"."namespace.table"``, names a table too (the last dot ends the
-    namespace): the form clients that name a table as ``bucket/key`` send (the DataFusion and
-    Spark sources: ``lake/sales.orders``)."""
-    reference, _ = split_table_reference(query)
-    if reference is None:
-        return None
-    if reference.is_iceberg:
-        if (reference.bucket not in catalogs and buckets is not None
-                and _is_bucket(buckets, reference.bucket)):
-            return None
-        return reference
-    namespace, dot, table = reference.key.rpartition(".")
-    if reference.bucket in catalogs and dot and namespace and table:
-        return TableReference(reference.bucket, namespace, None, table)
-    return None
-
-
-def _is_bucket(buckets: Catalog, name: str) -> bool:
-    try:
-        buckets.store(name)
-    except StorageError:
-        return False
-    return True
-
-
-def _name(reference: TableReference) -> IcebergTableName:
-    assert reference.table is not None
-    return IcebergTableName(reference.bucket, reference.key, reference.table,
-                            reference.version, reference.as_of)
-
-
-def plan_statement(host: IcebergHost, call: CallContext, query: str, flavor: str,
-                   parameters: bytes | None) -> IcebergPlan:
-    """Plan a statement over an Iceberg table (under a compute slot and the query timeout)."""
+def plan_statement(host: IcebergHost, call: CallContext, table: IcebergTable, query: str,
+                   flavor: str, parameters: bytes | None) -> IcebergPlan:
+    """Plan ``query``, a statement over ``table`` (under a compute slot and the query
+    timeout)."""
     host.check_query_length(query)
     refuse_writes(query)
 
     def plan(stop: threading.Event) -> IcebergPlan:  # noqa: ARG001 - bounded()'s work takes the stop event
-        _, sql = split_table_reference(query)
-        reference = iceberg_reference(query, host.iceberg)
-        assert reference is not None
-        host.iceberg.catalog(reference.bucket)  # NoSuchCatalog before AccessDenied
-        host.check_access(call, reference.bucket)
-        return plan_iceberg(host.engine, host.iceberg, _name(reference),
-                            bound_sql(sql, parameters), flavor=flavor)
+        catalog = table.reference.bucket
+        host.iceberg.catalog(catalog)  # NoSuchCatalog before AccessDenied
+        host.check_access(call, catalog)
+        return plan_iceberg(host.engine, host.iceberg, table.name,
+                            bound_sql(table.sql, parameters), flavor=flavor)
 
     return host.bounded(call, "planning", plan)
 
 
 def statement_info(host: IcebergHost, call: CallContext, descriptor: flight.FlightDescriptor,
-                   query: str, flavor: str, parameters: bytes | None,
+                   table: IcebergTable, query: str, flavor: str, parameters: bytes | None,
                    fields: dict[str, Any]) -> flight.FlightInfo:
-    """GetFlightInfo of a statement over an Iceberg table: a ticket per ``files`` partition."""
-    planned = plan_statement(host, call, query, flavor, parameters)
+    """GetFlightInfo of ``query``, a statement over ``table``: a ticket per ``files``
+    partition."""
+    planned = plan_statement(host, call, table, query, flavor, parameters)
     plan = planned.plan
     if call.single_endpoint or is_whole_object(endpoint_partitions(plan)):
         # every file in one endpoint: the plan's one partition (its sizes the sum of all)
@@ -173,11 +136,9 @@ def serve_partition(host: IcebergHost, context: flight.ServerCallContext, call: 
                     ticket: IcebergTicket, handle: bytes,
                     fields: dict[str, Any]) -> flight.FlightDataStream:
     """DoGet of a ``files`` ticket: the statement over those data files of its snapshot."""
-    _, sql = split_table_reference(ticket.query)
-    reference = iceberg_reference(ticket.query, host.iceberg)
-    if (reference is None
-            or (reference.bucket, f"{reference.key}.{reference.table}")
-            != (ticket.bucket, ticket.key)):
+    table = host.table_of(ticket.query)
+    if (not isinstance(table, IcebergTable)
+            or (table.reference.bucket, table.key) != (ticket.bucket, ticket.key)):
         raise protocol.TicketError("ticket does not match its statement")
     host.check_access(call, ticket.bucket)
     key = ticket_key(handle)
@@ -190,8 +151,8 @@ def serve_partition(host: IcebergHost, context: flight.ServerCallContext, call: 
     fields.update(query_id=query_id(ticket), object=f"{ticket.bucket}.{ticket.key}",
                   partition={"kind": partition.KIND, "files": len(partition.keys),
                              "snapshot": partition.snapshot, "split": list(partition.split)})
-    name = _name(reference)
-    bound = bound_sql(sql, ticket.parameters)
+    name = table.name
+    bound = bound_sql(table.sql, ticket.parameters)
     plan, ids = host.bounded(call, "planning", lambda _stop: replan(
         host.engine, host.iceberg, name, bound, flavor=ticket.flavor,
         snapshot_id=partition.snapshot or 0))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
@@ -22,13 +23,15 @@ from flight_storage import protocol
 from flight_storage.errors import StorageError
 from flight_storage.execution.engine import SelectEngine
 from flight_storage.execution.iceberg_scan import arrow_schema
+from flight_storage.execution.plan_types import SelectPlan
 from flight_storage.protocol import SqlInfo
+from flight_storage.request.table_kinds import BucketTable, StatementTable, select_all
 from flight_storage.request.tables import ResolvedTable
 from flight_storage.rpc import access
 from flight_storage.rpc.column_metadata import describe_columns
 from flight_storage.rpc.config import ServerConfig
 from flight_storage.rpc.middleware import CallContext
-from flight_storage.rpc.streams import object_sources
+from flight_storage.rpc.streams import StoppableSource
 from flight_storage.storage.catalog import Catalog, ingested_table
 from flight_storage.storage.iceberg_catalog import IcebergCatalogs
 from select_dialect.flavors import FLAVORS
@@ -61,9 +64,15 @@ class MetadataHost(Protocol):
         """The buckets the caller may read."""
         ...
 
-    def resolve(self, bucket: str, key: str, overrides: Mapping[str, Any] | None,
-                flavor: str) -> ResolvedTable:
-        """A statement's table in ``flavor`` (sniffed on the standard surface)."""
+    def table_of(self, query: str) -> StatementTable:
+        """Which kind of table ``query`` reads (``request/table_kinds.py``)."""
+        ...
+
+    def plan_table(self, call: CallContext, bucket: str, key: str,
+                   overrides: Mapping[str, Any] | None, sql: str, flavor: str,
+                   stop: threading.Event
+                   ) -> tuple[ResolvedTable, SelectPlan, list[StoppableSource]]:
+        """A statement over a bucket's table, planned as GetFlightInfo plans it."""
         ...
 
 
@@ -277,12 +286,18 @@ def _iceberg_schema(host: MetadataHost, call: CallContext, catalog: str, namespa
 
 
 def _table_schema(host: MetadataHost, call: CallContext, bucket: str, name: str) -> pa.Schema:
-    """The columns a statement over the table sees (the caller's flavour: sniffed on the
-    standard surface)."""
+    """The columns ``SELECT * FROM "bucket"."name"`` answers with in the caller's flavour:
+    that statement decided and planned by the code its GetFlightInfo runs (``table_of``, then
+    ``plan_table``: sniffed on the standard surface, S3 Select's reading otherwise)."""
+    query = select_all(bucket, name)
     try:
-        table = host.resolve(bucket, name, None, call.statement_flavor)
-        plan = host.engine.plan("SELECT * FROM s3object", object_sources(table.objects),
-                                table.input)
+        table = host.table_of(query)
+        if not isinstance(table, BucketTable):  # a catalog's name: the statement is Iceberg's
+            log.warning("no schema for %s/%s: %s reads no object", bucket, name, query)
+            return pa.schema([])
+        reference = table.reference
+        _, plan, _ = host.plan_table(call, reference.bucket, reference.key, None, table.sql,
+                                     call.statement_flavor, threading.Event())
     except StorageError as exc:
         log.warning("no schema for %s/%s: %s", bucket, name, exc)
         return pa.schema([])

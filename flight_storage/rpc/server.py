@@ -38,7 +38,13 @@ from flight_storage.request.s3_request import (
     parse_request,
 )
 from flight_storage.request.sniffing import TableSniffer
-from flight_storage.request.statement import split_table_reference
+from flight_storage.request.table_kinds import (
+    BucketTable,
+    ConstantTable,
+    IcebergTable,
+    StatementTable,
+    statement_table,
+)
 from flight_storage.request.tables import ResolvedTable, object_version, resolve_table
 from flight_storage.rpc import access, iceberg_tables, sql_statements
 from flight_storage.rpc.actions import ACTIONS
@@ -305,10 +311,11 @@ class StorageServer(flight.FlightServerBase):
         fields: dict[str, Any],
         namespace: Session | None = None,
     ) -> flight.FlightInfo:
-        if iceberg_tables.iceberg_reference(query, self.iceberg, self.catalog) is not None:
-            return iceberg_tables.statement_info(self, call, descriptor, query, flavor,
+        read = self.table_of(query)
+        if isinstance(read, IcebergTable):
+            return iceberg_tables.statement_info(self, call, descriptor, read, query, flavor,
                                                  parameters, fields)
-        table, plan = self.plan_statement(call, query, flavor, parameters, namespace)
+        table, plan = self.plan_statement(call, query, flavor, parameters, namespace, read)
         if isinstance(plan, SqlPlan):  # DataFusion's plan over the tables it names
             return sql_statements.statement_info(self, call, descriptor, query, flavor, plan,
                                                  parameters, fields, namespace)
@@ -399,26 +406,27 @@ class StorageServer(flight.FlightServerBase):
 
     def plan_statement(
         self, call: CallContext, query: str, flavor: str, parameters: bytes | None,
-        namespace: Session | None = None,
+        namespace: Session | None = None, read: StatementTable | None = None,
     ) -> tuple[ResolvedTable | None, SelectPlan | SqlPlan]:
         """The table a statement reads (None for one without FROM, or one DataFusion plans
         over its tables: ``rpc/sql_statements.py``) and its plan; a one-part table name
         resolves in ``namespace`` (a prepared statement's), else in the caller's session
-        (``rpc/sessions.py``)."""
+        (``rpc/sessions.py``). ``read``: the kind of table ``table_of`` found, if the caller
+        asked already."""
         self.check_query_length(query)
         refuse_writes(query)  # before the table: INSERT INTO a new key is not NoSuchKey
         session = namespace if namespace is not None else current_session(self, call)
 
-        if iceberg_tables.iceberg_reference(query, self.iceberg, self.catalog) is not None:
-            return None, iceberg_tables.plan_statement(self, call, query, flavor,
+        read = read if read is not None else self.table_of(query)
+        if isinstance(read, IcebergTable):
+            return None, iceberg_tables.plan_statement(self, call, read, query, flavor,
                                                        parameters).plan
 
         def plan(stop: threading.Event) -> tuple[ResolvedTable | None, SelectPlan]:
-            # all of it in the slot: splitting and scanning a long statement takes time too
-            reference, sql = split_table_reference(query)
-            if reference is None:
+            # all of it in the slot: scanning a long statement takes time too
+            if isinstance(read, ConstantTable):
                 # bound first: the dialect has no ``?`` (SELECT ? || 'x' reads no table either)
-                bound = bound_sql(sql, parameters)
+                bound = bound_sql(read.sql, parameters)
                 # report syntax errors first
                 translation = translate(bound, input_format="csv", flavor=flavor)
                 if not translation.reads_table:
@@ -428,21 +436,26 @@ class StorageServer(flight.FlightServerBase):
                     'SELECT * FROM "sales"."orders/2024-01.csv"',
                     code="MissingObject",
                 )
-            reference = qualify(self.catalog, session, reference.as_object())
-            table, plan, _ = self._plan_table(call, reference.bucket, reference.key,
-                                              reference.input_serialization,
-                                              bound_sql(sql, parameters), flavor, stop)
+            reference = qualify(self.catalog, session, read.reference)
+            table, plan, _ = self.plan_table(call, reference.bucket, reference.key,
+                                             reference.input_serialization,
+                                             bound_sql(read.sql, parameters), flavor, stop)
             return table, plan
 
         return sql_statements.plan_either(self, call, query, flavor, parameters, session,
                                           lambda: self.bounded(call, "planning", plan))
 
-    def _plan_table(self, call: CallContext, bucket: str, key: str,
-                    overrides: Mapping[str, Any] | None, sql: str, flavor: str,
-                    stop: threading.Event
-                    ) -> tuple[ResolvedTable, SelectPlan, list[StoppableSource]]:
-        """A statement over a table: access, the table resolved, its plan (GetFlightInfo and
-        DoGet alike; the sources share the call's stop switch)."""
+    def table_of(self, query: str) -> StatementTable:
+        """Which kind of table ``query`` reads: decided here only (``request/table_kinds.py``)."""
+        return statement_table(query, self.iceberg, self.catalog)
+
+    def plan_table(self, call: CallContext, bucket: str, key: str,
+                   overrides: Mapping[str, Any] | None, sql: str, flavor: str,
+                   stop: threading.Event
+                   ) -> tuple[ResolvedTable, SelectPlan, list[StoppableSource]]:
+        """A statement over a bucket's table: access, the table resolved, its plan
+        (GetFlightInfo, DoGet and GetTables' schemas alike; the sources share the call's stop
+        switch)."""
         self.check_access(call, bucket)
         table = self.resolve(bucket, key, overrides, flavor)
         sources = object_sources(table.objects, stop)
@@ -527,10 +540,11 @@ class StorageServer(flight.FlightServerBase):
                         ticket: protocol.ConstantTicket, *_: Any) -> flight.FlightDataStream:
         """The one row of a statement that reads no object (``SELECT 1``): computed at once,
         without a stream slot, since no input can make it large."""
-        reference, sql = split_table_reference(ticket.query)
-        if reference is not None:
+        read = self.table_of(ticket.query)
+        if not isinstance(read, ConstantTable):
             raise protocol.TicketError("ticket does not match its statement")
-        plan = self.engine.plan_constant(bound_sql(sql, ticket.parameters), flavor=ticket.flavor)
+        plan = self.engine.plan_constant(bound_sql(read.sql, ticket.parameters),
+                                         flavor=ticket.flavor)
         batches = list(self.engine.execute_arrow(plan))
         return flight.GeneratorStream(plan.arrow_schema, guarded(iter(batches)))
 
@@ -538,13 +552,14 @@ class StorageServer(flight.FlightServerBase):
         self, call: CallContext, ticket: protocol.StatementTicket, stop: threading.Event
     ) -> tuple[StoppableSource, SelectPlan, Sequence[ObjectInfo]]:
         """A statement's DoGet plan, the way GetFlightInfo planned it."""
-        reference, sql = split_table_reference(ticket.query)
-        if reference is None or not reference.as_object().names(ticket.bucket, ticket.key):
+        read = self.table_of(ticket.query)
+        if (not isinstance(read, BucketTable)
+                or not read.reference.names(ticket.bucket, ticket.key)):
             raise protocol.TicketError("ticket does not match its statement")
-        table, plan, sources = self._plan_table(  # cut as its GetFlightInfo cut it
+        table, plan, sources = self.plan_table(  # cut as its GetFlightInfo cut it
             replace(call, parallelism=ticket.parallelism), ticket.bucket, ticket.key,
-            reference.input_serialization, bound_sql(sql, ticket.parameters), ticket.flavor,
-            stop)
+            read.reference.input_serialization, bound_sql(read.sql, ticket.parameters),
+            ticket.flavor, stop)
         objects: Sequence[ObjectInfo] = table.objects
         if ticket.object_version is not None and ticket.object_version != object_version(objects):
             raise stale_ticket(ticket, self.node_name)

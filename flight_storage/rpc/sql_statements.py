@@ -38,6 +38,7 @@ from flight_storage.protocol import (
     WholeObject,
 )
 from flight_storage.request.statement import TableReference
+from flight_storage.request.table_kinds import IcebergTable, named_table
 from flight_storage.request.tables import ResolvedTable, object_version
 from flight_storage.rpc.boundary import guarded
 from flight_storage.rpc.config import ServerConfig
@@ -146,11 +147,14 @@ def _resolved(host: SqlHost, session: Session, name: TableName) -> tuple[str, st
     if len(parts) == 1:
         reference = qualify(host.catalog, session, TableReference("", parts[0], qualified=False))
         return reference.bucket, reference.key
-    if len(parts) == 3 and parts[0] in host.iceberg:
+    written = TableReference(parts[0], parts[1], None, parts[2] if len(parts) == 3 else None)
+    table = named_table(written, "", host.iceberg, host.catalog)
+    if isinstance(table, IcebergTable):
+        host.iceberg.catalog(table.reference.bucket)  # NoSuchCatalog, as read alone
         raise UnsupportedFeatureError(
             f"{name.sql} is an Iceberg table: it is read alone (no JOIN or CTE with other "
             "tables yet); query it by itself")
-    return parts[0], "/".join(parts[1:])
+    return table.reference.bucket, table.reference.key
 
 
 def statement_info(host: SqlHost, call: CallContext, descriptor: flight.FlightDescriptor,

@@ -373,3 +373,52 @@ def test_damaged_metadata_is_a_named_error_not_retryable(tmp_path: Path) -> None
             document = error_document(caught.value)
             assert document["code"] == "InvalidIcebergMetadata", name
             assert f"bad.{NAMESPACE}.{name}" in document["message"]
+
+
+@pytest.mark.parametrize("name", [f'"lake"."{NAMESPACE}"."parts"', f'"lake"."{NAMESPACE}.parts"'])
+def test_a_prepared_statement_with_parameters_reads_an_iceberg_table(server: ServerProcess,
+                                                                     name: str) -> None:
+    """CreatePreparedStatement of a statement with ``?`` checks the table it reads (an Iceberg
+    table, by either spelling: ``request/table_kinds.py``) before the parameters are bound."""
+    with flightsql.connect(server.location, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute(f"SELECT id FROM {name} WHERE region = ? AND id < 30",
+                       parameters=("west",))
+        ids = sorted(cursor.fetch_arrow_table().column(0).to_pylist())
+    assert ids == [i for i in range(30) if i % 3 == 1]
+
+
+@pytest.mark.parametrize("flavor", [None, "ceph", "aws"])
+def test_get_tables_schema_is_the_statements_for_an_iceberg_table(server: ServerProcess,
+                                                                  flavor: str | None) -> None:
+    options = {f"adbc.flight.sql.rpc.call_header.{FLAVOR_HEADER}": flavor} if flavor else {}
+    with flightsql.connect(server.location, autocommit=True, conn_kwargs=options) as conn:
+        listed = conn.adbc_get_table_schema("events", catalog_filter="lake",
+                                            db_schema_filter=NAMESPACE)
+    headers = [] if flavor is None else [(FLAVOR_HEADER.encode(), flavor.encode())]
+    client = flight.FlightClient(server.location)
+    try:
+        info = client.get_flight_info(
+            statement_descriptor(f'SELECT * FROM "lake"."{NAMESPACE}"."events"'),
+            flight.FlightCallOptions(headers=headers))
+    finally:
+        client.close()
+    assert [(f.name, f.type) for f in listed] == [(f.name, f.type) for f in info.schema]
+    assert len(listed) == 7
+
+
+@pytest.mark.parametrize(("name", "code"), [
+    (f'"lake"."{NAMESPACE}"."parts"', "UnsupportedSyntax"),
+    (f'"lake"."{NAMESPACE}.parts"', "UnsupportedSyntax"),  # the same table, as read alone
+    ('"nolake"."ns"."t"', "NoSuchCatalog"),  # as the statement over it alone says
+])
+def test_a_join_names_iceberg_tables_as_a_statement_over_one_does(server: ServerProcess,
+                                                                  name: str, code: str) -> None:
+    """A statement DataFusion plans over several tables decides each name's kind by the rule
+    a one-table statement uses (``request/table_kinds.named_table``)."""
+    with pytest.raises(pa.ArrowException) as caught:
+        _info(server, f'SELECT b.id FROM "sales"."parquet/orders.parquet" a JOIN {name} b '
+                      "ON a.order_id = b.id")
+    document = error_document(caught.value)
+    assert document["code"] == code
+    if code == "UnsupportedSyntax":
+        assert "is an Iceberg table: it is read alone" in document["message"]
