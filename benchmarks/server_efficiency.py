@@ -207,10 +207,36 @@ def _in_process(query: Query, files: dict[str, Path], headers: dict[str, tuple[s
             file_compression_type="gzip"))
         return translate(query.s3select, input_format="csv").sql, ctx
     header = headers[query.table]
+    typed = _typed_csv(query, path) if query.has_header else None
+    if typed is not None:
+        return typed
     sql = translate(query.s3select, input_format="csv",
                     header=list(header) if query.has_header else None).sql
     return sql, common.datafusion_csv_context(path, len(header), has_header=query.has_header,
                                               config=_config())
+
+
+def _typed_csv(query: Query, path: Path) -> tuple[str, Any] | None:
+    """A CSV with a header as the server's standard surface reads it: its sniffed columns,
+    typed by DataFusion's CSV reader and the server's view (``NativeCsvTable``), and the SQL
+    over them; None when the server reads it as text. Reading it as text here would compare
+    the server's typed parsing (int, double, date columns) with a cheaper text scan."""
+    from datafusion import SessionContext
+
+    from flight_storage.execution.udfs import register_udfs
+    from flight_storage.request.sniffing import TableSniffer
+
+    source = FileSource(path, KEYS[query.table], path.stat().st_size)
+    spec = TableSniffer().typed_spec(source, InputSpec("csv"), None, None)
+    if spec.columns is None:
+        return None
+    plan = SelectEngine(EngineConfig()).plan(query.s3select, source, spec, flavor=STANDARD)
+    if plan.native is None:
+        return None
+    ctx = SessionContext(_config())
+    register_udfs(ctx)
+    plan.native.register(ctx, "s3object")
+    return plan.translation.sql, ctx
 
 
 def run_query(query: Query, servers: common.ServerGroup, adbc: common.AdbcReader,
