@@ -29,6 +29,11 @@ from typing import Any, TypeVar
 
 import pyarrow as pa
 
+from benchmarks.process_cpu import (  # re-exported: the benchmarks read them through common
+    process_cpu_seconds as process_cpu_seconds,
+    process_cpu_seconds_of,
+)
+
 log = logging.getLogger("benchmarks")
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -114,61 +119,6 @@ def measure(fn: Callable[[], T], runs: int, warmup: int = 1) -> tuple[Stat, T]:
         result = fn()
         samples.append(time.perf_counter() - started)
     return Stat.of(samples), result
-
-
-def process_cpu_seconds(pid: int | None = None) -> float:
-    """CPU-seconds (user + system, every thread, ended threads included) of process ``pid``
-    and every process below it (None: this process alone): a server's engine workers run its
-    aggregates (``--engine-workers``), so their CPU is the server's.
-
-    On Linux it reads each process's CPU clock (``clock_gettime`` on the clock id of its pid),
-    which counts in nanoseconds; the tick counts in ``/proc/<pid>/stat`` that psutil reads move
-    in 10 ms steps, as long as a whole quick query. Children that ended and were reaped count
-    through their parent's ``cutime``/``cstime`` ticks (a worker replaced after a large job).
-    psutil elsewhere.
-    """
-    if pid is None or pid == os.getpid():
-        return time.process_time()
-    if sys.platform == "linux":
-        tree = _process_tree(pid)
-        total = 0.0
-        for member in tree:
-            try:
-                # MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED) of the kernel's posix-cpu-timers
-                total += time.clock_gettime(((~member) << 3) | 2)
-                fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue  # ended meanwhile
-            total += (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
-        if tree:
-            return total
-    import psutil
-
-    times = psutil.Process(pid).cpu_times()
-    return float(times.user + times.system)
-
-
-def _process_tree(pid: int) -> list[int]:
-    """``pid`` and the processes below it (Linux ``/proc``); empty when ``pid`` is gone."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue  # ended meanwhile
-            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-    if pid not in parents:
-        return []
-    tree = [pid]
-    for member in tree:
-        tree.extend(child for child, parent in parents.items() if parent == member)
-    return tree
-
-
-def process_cpu_seconds_of(pids: Iterable[int]) -> float:
-    """The CPU-seconds of several processes together (:func:`process_cpu_seconds`)."""
-    return sum(process_cpu_seconds(pid) for pid in pids)
 
 
 @dataclass(frozen=True)
