@@ -25,7 +25,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response, StreamingResponse
 
 from flight_storage.rpc.boundary import PEER_ERRORS, peer_error
-from flight_storage.rpc.cluster import ClusterRole, FleetRole
+from flight_storage.rpc.cluster import ClusterRole
 from flight_storage.rpc.cluster_actions import list_page
 from flight_storage.rpc.s3_http.listing import Entry
 from flight_storage.rpc.s3_http.s3_errors import S3HttpError
@@ -60,10 +60,8 @@ class DoorCluster:
     @staticmethod
     def of(door: S3Door) -> DoorCluster | None:
         """The door's cluster part when its server is a node of a holdings cluster."""
-        role = door.server.cluster
-        if role is None or isinstance(role, FleetRole):
-            return None
-        return DoorCluster(door, role)
+        role = door.server.cluster.holdings_role()
+        return None if role is None else DoorCluster(door, role)
 
     def buckets(self) -> list[str]:
         """The buckets some node holds."""
