@@ -476,12 +476,14 @@ def test_which_kind_of_table_is_decided_in_one_place() -> None:
 
 def test_the_server_asks_its_role_not_whether_it_is_clustered() -> None:
     """Issue 40: a single server, a holdings cluster's node and a fleet's node are roles
-    (``rpc/cluster.py``: ``LocalRole``, ``ClusterRole``, ``FleetRole``) chosen once; the server
-    and the query service call the role and never ask whether they are in a cluster."""
+    (``rpc/cluster.py``: ``LocalRole``, ``ClusterRole``, ``FleetRole``) chosen once; the server,
+    the query service and the S3 door call the role (the door its part of it,
+    ``s3_http/door_cluster.py``) and never ask whether they are in a cluster."""
     asks = re.compile(r"\bcluster\s+is\s+(not\s+)?None\b|isinstance\([^)]*(Fleet|Cluster|Local)Role")
     rpc = ROOT / "flight_storage" / "rpc"
     found = [f"{path.name}:{number}: {line.strip()}"
-             for path in (rpc / "server.py", rpc / "query_service.py")
+             for path in (rpc / "server.py", rpc / "query_service.py",
+                          *sorted((rpc / "s3_http").glob("*.py")))
              for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
              if asks.search(line)]
     assert found == []
