@@ -505,7 +505,7 @@ def _listen(config: ServerConfig, workers: Workers | None) -> StorageServer:
             workers.stop()
             server.stop_gracefully(0)
             raise _Refused(f"--workers: {exc}") from None
-        server.cluster.check_peers()  # they listen now: list them first from the start
+        server.role.check_peers()  # they listen now: list them first from the start
     return server
 
 

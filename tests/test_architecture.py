@@ -479,7 +479,8 @@ def test_the_server_asks_its_role_not_whether_it_is_clustered() -> None:
     (``rpc/cluster.py``: ``LocalRole``, ``ClusterRole``, ``FleetRole``) chosen once; the server,
     the query service and the S3 door call the role (the door its part of it,
     ``s3_http/door_cluster.py``) and never ask whether they are in a cluster."""
-    asks = re.compile(r"\bcluster\s+is\s+(not\s+)?None\b|isinstance\([^)]*(Fleet|Cluster|Local)Role")
+    asks = re.compile(r"(\bcluster|\.role)\s+is\s+(not\s+)?None\b"
+                      r"|isinstance\([^)]*(Fleet|Cluster|Local)Role")
     rpc = ROOT / "flight_storage" / "rpc"
     found = [f"{path.name}:{number}: {line.strip()}"
              for path in (rpc / "server.py", rpc / "query_service.py",
@@ -488,3 +489,4 @@ def test_the_server_asks_its_role_not_whether_it_is_clustered() -> None:
              if asks.search(line)]
     assert found == []
     assert asks.search("        if self.cluster is not None:")  # the check finds the branch
+    assert asks.search("        return None if self.role is None else self.role.me")

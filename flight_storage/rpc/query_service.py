@@ -123,7 +123,7 @@ class SelectService:
         is_cancelled: whether the endpoint with this key was cancelled (CancelFlightInfo).
         secret: the ticket secret (a cluster's planning answers signed tickets).
         location: this process's Flight location as endpoints name it.
-        cluster: this server's role (``rpc/cluster.py``: single server, cluster node or fleet node).
+        role: this server's role (``rpc/cluster.py``: single server, cluster node or fleet node).
     """
 
     catalog: Catalog
@@ -136,11 +136,11 @@ class SelectService:
     is_cancelled: Callable[[bytes], bool]
     secret: Secret
     location: str
-    cluster: Role
+    role: Role
 
     @property
     def node_name(self) -> str | None:
-        return self.cluster.me
+        return self.role.me
 
     # ------------------------------------------------------------------ planning
     def plan(self, call: CallContext, request: SelectRequest) -> PlannedSelect:
@@ -173,12 +173,12 @@ class SelectService:
         """The endpoints of ``request`` for the S3 door, in order: planned here (every one a
         :class:`LocalEndpoint`), or, in a holdings cluster, by the nodes holding the object
         (those naming this node are read here, the others from their nodes)."""
-        if self.cluster.plans_here(request.bucket, request.key):
+        if self.role.plans_here(request.bucket, request.key):
             return [LocalEndpoint(t) for t in self.plan(call, request).tickets]
         descriptor = flight.FlightDescriptor.for_command(request.to_command())
         headers = {FLAVOR_HEADER: [call.flavor]} if call.flavor is not None else {}
         try:
-            info = self.cluster.flight_info(
+            info = self.role.flight_info(
                 call, headers, descriptor, request.bucket, request.key,
                 local=lambda: self.info(call, request, descriptor, {}))
         except PEER_ERRORS as exc:  # a holding node's answer (NoSuchKey, SlowDown, ...)
@@ -223,7 +223,7 @@ class SelectService:
         work): the same checks, slot, limits and watchdog whichever door asks. ``key``: the
         signed ticket's key, checked against CancelFlightInfo; ``to_client``: how a failure
         reaches the consumer (the door's default: the error itself)."""
-        self.cluster.check_holds(ticket.bucket, ticket.key)  # before the catalog's NoSuchBucket
+        self.role.check_holds(ticket.bucket, ticket.key)  # before the catalog's NoSuchBucket
         self.check_access(call, ticket.bucket)
         if key and self.is_cancelled(key):
             raise InvalidRequestError("the query was cancelled (CancelFlightInfo)",
@@ -258,7 +258,7 @@ class SelectService:
         """A remote endpoint read from the first of its locations that answers."""
         headers = {FLAVOR_HEADER: [call.flavor]} if call.flavor is not None else {}
         try:
-            reader = self.cluster.open_stream(call, headers, endpoint.ticket, endpoint.locations)
+            reader = self.role.open_stream(call, headers, endpoint.ticket, endpoint.locations)
         except PEER_ERRORS as exc:
             raise peer_error(exc) from None
         yield from _read(reader)

@@ -142,15 +142,15 @@ class StorageServer(flight.FlightServerBase):
         )
         public_scheme = "grpc" if config.scheme == "grpc+tcp" else config.scheme
         # a single server, or a node of a cluster or fleet (rpc/cluster.py): chosen once
-        self.cluster: Role = server_role(
+        self.role: Role = server_role(
             config, signer, f"{public_scheme}://{config.host}:{self.port}")
-        self.location = self.cluster.location
+        self.location = self.role.location
         # S3 requests of both doors: this server's GetFlightInfo and DoGet, and the S3 door
         self.selects = SelectService(
             catalog=self.catalog, engine=self.engine, streams=self.streams, config=config,
             check_access=self.check_access, issue=self.issue, describe=self._flight_info,
             is_cancelled=self.is_cancelled, secret=self.secret, location=self.location,
-            cluster=self.cluster)
+            role=self.role)
 
     # ------------------------------------------------------------------ lifecycle
     def stop_gracefully(self, grace_s: float | None = None) -> bool:
@@ -171,7 +171,7 @@ class StorageServer(flight.FlightServerBase):
             stopper.join(_SHUTDOWN_AFTER_ABORT_S)
         self.streams.close()
         self.engine.close()
-        self.cluster.close()
+        self.role.close()
         if stopper.is_alive():
             log_event("shutdown", stuck_calls=True)
             return False
@@ -230,7 +230,7 @@ class StorageServer(flight.FlightServerBase):
     ) -> flight.FlightInfo:
         call = self._call_context(context)
         command = _descriptor_command(descriptor)
-        return self.cluster.plan(
+        return self.role.plan(
             call, self._headers(context), self._fields(context), descriptor,
             lambda: planning_target(self, call, command),
             local=lambda: self._local_flight_info(context, call, descriptor, command))
@@ -355,7 +355,7 @@ class StorageServer(flight.FlightServerBase):
                       reader=about_plan.reader if about_plan else plan.reader)
         total_bytes = sum(partition_bytes(ticket.partition, plan) for ticket in tickets)
         about = plan_description(plan, len(endpoints), self.engine.config.parallelism,
-                                 clustered=self.cluster.clustered, about_plan=about_plan)
+                                 clustered=self.role.clustered, about_plan=about_plan)
         return flight.FlightInfo(schema, descriptor, endpoints, total_records, total_bytes,
                                  app_metadata=about.to_json())
 
@@ -365,8 +365,8 @@ class StorageServer(flight.FlightServerBase):
         if not ticket.bucket:  # a statement that reads no object: served where it was asked
             return [], b""
         partition = ticket.partition.to_dict()
-        return (self.cluster.endpoint_locations(ticket.bucket, ticket.key, partition),
-                self.cluster.endpoint_metadata(ticket.bucket, ticket.key, partition))
+        return (self.role.endpoint_locations(ticket.bucket, ticket.key, partition),
+                self.role.endpoint_metadata(ticket.bucket, ticket.key, partition))
 
     def check_query_length(self, query: str, what: str = "query text") -> None:
         """Refuse statements over ``--max-query-chars`` before any work (every entry point)."""
@@ -468,7 +468,7 @@ class StorageServer(flight.FlightServerBase):
             raise protocol.UnknownCommandError(name)
         # Metadata may plan (GetTables with schemas): the same slot and deadline as queries.
         table = self.bounded(call, name, lambda _stop: command.build(self, call, message))
-        return flight.RecordBatchStream(self.cluster.metadata(
+        return flight.RecordBatchStream(self.role.metadata(
             call, self._headers(context), self._fields(context), name, ticket, table))
 
     def _serve_partition(
@@ -494,7 +494,7 @@ class StorageServer(flight.FlightServerBase):
         ticket: protocol.StatementTicket, handle: bytes, fields: dict[str, Any],
     ) -> flight.FlightDataStream:
         """A partition of a statement over a table."""
-        self.cluster.check_holds(ticket.bucket, ticket.key)  # before the catalog's NoSuchBucket
+        self.role.check_holds(ticket.bucket, ticket.key)  # before the catalog's NoSuchBucket
         self.check_access(call, ticket.bucket)
         key = ticket_key(handle)
         if self.is_cancelled(key):
@@ -542,7 +542,7 @@ class StorageServer(flight.FlightServerBase):
     @property
     def node_name(self) -> str | None:
         """This node's name in its cluster (None for a single server)."""
-        return self.cluster.me
+        return self.role.me
 
     # ------------------------------------------------------------------ unsupported RPCs
     @rpc_boundary
@@ -567,7 +567,7 @@ class StorageServer(flight.FlightServerBase):
             raise protocol.UnknownCommandError(action.type)
         self._fields(context)["action"] = action.type
         body = action.body.to_pybytes() if action.body is not None else b""
-        return iter(self.cluster.action(self, call, self._headers(context), self._fields(context),
+        return iter(self.role.action(self, call, self._headers(context), self._fields(context),
                                         action, body, lambda: entry.handle(self, call, body)))
 
     def list_actions(self, context: flight.ServerCallContext) -> list[tuple[str, str]]:  # noqa: ARG002 - pyarrow's FlightServerBase.list_actions

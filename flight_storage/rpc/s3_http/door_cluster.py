@@ -61,7 +61,7 @@ class DoorCluster:
     def of(door: S3Door) -> DoorCluster | NoHoldings:
         """The door's part as its server's role says: a node of a holdings cluster's, else
         :class:`NoHoldings`."""
-        role = door.server.cluster.holdings_role()
+        role = door.server.role.holdings_role()
         return NoHoldings(door) if role is None else DoorCluster(door, role)
 
     def buckets(self) -> list[str]:
