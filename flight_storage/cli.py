@@ -505,10 +505,7 @@ def _listen(config: ServerConfig, workers: Workers | None) -> StorageServer:
             workers.stop()
             server.stop_gracefully(0)
             raise _Refused(f"--workers: {exc}") from None
-        if server.cluster is not None:  # they listen now: list them first from the start
-            for peer in server.cluster.cluster.nodes.values():
-                if peer.name != server.cluster.me:
-                    server.cluster.peers.check(peer)
+        server.role.check_peers()  # they listen now: list them first from the start
     return server
 
 

@@ -108,8 +108,9 @@ def test_flight_storage_imports_point_only_downward() -> None:
 # Inside the RPC surface, top to bottom: the server dispatches to the action handlers and the
 # metadata builders, which use the call context, limits and streams; auth and the error
 # boundary are at the bottom. A module imports only modules after it in this order.
-RPC_LAYERS = ("operations_http", "fleet_metrics", "server", "query_service", "cluster_actions",
-              "partition_streams", "cancellations", "cluster", "actions", "iceberg_tables",
+RPC_LAYERS = ("operations_http", "fleet_metrics", "server", "query_service",
+              "partition_streams", "cancellations", "cluster", "cluster_actions", "actions",
+              "iceberg_tables",
               "sql_statements", "prepared_parameters", "ingest", "sessions", "metadata",
               "column_metadata", "endpoints", "endpoint_readers", "config", "peers",
               "cache_status", "middleware", "streams", "access", "auth", "boundary")
@@ -471,3 +472,21 @@ def test_which_kind_of_table_is_decided_in_one_place() -> None:
     assert splitters == {"flight_storage.request.table_kinds",
                          "flight_storage.rpc.cluster_actions"}
     assert _uses("iceberg_reference") == []
+
+
+def test_the_server_asks_its_role_not_whether_it_is_clustered() -> None:
+    """Issue 40: a single server, a holdings cluster's node and a fleet's node are roles
+    (``rpc/cluster.py``: ``LocalRole``, ``ClusterRole``, ``FleetRole``) chosen once; the server,
+    the query service and the S3 door call the role (the door its part of it,
+    ``s3_http/door_cluster.py``) and never ask whether they are in a cluster."""
+    asks = re.compile(r"(\bcluster|\.role)\s+is\s+(not\s+)?None\b"
+                      r"|isinstance\([^)]*(Fleet|Cluster|Local)Role")
+    rpc = ROOT / "flight_storage" / "rpc"
+    found = [f"{path.name}:{number}: {line.strip()}"
+             for path in (rpc / "server.py", rpc / "query_service.py",
+                          *sorted((rpc / "s3_http").glob("*.py")))
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if asks.search(line)]
+    assert found == []
+    assert asks.search("        if self.cluster is not None:")  # the check finds the branch
+    assert asks.search("        return None if self.role is None else self.role.me")

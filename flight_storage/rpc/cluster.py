@@ -21,6 +21,10 @@ The server keeps a small hook per RPC; the rules live here:
 * **Catalog calls** (GetDbSchemas, GetTables, ListObjects) merge every live node's answer.
 * **CancelFlightInfo** is applied here and sent to every other node named in the endpoints.
 
+A **single server** (no cluster file, :class:`LocalRole`) holds everything, forwards nothing
+and names no locations in its endpoints. The server chooses its :class:`Role` once
+(:func:`server_role`) and asks it at each of these points, never whether it is in a cluster.
+
 A **fleet** (a cluster file without holdings, :class:`FleetRole`) is simpler: every node reads
 the same store, so any node plans and serves any endpoint; each endpoint lists every node, in
 rendezvous order of its object and partition (a repeated query lands on the node whose caches
@@ -35,21 +39,153 @@ import dataclasses
 import json
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 import pyarrow as pa
 import pyarrow.flight as flight
 
 from flight_storage.errors import InvalidRequestError, WrongNodeError
 from flight_storage.protocol import ENDPOINTS_HEADER, PlanDescription
+from flight_storage.rpc.cluster_actions import CLUSTER_ACTIONS
 from flight_storage.rpc.middleware import CallContext, log_event
 from flight_storage.rpc.peers import FORWARDED_HEADER, Peers, PeerUnreachable
 from flight_storage.storage.cluster import ClusterDescription, Holding
 
+if TYPE_CHECKING:
+    from flight_storage.rpc.actions import ActionHost
+    from flight_storage.rpc.auth import TokenSigner
+    from flight_storage.rpc.config import ServerConfig
+
 T = TypeVar("T")
+Headers = Mapping[str, list[str]]
+Target = Callable[[], "tuple[str, str] | None"]
+"""The bucket and key (or prefix) a planning command reads (``cluster_actions.planning_target``),
+asked only by a role that routes by them."""
 
 MERGED_METADATA: Final = frozenset({"CommandGetDbSchemas", "CommandGetTables"})
 """Metadata commands whose rows are the union of every node's rows."""
+
+
+class Role(Protocol):
+    """What a server asks its role (:class:`LocalRole`, :class:`ClusterRole`,
+    :class:`FleetRole`), chosen once by :func:`server_role`."""
+
+    me: str | None
+    """This node's name in its cluster (None for a single server)."""
+    location: str
+    """This process's Flight location as endpoints name it."""
+    clustered: bool
+    """Whether plans may be joined across nodes (``PlanDescription.mergeable`` is said)."""
+
+    def close(self) -> None: ...
+
+    def check_peers(self) -> None: ...
+
+    def plan(self, call: CallContext, headers: Headers, fields: dict[str, Any],
+             descriptor: flight.FlightDescriptor, target: Target,
+             local: Callable[[], flight.FlightInfo]) -> flight.FlightInfo: ...
+
+    def plans_here(self, bucket: str, key: str) -> bool: ...
+
+    def flight_info(self, call: CallContext, headers: Headers,
+                    descriptor: flight.FlightDescriptor, bucket: str, key: str,
+                    local: Callable[[], flight.FlightInfo]) -> flight.FlightInfo: ...
+
+    def check_holds(self, bucket: str, key: str) -> None: ...
+
+    def endpoint_locations(self, bucket: str, key: str, partition: Mapping[str, Any]
+                           ) -> list[flight.Location]: ...
+
+    def endpoint_metadata(self, bucket: str, key: str,
+                          partition: Mapping[str, Any] | None = None) -> bytes: ...
+
+    def metadata(self, call: CallContext, headers: Headers, fields: dict[str, Any], name: str,
+                 ticket: flight.Ticket, local: pa.Table) -> pa.Table: ...
+
+    def action(self, host: ActionHost, call: CallContext, headers: Headers,
+               fields: dict[str, Any], action: flight.Action, body: bytes,
+               local: Callable[[], list[flight.Result]]) -> list[flight.Result]: ...
+
+    def open_stream(self, call: CallContext, headers: Headers, ticket: bytes,
+                    locations: tuple[str, ...]) -> flight.FlightStreamReader: ...
+
+    def holdings_role(self) -> ClusterRole | None: ...
+
+
+def server_role(config: ServerConfig, signer: TokenSigner, location: str) -> Role:
+    """The role of a server: a node of the cluster its configuration names (its peers'
+    health checks started), else a single server at ``location``."""
+    if config.cluster is None or config.node_name is None:
+        return LocalRole(location)
+    roots = config.tls_cert.read_bytes() if config.tls_cert is not None else None
+    peers = Peers(config.cluster, config.node_name, signer, roots)
+    kind = FleetRole if config.cluster.is_fleet else ClusterRole
+    role = kind(peers, planning_timeout_s=config.query_timeout_s + config.cluster.peer_timeout_s)
+    peers.start_checks()
+    return role
+
+
+class LocalRole:
+    """A single server: it holds everything, plans and serves everything itself, names no
+    locations in its endpoints (clients read them where they asked) and has no peers.
+
+    Args:
+        location: the server's Flight location.
+    """
+
+    me: str | None = None
+    clustered = False
+
+    def __init__(self, location: str) -> None:
+        self.location = location
+
+    def close(self) -> None:
+        """No peers to close."""
+
+    def check_peers(self) -> None:
+        """No peers to check."""
+
+    def plan(self, call: CallContext, headers: Headers, fields: dict[str, Any],  # noqa: ARG002 - Role.plan
+             descriptor: flight.FlightDescriptor, target: Target,  # noqa: ARG002 - Role.plan
+             local: Callable[[], flight.FlightInfo]) -> flight.FlightInfo:
+        return local()
+
+    def plans_here(self, bucket: str, key: str) -> bool:  # noqa: ARG002 - Role.plans_here
+        return True
+
+    def flight_info(self, call: CallContext, headers: Headers,  # noqa: ARG002 - Role.flight_info
+                    descriptor: flight.FlightDescriptor, bucket: str, key: str,  # noqa: ARG002 - Role.flight_info
+                    local: Callable[[], flight.FlightInfo]) -> flight.FlightInfo:
+        return local()
+
+    def check_holds(self, bucket: str, key: str) -> None:
+        """A single server holds every object its catalog has."""
+
+    def endpoint_locations(self, bucket: str, key: str, partition: Mapping[str, Any]  # noqa: ARG002 - Role.endpoint_locations
+                           ) -> list[flight.Location]:
+        return []
+
+    def endpoint_metadata(self, bucket: str, key: str,  # noqa: ARG002 - Role.endpoint_metadata
+                          partition: Mapping[str, Any] | None = None) -> bytes:  # noqa: ARG002 - Role.endpoint_metadata
+        return b""
+
+    def metadata(self, call: CallContext, headers: Headers, fields: dict[str, Any], name: str,  # noqa: ARG002 - Role.metadata
+                 ticket: flight.Ticket, local: pa.Table) -> pa.Table:  # noqa: ARG002 - Role.metadata
+        return local
+
+    def action(self, host: ActionHost, call: CallContext, headers: Headers,  # noqa: ARG002 - Role.action
+               fields: dict[str, Any], action: flight.Action, body: bytes,  # noqa: ARG002 - Role.action
+               local: Callable[[], list[flight.Result]]) -> list[flight.Result]:
+        return local()
+
+    def open_stream(self, call: CallContext, headers: Headers, ticket: bytes,  # noqa: ARG002 - Role.open_stream
+                    locations: tuple[str, ...]) -> flight.FlightStreamReader:
+        """Never asked: a single server's endpoints name no other node."""
+        raise WrongNodeError("a single server reads no other node's endpoint",
+                             nodes=[], locations=list(locations))
+
+    def holdings_role(self) -> ClusterRole | None:
+        return None
 
 
 class ClusterRole:
@@ -64,16 +200,87 @@ class ClusterRole:
             file's ``peer_timeout_s``.
     """
 
+    clustered = True
+
     def __init__(self, peers: Peers, planning_timeout_s: float) -> None:
         self.peers = peers
         self.planning_timeout_s = planning_timeout_s
         self.cluster: ClusterDescription = peers.cluster
-        self.me = peers.me.name
+        self.me: str | None = peers.me.name
+        self.location: str = peers.me.location
+
+    def close(self) -> None:
+        self.peers.close()
+
+    def check_peers(self) -> None:
+        """Check every other node now (the health checks' first round, at once)."""
+        for peer in self.cluster.nodes.values():
+            if peer.name != self.me:
+                self.peers.check(peer)
+
+    def holdings_role(self) -> ClusterRole | None:
+        """This role when objects live on particular nodes (the S3 door forwards to them)."""
+        return self
 
     @staticmethod
     def forwarded(headers: Mapping[str, list[str]]) -> bool:
         """True when the call comes from another node: answer from local data only."""
         return bool(headers.get(FORWARDED_HEADER))
+
+    @staticmethod
+    def _peer_call(headers: Headers, fields: dict[str, Any]) -> bool:
+        """Whether another node forwarded this call (logged as ``forwarded_by``): it is then
+        answered from local data only."""
+        forwarded_by = headers.get(FORWARDED_HEADER)
+        if forwarded_by:
+            fields["forwarded_by"] = forwarded_by[0]
+        return bool(forwarded_by)
+
+    # ------------------------------------------------------------------ per RPC
+    def plan(self, call: CallContext, headers: Headers, fields: dict[str, Any],
+             descriptor: flight.FlightDescriptor, target: Target,
+             local: Callable[[], flight.FlightInfo]) -> flight.FlightInfo:
+        """GetFlightInfo: a planning command is planned by the nodes holding what it reads;
+        one a peer forwarded, here, when this node holds it."""
+        reads = target()
+        if reads is None:
+            return local()
+        if self._peer_call(headers, fields):
+            self.check_holds(*reads)
+            return local()
+        return self.flight_info(call, headers, descriptor, *reads, local=local)
+
+    def metadata(self, call: CallContext, headers: Headers, fields: dict[str, Any], name: str,
+                 ticket: flight.Ticket, local: pa.Table) -> pa.Table:
+        """A metadata command's rows: for the merged ones, every node's (unless a peer asks)."""
+        if self._peer_call(headers, fields) or name not in MERGED_METADATA:
+            return local
+        return self.merged_metadata(call, headers, ticket, local)
+
+    def action(self, host: ActionHost, call: CallContext, headers: Headers,
+               fields: dict[str, Any], action: flight.Action, body: bytes,
+               local: Callable[[], list[flight.Result]]) -> list[flight.Result]:
+        """DoAction: those involving other nodes (``cluster_actions.py``) unless a peer asks."""
+        clustered = None if self._peer_call(headers, fields) else CLUSTER_ACTIONS.get(action.type)
+        if clustered is None:
+            return local()
+        return clustered(host, self, headers, call, action, body)
+
+    def open_stream(self, call: CallContext, headers: Headers, ticket: bytes,
+                    locations: tuple[str, ...]) -> flight.FlightStreamReader:
+        """A remote endpoint's DoGet from the first of its locations that answers (another
+        node's error answer is raised as pyarrow raises it)."""
+        # the stream runs under the serving node's query timeout; this bound only ends a
+        # call that node never answers
+        options = self.peers.options(call, headers, self.planning_timeout_s)
+        failures: dict[str, str] = {}
+        nodes = [n for n in (self.peers.node_at(loc) for loc in locations) if n]
+        for node in nodes:
+            try:
+                return self.peers.stream(node, flight.Ticket(ticket), options)
+            except PeerUnreachable as exc:
+                failures[node] = exc.reason
+        raise self.peers.unavailable(nodes, "the endpoint", failures)
 
     # ------------------------------------------------------------------ where data is
     def holdings(self, bucket: str, key: str) -> list[Holding]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import pyarrow.flight as flight
 
@@ -17,11 +17,13 @@ from flight_storage.request.s3_request import is_json_request, parse_request
 from flight_storage.request.statement import split_table_reference
 from flight_storage.rpc import access
 from flight_storage.rpc.actions import ACTIONS, ActionHost
-from flight_storage.rpc.cluster import ClusterRole
 from flight_storage.rpc.middleware import CallContext
 
+if TYPE_CHECKING:  # cluster.py's roles answer these actions with CLUSTER_ACTIONS
+    from flight_storage.rpc.cluster import ClusterRole
+
 Headers = Mapping[str, list[str]]
-ClusterAction = Callable[[ActionHost, ClusterRole, Headers, CallContext, flight.Action, bytes],
+ClusterAction = Callable[[ActionHost, "ClusterRole", Headers, CallContext, flight.Action, bytes],
                          list[flight.Result]]
 
 

@@ -38,12 +38,11 @@ from flight_storage.protocol.signing import Secret
 from flight_storage.request.s3_request import RECORDS_SCHEMA, SelectRequest
 from flight_storage.request.tables import input_spec, object_version
 from flight_storage.rpc.boundary import PEER_ERRORS, peer_error
-from flight_storage.rpc.cluster import ClusterRole
+from flight_storage.rpc.cluster import Role
 from flight_storage.rpc.config import ServerConfig
 from flight_storage.rpc.endpoints import endpoint_partitions, known_rows, query_id, stale_ticket
 from flight_storage.rpc.middleware import CallContext
 from flight_storage.rpc.partition_streams import PartitionStream, partition_stream
-from flight_storage.rpc.peers import PeerUnreachable
 from flight_storage.rpc.streams import (
     Cancellable,
     Item,
@@ -124,7 +123,7 @@ class SelectService:
         is_cancelled: whether the endpoint with this key was cancelled (CancelFlightInfo).
         secret: the ticket secret (a cluster's planning answers signed tickets).
         location: this process's Flight location as endpoints name it.
-        cluster: this node's cluster role (None for a single server).
+        role: this server's role (``rpc/cluster.py``: single server, cluster node or fleet node).
     """
 
     catalog: Catalog
@@ -137,11 +136,11 @@ class SelectService:
     is_cancelled: Callable[[bytes], bool]
     secret: Secret
     location: str
-    cluster: ClusterRole | None = None
+    role: Role
 
     @property
     def node_name(self) -> str | None:
-        return self.cluster.me if self.cluster is not None else None
+        return self.role.me
 
     # ------------------------------------------------------------------ planning
     def plan(self, call: CallContext, request: SelectRequest) -> PlannedSelect:
@@ -174,12 +173,12 @@ class SelectService:
         """The endpoints of ``request`` for the S3 door, in order: planned here (every one a
         :class:`LocalEndpoint`), or, in a holdings cluster, by the nodes holding the object
         (those naming this node are read here, the others from their nodes)."""
-        if self.cluster is None or self.cluster.plans_here(request.bucket, request.key):
+        if self.role.plans_here(request.bucket, request.key):
             return [LocalEndpoint(t) for t in self.plan(call, request).tickets]
         descriptor = flight.FlightDescriptor.for_command(request.to_command())
         headers = {FLAVOR_HEADER: [call.flavor]} if call.flavor is not None else {}
         try:
-            info = self.cluster.flight_info(
+            info = self.role.flight_info(
                 call, headers, descriptor, request.bucket, request.key,
                 local=lambda: self.info(call, request, descriptor, {}))
         except PEER_ERRORS as exc:  # a holding node's answer (NoSuchKey, SlowDown, ...)
@@ -224,8 +223,7 @@ class SelectService:
         work): the same checks, slot, limits and watchdog whichever door asks. ``key``: the
         signed ticket's key, checked against CancelFlightInfo; ``to_client``: how a failure
         reaches the consumer (the door's default: the error itself)."""
-        if self.cluster is not None:  # before the catalog, which would say NoSuchBucket
-            self.cluster.check_holds(ticket.bucket, ticket.key)
+        self.role.check_holds(ticket.bucket, ticket.key)  # before the catalog's NoSuchBucket
         self.check_access(call, ticket.bucket)
         if key and self.is_cancelled(key):
             raise InvalidRequestError("the query was cancelled (CancelFlightInfo)",
@@ -258,25 +256,11 @@ class SelectService:
 
     def _remote(self, call: CallContext, endpoint: RemoteEndpoint) -> Iterator[Item]:
         """A remote endpoint read from the first of its locations that answers."""
-        cluster = self.cluster
-        assert cluster is not None  # only a cluster's planning names other nodes
         headers = {FLAVOR_HEADER: [call.flavor]} if call.flavor is not None else {}
-        # the stream runs under the serving node's query timeout; this bound only ends a
-        # call that node never answers
-        options = cluster.peers.options(call, headers, cluster.planning_timeout_s)
-        reader = None
-        failures: dict[str, str] = {}
-        nodes = [n for n in (cluster.peers.node_at(loc) for loc in endpoint.locations) if n]
-        for node in nodes:
-            try:
-                reader = cluster.peers.stream(node, flight.Ticket(endpoint.ticket), options)
-                break
-            except PeerUnreachable as exc:
-                failures[node] = exc.reason
-            except PEER_ERRORS as exc:
-                raise peer_error(exc) from None
-        if reader is None:
-            raise cluster.peers.unavailable(nodes, "the endpoint", failures)
+        try:
+            reader = self.role.open_stream(call, headers, endpoint.ticket, endpoint.locations)
+        except PEER_ERRORS as exc:
+            raise peer_error(exc) from None
         yield from _read(reader)
 
 

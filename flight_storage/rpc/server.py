@@ -51,8 +51,8 @@ from flight_storage.rpc.actions import ACTIONS
 from flight_storage.rpc.auth import TokenSigner, Users
 from flight_storage.rpc.boundary import client_error, guarded, rpc_boundary
 from flight_storage.rpc.cancellations import Cancellations
-from flight_storage.rpc.cluster import MERGED_METADATA, ClusterRole, FleetRole
-from flight_storage.rpc.cluster_actions import CLUSTER_ACTIONS, planning_target
+from flight_storage.rpc.cluster import Role, server_role
+from flight_storage.rpc.cluster_actions import planning_target
 from flight_storage.rpc.config import ServerConfig
 from flight_storage.rpc.endpoint_readers import choose_endpoints
 from flight_storage.rpc.endpoints import (
@@ -76,7 +76,6 @@ from flight_storage.rpc.middleware import (
     named_flavor,
 )
 from flight_storage.rpc.partition_streams import partition_stream
-from flight_storage.rpc.peers import FORWARDED_HEADER, Peers
 from flight_storage.rpc.prepared_parameters import BoundParameters, bound_sql
 from flight_storage.rpc.query_service import SelectService
 from flight_storage.rpc.sessions import Session, SessionCookies, qualify, session_cookie
@@ -142,22 +141,16 @@ class StorageServer(flight.FlightServerBase):
             **config.tls_arguments(),
         )
         public_scheme = "grpc" if config.scheme == "grpc+tcp" else config.scheme
-        self.location = f"{public_scheme}://{config.host}:{self.port}"
-        self.cluster: ClusterRole | None = None
-        if config.cluster is not None and config.node_name is not None:
-            roots = config.tls_cert.read_bytes() if config.tls_cert is not None else None
-            peers = Peers(config.cluster, config.node_name, signer, roots)
-            role = FleetRole if config.cluster.is_fleet else ClusterRole
-            self.cluster = role(
-                peers, planning_timeout_s=config.query_timeout_s + config.cluster.peer_timeout_s)
-            self.location = peers.me.location
-            peers.start_checks()
+        # a single server, or a node of a cluster or fleet (rpc/cluster.py): chosen once
+        self.role: Role = server_role(
+            config, signer, f"{public_scheme}://{config.host}:{self.port}")
+        self.location = self.role.location
         # S3 requests of both doors: this server's GetFlightInfo and DoGet, and the S3 door
         self.selects = SelectService(
             catalog=self.catalog, engine=self.engine, streams=self.streams, config=config,
             check_access=self.check_access, issue=self.issue, describe=self._flight_info,
             is_cancelled=self.is_cancelled, secret=self.secret, location=self.location,
-            cluster=self.cluster)
+            role=self.role)
 
     # ------------------------------------------------------------------ lifecycle
     def stop_gracefully(self, grace_s: float | None = None) -> bool:
@@ -178,8 +171,7 @@ class StorageServer(flight.FlightServerBase):
             stopper.join(_SHUTDOWN_AFTER_ABORT_S)
         self.streams.close()
         self.engine.close()
-        if self.cluster is not None:
-            self.cluster.peers.close()
+        self.role.close()
         if stopper.is_alive():
             log_event("shutdown", stuck_calls=True)
             return False
@@ -217,17 +209,6 @@ class StorageServer(flight.FlightServerBase):
         middleware = context.get_middleware("call")
         return middleware.headers if middleware is not None else {}
 
-    def _cluster_call(self, context: flight.ServerCallContext) -> ClusterRole | None:
-        """The cluster role when this call may involve other nodes (not one forwarded by a
-        peer, which is answered from local data)."""
-        if self.cluster is None:
-            return None
-        forwarded_by = self._headers(context).get(FORWARDED_HEADER)
-        if forwarded_by:
-            self._fields(context)["forwarded_by"] = forwarded_by[0]
-            return None
-        return self.cluster
-
     def _fields(self, context: flight.ServerCallContext) -> dict[str, Any]:
         middleware = context.get_middleware("call")
         return middleware.fields if middleware is not None else {}
@@ -249,16 +230,10 @@ class StorageServer(flight.FlightServerBase):
     ) -> flight.FlightInfo:
         call = self._call_context(context)
         command = _descriptor_command(descriptor)
-        target = planning_target(self, call, command) if self.cluster is not None else None
-        if self.cluster is not None and target is not None:
-            cluster = self._cluster_call(context)
-            if cluster is None:  # a peer forwarded it: plan only what this node holds
-                self.cluster.check_holds(*target)
-            else:
-                return cluster.flight_info(
-                    call, self._headers(context), descriptor, *target,
-                    local=lambda: self._local_flight_info(context, call, descriptor, command))
-        return self._local_flight_info(context, call, descriptor, command)
+        return self.role.plan(
+            call, self._headers(context), self._fields(context), descriptor,
+            lambda: planning_target(self, call, command),
+            local=lambda: self._local_flight_info(context, call, descriptor, command))
 
     def _local_flight_info(
         self, context: flight.ServerCallContext, call: CallContext,
@@ -380,18 +355,18 @@ class StorageServer(flight.FlightServerBase):
                       reader=about_plan.reader if about_plan else plan.reader)
         total_bytes = sum(partition_bytes(ticket.partition, plan) for ticket in tickets)
         about = plan_description(plan, len(endpoints), self.engine.config.parallelism,
-                                 clustered=self.cluster is not None, about_plan=about_plan)
+                                 clustered=self.role.clustered, about_plan=about_plan)
         return flight.FlightInfo(schema, descriptor, endpoints, total_records, total_bytes,
                                  app_metadata=about.to_json())
 
     def _where(self, ticket: PartitionTicket) -> tuple[list[flight.Location], bytes]:
         """An endpoint's locations and ``app_metadata``: none for a single server (clients
         read it here); in a cluster, the nodes that may serve it, in the order to try."""
-        if self.cluster is None or not ticket.bucket:
+        if not ticket.bucket:  # a statement that reads no object: served where it was asked
             return [], b""
         partition = ticket.partition.to_dict()
-        return (self.cluster.endpoint_locations(ticket.bucket, ticket.key, partition),
-                self.cluster.endpoint_metadata(ticket.bucket, ticket.key, partition))
+        return (self.role.endpoint_locations(ticket.bucket, ticket.key, partition),
+                self.role.endpoint_metadata(ticket.bucket, ticket.key, partition))
 
     def check_query_length(self, query: str, what: str = "query text") -> None:
         """Refuse statements over ``--max-query-chars`` before any work (every entry point)."""
@@ -493,10 +468,8 @@ class StorageServer(flight.FlightServerBase):
             raise protocol.UnknownCommandError(name)
         # Metadata may plan (GetTables with schemas): the same slot and deadline as queries.
         table = self.bounded(call, name, lambda _stop: command.build(self, call, message))
-        cluster = self._cluster_call(context)
-        if cluster is not None and name in MERGED_METADATA:
-            table = cluster.merged_metadata(call, self._headers(context), ticket, table)
-        return flight.RecordBatchStream(table)
+        return flight.RecordBatchStream(self.role.metadata(
+            call, self._headers(context), self._fields(context), name, ticket, table))
 
     def _serve_partition(
         self, context: flight.ServerCallContext, call: CallContext, handle: bytes
@@ -521,8 +494,7 @@ class StorageServer(flight.FlightServerBase):
         ticket: protocol.StatementTicket, handle: bytes, fields: dict[str, Any],
     ) -> flight.FlightDataStream:
         """A partition of a statement over a table."""
-        if self.cluster is not None:  # before the catalog, which would say NoSuchBucket
-            self.cluster.check_holds(ticket.bucket, ticket.key)
+        self.role.check_holds(ticket.bucket, ticket.key)  # before the catalog's NoSuchBucket
         self.check_access(call, ticket.bucket)
         key = ticket_key(handle)
         if self.is_cancelled(key):
@@ -570,7 +542,7 @@ class StorageServer(flight.FlightServerBase):
     @property
     def node_name(self) -> str | None:
         """This node's name in its cluster (None for a single server)."""
-        return self.config.node_name if self.cluster is not None else None
+        return self.role.me
 
     # ------------------------------------------------------------------ unsupported RPCs
     @rpc_boundary
@@ -595,12 +567,8 @@ class StorageServer(flight.FlightServerBase):
             raise protocol.UnknownCommandError(action.type)
         self._fields(context)["action"] = action.type
         body = action.body.to_pybytes() if action.body is not None else b""
-        cluster = self._cluster_call(context)
-        if cluster is not None:
-            clustered = CLUSTER_ACTIONS.get(action.type)
-            if clustered is not None:
-                return iter(clustered(self, cluster, self._headers(context), call, action, body))
-        return iter(entry.handle(self, call, body))
+        return iter(self.role.action(self, call, self._headers(context), self._fields(context),
+                                        action, body, lambda: entry.handle(self, call, body)))
 
     def list_actions(self, context: flight.ServerCallContext) -> list[tuple[str, str]]:  # noqa: ARG002 - pyarrow's FlightServerBase.list_actions
         return [(name, action.description) for name, action in ACTIONS.items()]

@@ -113,7 +113,7 @@ class S3Door:
         self.config = config
         self.staging = Staging(config)
         self.cluster = DoorCluster.of(self)
-        """This node's part in a holdings cluster (``door_cluster.py``), or None."""
+        """This node's part in a holdings cluster, or none (``door_cluster.py``)."""
         users = server.users.users.values() if server.users is not None else ()
         self.keys: dict[str, tuple[User, str]] = {
             key: (user, secret) for user in users for key, secret in user.access_keys.items()
@@ -253,7 +253,7 @@ class S3Door:
     def check_listable(self, call: Call) -> None:
         """Refuse a bucket the caller may not read; in a holdings cluster the bucket may be
         held by other nodes only, so only the caller's right is checked here."""
-        if self.cluster is None or not self.cluster.knows_bucket(call.bucket):
+        if not self.cluster.knows_bucket(call.bucket):
             self.check_bucket(call)
         else:
             access.check_read(call.user, call.bucket)

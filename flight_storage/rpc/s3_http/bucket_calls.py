@@ -31,7 +31,7 @@ def entries(door: S3Door, call: Call, prefix: str) -> Iterator[Entry]:
     """The objects of the call's bucket under ``prefix``, in key order, as this node's
     catalog has them (or, in a holdings cluster, every node's: ``door_cluster.py``)."""
     bucket = call.bucket
-    if door.cluster is not None and door.cluster.knows_bucket(bucket):
+    if door.cluster.knows_bucket(bucket):
         yield from door.cluster.entries(call, bucket, prefix)
         return
     for obj in door.server.catalog.objects(bucket, prefix):
@@ -42,7 +42,7 @@ async def list_buckets(door: S3Door, call: Call) -> Response:
     catalog = door.server.catalog
 
     def named() -> bytes:
-        held = door.cluster.buckets() if door.cluster is not None else []
+        held = door.cluster.buckets()
         names = access.readable(call.user, sorted({*catalog.buckets(), *held}))
         return listing.list_buckets_xml([(b, _created(catalog, b)) for b in names])
 

@@ -25,7 +25,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response, StreamingResponse
 
 from flight_storage.rpc.boundary import PEER_ERRORS, peer_error
-from flight_storage.rpc.cluster import ClusterRole, FleetRole
+from flight_storage.rpc.cluster import ClusterRole
 from flight_storage.rpc.cluster_actions import list_page
 from flight_storage.rpc.s3_http.listing import Entry
 from flight_storage.rpc.s3_http.s3_errors import S3HttpError
@@ -58,12 +58,11 @@ class DoorCluster:
         self._lock = threading.Lock()
 
     @staticmethod
-    def of(door: S3Door) -> DoorCluster | None:
-        """The door's cluster part when its server is a node of a holdings cluster."""
-        role = door.server.cluster
-        if role is None or isinstance(role, FleetRole):
-            return None
-        return DoorCluster(door, role)
+    def of(door: S3Door) -> DoorCluster | NoHoldings:
+        """The door's part as its server's role says: a node of a holdings cluster's, else
+        :class:`NoHoldings`."""
+        role = door.server.role.holdings_role()
+        return NoHoldings(door) if role is None else DoorCluster(door, role)
 
     def buckets(self) -> list[str]:
         """The buckets some node holds."""
@@ -169,6 +168,31 @@ class DoorCluster:
                                   response_checksum_validation="when_required"))
                 self._clients[(node, key)] = client
         return client
+
+
+class NoHoldings:
+    """The door's part on a single server or a fleet node: no object lives on another node,
+    so every bucket is this node's catalog's and every call is answered here."""
+
+    def __init__(self, door: S3Door) -> None:
+        self.door = door
+
+    @staticmethod
+    def buckets() -> list[str]:
+        return []
+
+    @staticmethod
+    def knows_bucket(bucket: str) -> bool:  # noqa: ARG004 - DoorCluster.knows_bucket
+        return False
+
+    def entries(self, call: Call, bucket: str, prefix: str) -> Iterator[Entry]:  # noqa: ARG002 - DoorCluster.entries
+        """This node's catalog's objects of ``bucket`` under ``prefix``, in key order."""
+        for obj in self.door.server.catalog.objects(bucket, prefix):
+            yield Entry(obj.key, obj.size, obj.mtime_ns, obj.etag)
+
+    @staticmethod
+    async def forward(call: Call) -> Response | None:  # noqa: ARG004 - DoorCluster.forward
+        return None  # this node answers
 
 
 class _Unreachable(Exception):

@@ -67,7 +67,7 @@ def _unconditional(call: Call, obj: ObjectInfo, headers: dict[str, str]) -> Resp
 async def _forwarded(door: S3Door, call: Call) -> Response | None:
     """The answer of the node holding the object, in a holdings cluster where this node
     does not (``door_cluster.py``)."""
-    if door.cluster is None or not door.cluster.knows_bucket(call.bucket):
+    if not door.cluster.knows_bucket(call.bucket):
         return None
     door.check_listable(call)
     return await door.cluster.forward(call)
