@@ -31,6 +31,8 @@ import pyarrow as pa
 
 from benchmarks.process_cpu import (  # re-exported: the benchmarks read them through common
     process_cpu_seconds as process_cpu_seconds,
+)
+from benchmarks.process_cpu import (
     process_cpu_seconds_of,
 )
 
