@@ -27,7 +27,7 @@ def process_cpu_seconds(pid: int | None = None) -> float:
     if pid is None or pid == os.getpid():
         return time.process_time()
     if sys.platform == "linux":
-        tree = _process_tree(pid)
+        tree = process_tree(pid)
         total = 0.0
         for member in tree:
             try:
@@ -37,16 +37,16 @@ def process_cpu_seconds(pid: int | None = None) -> float:
             except OSError:
                 continue  # ended meanwhile
             total += (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
-        if tree:
-            return total
+        return total
     import psutil
 
     times = psutil.Process(pid).cpu_times()
     return float(times.user + times.system)
 
 
-def _process_tree(pid: int) -> list[int]:
-    """``pid`` and the processes below it (Linux ``/proc``); empty when ``pid`` is gone."""
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and every process below it (Linux ``/proc``): a server and its engine workers
+    (with their forkserver and resource tracker; ``execution/engine_workers.py``)."""
     parents: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -55,8 +55,6 @@ def _process_tree(pid: int) -> list[int]:
             except OSError:
                 continue  # ended meanwhile
             parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-    if pid not in parents:
-        return []
     tree = [pid]
     for member in tree:
         tree.extend(child for child, parent in parents.items() if parent == member)

@@ -20,27 +20,11 @@ import pyarrow as pa
 import pyarrow.flight as flight
 import pyarrow.parquet as pq
 
+from benchmarks.process_cpu import process_tree
 from flight_storage import protocol
 from flight_storage.protocol import pb
 from flight_storage.storage.catalog import Catalog
 from tests.conftest import SAMPLES, ServerProcess, read_csv_headers
-
-
-def process_tree(pid: int) -> list[int]:
-    """``pid`` and every process below it: a server and its engine workers (with their
-    forkserver and resource tracker; ``execution/engine_workers.py``)."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue  # ended meanwhile
-            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-    tree = [pid]
-    for member in tree:
-        tree.extend(child for child, parent in parents.items() if parent == member)
-    return tree
 
 
 def write_numbers_parquet(path: Path, rows: int) -> None:
