@@ -392,7 +392,7 @@ def _queries_markdown(rows: list[dict[str, Any]]) -> str:
         f"`{worst['query']}` {min(worst['ratio'], worst['adbc_ratio']):.2f}. A ≠ after the row "
         "count means the readers disagree.\n\n"
         f"{wall}\n\n![server efficiency](server_efficiency.png)\n\n"
-        "CPU-seconds per query (mean of the timed runs): the server process's CPU clock (every "
+        "CPU-seconds per query (mean of the timed runs): the CPU clocks of the server process and its engine workers (every "
         "thread), this process's while our client or ADBC reads, and this process's while "
         "DataFusion runs the same SQL in process. Target: server CPU ≤ "
         f"{TARGET_CPU}x in-process; worst through ADBC `{cpu_worst['query']}` "
