@@ -627,13 +627,18 @@ class QueryStream:
         ).observe(time.monotonic() - self._started)
 
     def close(self) -> None:
-        """The client went away before the stream was drained."""
+        """The client went away before the stream was drained (``guarded``'s ``yield from``
+        closes it when gRPC drops the call's generator).
+
+        There is no ``__del__`` calling this: finishing takes the pool's and the metrics'
+        locks, which are not reentrant, and a finalizer run by the garbage collector inside
+        one of them on the same thread (a stream the pool refused, collected while a
+        histogram created its label) deadlocked that thread. A registered stream cannot be
+        collected before it finishes anyway: the pool holds it until then.
+        """
         if not self._done:
             self._fields.setdefault("status", "disconnected")
             self._finish(None)
-
-    def __del__(self) -> None:
-        self.close()
 
 
 class _BatchQueue:

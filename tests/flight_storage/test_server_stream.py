@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -217,6 +219,49 @@ def test_open_streams_are_bounded_with_a_named_limit(tmp_path: Path) -> None:
     third, *_ = _stream(tmp_path, lambda: iter(()), pool)
     second.close()
     third.close()
+
+
+_COLLECT_A_REFUSED_STREAM = """
+import gc, pathlib, sys
+import pyarrow as pa
+from flight_storage import telemetry
+from flight_storage.errors import ResourceLimitError
+from flight_storage.rpc.streams import QueryStream, StreamLimits, StreamPool, object_source
+from flight_storage.storage.catalog import Catalog
+
+root = pathlib.Path(sys.argv[1])
+
+class Context:
+    def is_cancelled(self) -> bool:
+        return False
+
+def refused() -> ResourceLimitError:
+    try:
+        QueryStream(produce=lambda: iter(()), schema=pa.schema([]), context=Context(),
+                    source=object_source(Catalog(root).object("b", "k")),
+                    pool=StreamPool(StreamLimits(max_open=0)), fields={})
+    except ResourceLimitError as exc:
+        return exc
+    raise AssertionError("the pool took a stream over its limit")
+
+error = refused()
+error.cycle = error  # only the cycle collector frees the stream left in its traceback
+del error
+gc.disable()
+with telemetry.STREAM_SECONDS._lock:  # as when a histogram creates a label's child
+    gc.collect()
+print("collected")
+"""
+
+
+def test_a_stream_the_pool_refused_is_collected_inside_a_metrics_lock(tmp_path: Path) -> None:
+    """A finalizer that finished a refused stream took the (non-reentrant) metrics lock the
+    collecting thread already held: CI hung there. Run apart so a regression cannot hang us."""
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "k").write_bytes(b"x")
+    run = subprocess.run([sys.executable, "-c", _COLLECT_A_REFUSED_STREAM, str(tmp_path)],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert run.returncode == 0 and run.stdout.strip() == "collected", run.stderr
 
 
 def test_a_stream_that_never_gets_a_slot_fails_with_slowdown(tmp_path: Path) -> None:
