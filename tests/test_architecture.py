@@ -109,18 +109,30 @@ def test_flight_storage_imports_point_only_downward() -> None:
 # metadata builders, which use the call context, limits and streams; auth and the error
 # boundary are at the bottom. A module imports only modules after it in this order.
 RPC_LAYERS = ("operations_http", "fleet_metrics", "server", "query_service",
-              "partition_streams", "cancellations", "cluster", "cluster_actions", "actions",
-              "iceberg_tables",
-              "sql_statements", "prepared_parameters", "ingest", "sessions", "metadata",
+              "cancellations", "cluster", "cluster_actions", "actions", "ingest", "metadata",
+              "tables", "partition_streams", "prepared_parameters", "sessions",
               "column_metadata", "endpoints", "endpoint_readers", "config", "peers",
               "cache_status", "middleware", "streams", "access", "auth", "boundary")
+"""``tables`` is a folder (the one table seam): its modules take its place in the order."""
 
 
 def test_rpc_modules_import_only_downward() -> None:
     rpc = ROOT / "flight_storage" / "rpc"
     modules = {p.stem for p in rpc.glob("*.py")} - {"__init__"}
-    assert modules == set(RPC_LAYERS), "place every rpc/ module in RPC_LAYERS"
+    assert modules | {"tables"} == set(RPC_LAYERS), "place every rpc/ module in RPC_LAYERS"
     assert _upward_imports(rpc, "flight_storage.rpc", RPC_LAYERS) == []
+
+
+# The table seam's modules, top to bottom: the registry and plan path over the kinds; the
+# DataFusion kind resolves names as a bucket's table does; every kind implements the seam.
+TABLES_LAYERS = ("kinds", "sql", "iceberg", "constant", "bucket", "seam")
+
+
+def test_table_seam_modules_import_only_downward() -> None:
+    tables = ROOT / "flight_storage" / "rpc" / "tables"
+    modules = {p.stem for p in tables.glob("*.py")} - {"__init__"}
+    assert modules == set(TABLES_LAYERS), "place every rpc/tables/ module in TABLES_LAYERS"
+    assert _upward_imports(tables, "flight_storage.rpc.tables", TABLES_LAYERS) == []
 
 
 # The DataFusion client's modules, top to bottom: registration and LIMIT pushdown use the
@@ -148,15 +160,21 @@ def test_lowering_modules_import_only_downward() -> None:
 
 def _upward_imports(folder: Path, package: str, layers: Sequence[str]) -> list[str]:
     """Where a module of ``layers`` (top to bottom, files of ``folder``, the modules of
-    ``package``) imports one of its own layer or above it."""
+    ``package``; a layer may be a folder, all of whose modules take its place) imports one of
+    its own layer or above it."""
     found = []
     for name in layers:
-        for target in _first_party_imports(folder / f"{name}.py"):
+        files = (sorted((folder / name).glob("*.py")) if (folder / name).is_dir()
+                 else [folder / f"{name}.py"])
+        for target in {t for path in files for t in _first_party_imports(path)}:
             inner = target.removeprefix(f"{package}.").split(".")[0]
             if (target.startswith(f"{package}.") and inner in layers
-                    and layers.index(inner) <= layers.index(name)):
+                    and layers.index(inner) <= layers.index(name) and inner != name):
                 found.append(f"{package}.{name} imports {package}.{inner}")
-    return found
+            elif (target.startswith(f"{package}.") and inner == name
+                  and not (folder / name).is_dir()):
+                found.append(f"{package}.{name} imports {package}.{inner}")
+    return sorted(found)
 
 
 _PACKAGES = ("flight_storage", "compute_client", "select_dialect", "lazy_dataset")
@@ -465,7 +483,7 @@ def test_which_kind_of_table_is_decided_in_one_place() -> None:
     assert calls == ["flight_storage.rpc.server"]
     # each name of a statement DataFusion plans over several tables, by the same rule
     assert {u.split(":")[0] for u in _uses("named_table")} == {
-        "flight_storage.request.table_kinds", "flight_storage.rpc.sql_statements"}
+        "flight_storage.request.table_kinds", "flight_storage.rpc.tables.sql"}
     assert [u.split(":")[0] for u in _uses("is_iceberg")] == [
         "flight_storage.request.table_kinds"]
     splitters = {u.split(":")[0] for u in _uses("split_table_reference")}
@@ -490,3 +508,32 @@ def test_the_server_asks_its_role_not_whether_it_is_clustered() -> None:
     assert found == []
     assert asks.search("        if self.cluster is not None:")  # the check finds the branch
     assert asks.search("        return None if self.role is None else self.role.me")
+
+
+def test_every_kind_of_table_is_behind_the_one_seam() -> None:
+    """Issue 40 item 2: every kind of table a statement reads answers the seam's four
+    questions (plan, check, schema, tickets, open); the server plans every statement through
+    ``kinds.plan_statement`` and serves every statement ticket through its kind's ``open``, so
+    no module outside ``rpc/tables/`` asks which kind a table is."""
+    import typing
+
+    from flight_storage.protocol import PartitionTicket, SelectObjectTicket
+    from flight_storage.request.table_kinds import StatementTable
+    from flight_storage.rpc.server import StorageServer
+    from flight_storage.rpc.tables.kinds import KIND_OF_TABLE, KIND_OF_TICKET
+
+    assert set(KIND_OF_TABLE) == set(typing.get_args(StatementTable))
+    for kind in KIND_OF_TABLE.values():
+        assert all(callable(getattr(kind, name, None))
+                   for name in ("plan", "check", "schema", "flight_info", "open")), kind
+    assert set(KIND_OF_TICKET) | {SelectObjectTicket} == set(typing.get_args(PartitionTicket))
+    assert all(StorageServer._DO_GET[ticket] == kind.open
+               for ticket, kind in KIND_OF_TICKET.items())
+    kinds_named = re.compile(r"isinstance\([^)]*\b(BucketTable|IcebergTable|ConstantTable)\b")
+    outside = [f"{path.relative_to(ROOT)}:{number}"
+               for path in sorted((ROOT / "flight_storage").rglob("*.py"))
+               if "tables" not in path.relative_to(ROOT / "flight_storage").parts[1:2]
+               for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+               if kinds_named.search(line)]
+    assert outside == []
+    assert kinds_named.search("        if isinstance(table, IcebergTable):")

@@ -100,7 +100,7 @@ def statement_table(query: str, catalogs: IcebergCatalogs, buckets: Catalog) -> 
 def named_table(reference: TableReference, sql: str, catalogs: IcebergCatalogs,
                 buckets: Catalog) -> BucketTable | IcebergTable:
     """The table a name reads (:func:`statement_table`'s rule; a statement DataFusion plans
-    over several tables asks it of each name, ``rpc/sql_statements.py``)."""
+    over several tables asks it of each name, ``rpc/tables/sql.py``)."""
     if reference.is_iceberg:
         if reference.bucket in catalogs or not _is_bucket(buckets, reference.bucket):
             return IcebergTable(reference, sql)
@@ -119,10 +119,11 @@ def _is_bucket(buckets: Catalog, name: str) -> bool:
     return True
 
 
-def select_all(bucket: str, key: str) -> str:
-    """``SELECT * FROM "bucket"."key"``: the statement whose columns describe a bucket's table
-    (GetTables' ``table_schema`` plans it, so it answers what the statement would)."""
-    def quoted(name: str) -> str:
-        return '"' + name.replace('"', '""') + '"'
+def select_all(*name: str) -> str:
+    """``SELECT * FROM "bucket"."key"`` (or ``"catalog"."namespace"."table"``): the statement
+    whose columns describe a table (GetTables' ``table_schema`` plans it, so it answers what
+    the statement would)."""
+    def quoted(part: str) -> str:
+        return '"' + part.replace('"', '""') + '"'
 
-    return f"SELECT * FROM {quoted(bucket)}.{quoted(key)}"
+    return "SELECT * FROM " + ".".join(quoted(part) for part in name)

@@ -12,63 +12,35 @@ import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from threading import Event
-from typing import TYPE_CHECKING, Final, Protocol, TypeVar
+from typing import Final, Protocol
 
 import pyarrow.flight as flight
 
 from flight_storage import protocol
 from flight_storage.errors import InvalidRequestError
-from flight_storage.execution.plan_types import SelectPlan
-from flight_storage.protocol import PreparedHandle, Secret, pb
+from flight_storage.protocol import PreparedHandle, pb
 from flight_storage.request.parameters import has_parameters
-from flight_storage.request.table_kinds import BucketTable, IcebergTable, StatementTable
-from flight_storage.request.tables import ResolvedTable, resolve_table
 from flight_storage.rpc import ingest, sessions
 from flight_storage.rpc.auth import Users
-from flight_storage.rpc.config import ServerConfig
 from flight_storage.rpc.metadata import SERVER_NAME, SERVER_VERSION
 from flight_storage.rpc.middleware import CallContext
-from flight_storage.rpc.streams import StreamPool
-from flight_storage.storage.catalog import Catalog
-from flight_storage.storage.iceberg_catalog import IcebergCatalogs
-
-if TYPE_CHECKING:
-    from flight_storage.execution.engine import SelectEngine
-
-T = TypeVar("T")
+from flight_storage.rpc.tables.kinds import check_statement
+from flight_storage.rpc.tables.seam import Planned, Statement, TableHost
 
 
-class ActionHost(Protocol):
-    """What the action handlers use of the server."""
+class ActionHost(TableHost, Protocol):
+    """What the action handlers use of the server beyond the tables' part of it."""
 
-    config: ServerConfig
-    catalog: Catalog
-    iceberg: IcebergCatalogs
-    secret: Secret
     users: Users | None
-    streams: StreamPool
     aborting: Event
-    session_cookies: sessions.SessionCookies
-    engine: SelectEngine
-
-    def check_query_length(self, query: str, what: str = ...) -> None: ...
-
-    def check_access(self, call: CallContext, bucket: str) -> None: ...
 
     def readable_buckets(self, call: CallContext) -> list[str]: ...
 
-    def table_of(self, query: str) -> StatementTable: ...
-
-    def plan_statement(
-        self, call: CallContext, query: str, flavor: str, parameters: bytes | None
-    ) -> tuple[ResolvedTable | None, SelectPlan]: ...
+    def plan_statement(self, call: CallContext, statement: Statement) -> Planned: ...
 
     def decode_handle(self, call: CallContext, data: bytes) -> PreparedHandle: ...
 
     def cancel_endpoints(self, call: CallContext, info_bytes: bytes) -> pb.CancelStatus: ...
-
-    def bounded(self, call: CallContext, what: str,
-                work: Callable[[Event], T]) -> T: ...
 
 
 def _create_prepared(host: ActionHost, call: CallContext, body: bytes) -> list[flight.Result]:
@@ -84,18 +56,10 @@ def _create_prepared(host: ActionHost, call: CallContext, body: bytes) -> list[f
     )
     if has_parameters(query):
         # The parameter types are known once bound; still check the statement now.
-        table = host.table_of(query)
-        if isinstance(table, IcebergTable):
-            host.check_access(call, table.reference.bucket)  # the catalog
-        elif isinstance(table, BucketTable):
-            reference = sessions.qualify(host.catalog, session, table.reference)
-            host.check_access(call, reference.bucket)
-            # the table rule (a prefix or an object), not the object rule: "orders/" is a key
-            # no object can have, but a configured prefix's name
-            resolve_table(host.catalog, reference.bucket, reference.key)
+        check_statement(host, call, Statement(query, call.statement_flavor, session=session))
     else:
-        _, plan = host.plan_statement(call, query, call.statement_flavor, None)
-        result.dataset_schema = plan.arrow_schema.serialize().to_pybytes()
+        planned = host.plan_statement(call, Statement(query, call.statement_flavor))
+        result.dataset_schema = planned.arrow_schema.serialize().to_pybytes()
     return [flight.Result(protocol.pack_any(result))]
 
 def _close_prepared(host: ActionHost, call: CallContext, body: bytes) -> list[flight.Result]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
@@ -21,19 +20,13 @@ import pyarrow as pa
 
 from flight_storage import protocol
 from flight_storage.errors import StorageError
-from flight_storage.execution.engine import SelectEngine
-from flight_storage.execution.iceberg_scan import arrow_schema
-from flight_storage.execution.plan_types import SelectPlan
 from flight_storage.protocol import SqlInfo
-from flight_storage.request.table_kinds import BucketTable, StatementTable, select_all
-from flight_storage.request.tables import ResolvedTable
+from flight_storage.request.table_kinds import select_all
 from flight_storage.rpc import access
-from flight_storage.rpc.column_metadata import describe_columns
-from flight_storage.rpc.config import ServerConfig
 from flight_storage.rpc.middleware import CallContext
-from flight_storage.rpc.streams import StoppableSource
-from flight_storage.storage.catalog import Catalog, ingested_table
-from flight_storage.storage.iceberg_catalog import IcebergCatalogs
+from flight_storage.rpc.tables.kinds import table_schema
+from flight_storage.rpc.tables.seam import TableHost
+from flight_storage.storage.catalog import ingested_table
 from select_dialect.flavors import FLAVORS
 
 log = logging.getLogger(__name__)
@@ -52,27 +45,12 @@ ADBC's own drivers answer, and what sqlalchemy-adbc lists (it compares with ``"t
 TABLE_TYPES: Final = (OBJECT_TABLE_TYPE, PREFIX_TABLE_TYPE)
 
 
-class MetadataHost(Protocol):
-    """What the metadata builders read from the server."""
-
-    config: ServerConfig
-    catalog: Catalog
-    engine: SelectEngine
-    iceberg: IcebergCatalogs
+class MetadataHost(TableHost, Protocol):
+    """What the metadata builders read from the server: the tables' (GetTables' schemas are
+    their kinds'), and the buckets a caller may read."""
 
     def readable_buckets(self, call: CallContext) -> list[str]:
         """The buckets the caller may read."""
-        ...
-
-    def table_of(self, query: str) -> StatementTable:
-        """Which kind of table ``query`` reads (``request/table_kinds.py``)."""
-        ...
-
-    def plan_table(self, call: CallContext, bucket: str, key: str,
-                   overrides: Mapping[str, Any] | None, sql: str, flavor: str,
-                   stop: threading.Event
-                   ) -> tuple[ResolvedTable, SelectPlan, list[StoppableSource]]:
-        """A statement over a bucket's table, planned as GetFlightInfo plans it."""
         ...
 
 
@@ -155,7 +133,7 @@ _DATAFUSION_SQL_INFO: Final[Mapping[int, Any]] = {
     SqlInfo.SQL_SUPPORTED_UNIONS: 3,  # UNION, UNION ALL
     SqlInfo.SQL_MAX_TABLES_IN_SELECT: 0,  # no limit
 }
-"""What a flavour with ``datafusion_sql`` (the standard surface: ``rpc/sql_statements.py``)
+"""What a flavour with ``datafusion_sql`` (the standard surface: ``rpc/tables/sql.py``)
 supports beyond S3 Select's one table, for a caller in that flavour."""
 
 
@@ -275,33 +253,22 @@ def _iceberg_tables(host: MetadataHost, call: CallContext, message: Any,
 def _iceberg_schema(host: MetadataHost, call: CallContext, catalog: str, namespace: str,
                     table: str) -> pa.Schema:
     """The columns a statement over the table sees (in the caller's flavour)."""
-    try:
-        loaded = host.iceberg.table(catalog, namespace, table)
-        plan = host.engine.plan_table("SELECT * FROM s3object", arrow_schema(loaded.schema()),
-                                      flavor=call.statement_flavor)
-    except StorageError as exc:
-        log.warning("no schema for %s.%s.%s: %s", catalog, namespace, table, exc)
-        return pa.schema([])
-    return describe_columns(plan.arrow_schema)
+    return _described(host, call, select_all(catalog, namespace, table))
 
 
 def _table_schema(host: MetadataHost, call: CallContext, bucket: str, name: str) -> pa.Schema:
-    """The columns ``SELECT * FROM "bucket"."name"`` answers with in the caller's flavour:
-    that statement decided and planned by the code its GetFlightInfo runs (``table_of``, then
-    ``plan_table``: sniffed on the standard surface, S3 Select's reading otherwise)."""
-    query = select_all(bucket, name)
+    """The columns ``SELECT * FROM "bucket"."name"`` answers with in the caller's flavour."""
+    return _described(host, call, select_all(bucket, name))
+
+
+def _described(host: MetadataHost, call: CallContext, query: str) -> pa.Schema:
+    """``query``'s columns as its kind of table describes them: the code a statement's
+    GetFlightInfo runs (``rpc/tables/kinds.table_schema``); none, logged, when it fails."""
     try:
-        table = host.table_of(query)
-        if not isinstance(table, BucketTable):  # a catalog's name: the statement is Iceberg's
-            log.warning("no schema for %s/%s: %s reads no object", bucket, name, query)
-            return pa.schema([])
-        reference = table.reference
-        _, plan, _ = host.plan_table(call, reference.bucket, reference.key, None, table.sql,
-                                     call.statement_flavor, threading.Event())
+        return table_schema(host, call, query)
     except StorageError as exc:
-        log.warning("no schema for %s/%s: %s", bucket, name, exc)
+        log.warning("no schema for %s: %s", query, exc)
         return pa.schema([])
-    return describe_columns(plan.arrow_schema)
 
 
 def _table_types(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:  # noqa: ARG001 - a METADATA_COMMANDS builder

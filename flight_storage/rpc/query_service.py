@@ -55,7 +55,7 @@ from select_dialect.translate import check_query_length
 
 Describe = Callable[[pa.Schema, flight.FlightDescriptor, list[PartitionTicket], SelectPlan, int,
                      dict[str, Any]], flight.FlightInfo]
-"""How the Flight server describes planned tickets (``StorageServer._flight_info``)."""
+"""How the Flight server describes planned tickets (``StorageServer.tickets_info``)."""
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ class SelectService:
         check_access: refuses a bucket the caller may not read (``StorageServer.check_access``:
             the bucket's name checked, then ``rpc/access.py``).
         issue: the one ticket builder (``StorageServer.issue``).
-        describe: a FlightInfo of planned tickets (``StorageServer._flight_info``).
+        describe: a FlightInfo of planned tickets (``StorageServer.tickets_info``).
         is_cancelled: whether the endpoint with this key was cancelled (CancelFlightInfo).
         secret: the ticket secret (a cluster's planning answers signed tickets).
         location: this process's Flight location as endpoints name it.

@@ -21,7 +21,6 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import replace
 from typing import Any, Final, TypeVar
 
 import pyarrow as pa
@@ -29,9 +28,8 @@ import pyarrow.flight as flight
 
 from flight_storage import protocol
 from flight_storage.errors import AccessDeniedError, InvalidRequestError
-from flight_storage.execution.datafusion_sql import SqlPlan
 from flight_storage.execution.engine import SelectEngine, SelectPlan
-from flight_storage.protocol import Partition, PartitionTicket, PreparedHandle, WholeObject, pb
+from flight_storage.protocol import Partition, PartitionTicket, PreparedHandle, pb
 from flight_storage.protocol.signing import Secret, Signer
 from flight_storage.request.s3_request import (
     is_json_request,
@@ -39,14 +37,10 @@ from flight_storage.request.s3_request import (
 )
 from flight_storage.request.sniffing import TableSniffer
 from flight_storage.request.table_kinds import (
-    BucketTable,
-    ConstantTable,
-    IcebergTable,
     StatementTable,
     statement_table,
 )
-from flight_storage.request.tables import ResolvedTable, object_version, resolve_table
-from flight_storage.rpc import access, iceberg_tables, sql_statements
+from flight_storage.rpc import access
 from flight_storage.rpc.actions import ACTIONS
 from flight_storage.rpc.auth import TokenSigner, Users
 from flight_storage.rpc.boundary import client_error, guarded, rpc_boundary
@@ -56,13 +50,10 @@ from flight_storage.rpc.cluster_actions import planning_target
 from flight_storage.rpc.config import ServerConfig
 from flight_storage.rpc.endpoint_readers import choose_endpoints
 from flight_storage.rpc.endpoints import (
-    endpoint_partitions,
     expiry,
-    known_rows,
     partition_bytes,
     plan_description,
     query_id,
-    stale_ticket,
     ticket_key,
 )
 from flight_storage.rpc.ingest import ingest
@@ -75,19 +66,14 @@ from flight_storage.rpc.middleware import (
     log_event,
     named_flavor,
 )
-from flight_storage.rpc.partition_streams import partition_stream
-from flight_storage.rpc.prepared_parameters import BoundParameters, bound_sql
+from flight_storage.rpc.prepared_parameters import BoundParameters
 from flight_storage.rpc.query_service import SelectService
-from flight_storage.rpc.sessions import Session, SessionCookies, qualify, session_cookie
-from flight_storage.rpc.sessions import current as current_session
-from flight_storage.rpc.streams import (
-    StoppableSource,
-    StreamPool,
-    object_sources,
-)
-from flight_storage.storage.catalog import Catalog, ObjectInfo
-from select_dialect import translate
-from select_dialect.translate import check_query_length, refuse_writes
+from flight_storage.rpc.sessions import Session, SessionCookies, session_cookie
+from flight_storage.rpc.streams import StreamPool
+from flight_storage.rpc.tables import kinds
+from flight_storage.rpc.tables.seam import Planned, Statement
+from flight_storage.storage.catalog import Catalog
+from select_dialect.translate import check_query_length
 
 __all__ = ["JsonLogFormatter", "StorageServer"]
 """The command line's entry points (``JsonLogFormatter`` is re-exported for it)."""
@@ -121,7 +107,7 @@ class StorageServer(flight.FlightServerBase):
         config.check()
         self.config = config
         self.catalog = Catalog(config.bucket_sets())
-        self.iceberg = config.iceberg_catalogs()  # Iceberg tables: rpc/iceberg_tables.py
+        self.iceberg = config.iceberg_catalogs()  # Iceberg tables: rpc/tables/iceberg.py
         self.engine = SelectEngine(config.engine, config.engine_workers())
         self.sniffer = TableSniffer(config.reading, max_columns=config.engine.max_columns)
         self.secret: Secret = (config.ticket_secret or secrets.token_bytes(32),
@@ -148,7 +134,7 @@ class StorageServer(flight.FlightServerBase):
         # S3 requests of both doors: this server's GetFlightInfo and DoGet, and the S3 door
         self.selects = SelectService(
             catalog=self.catalog, engine=self.engine, streams=self.streams, config=config,
-            check_access=self.check_access, issue=self.issue, describe=self._flight_info,
+            check_access=self.check_access, issue=self.issue, describe=self.tickets_info,
             is_cancelled=self.is_cancelled, secret=self.secret, location=self.location,
             role=self.role)
 
@@ -286,28 +272,8 @@ class StorageServer(flight.FlightServerBase):
         fields: dict[str, Any],
         namespace: Session | None = None,
     ) -> flight.FlightInfo:
-        read = self.table_of(query)
-        if isinstance(read, IcebergTable):
-            return iceberg_tables.statement_info(self, call, descriptor, read, query, flavor,
-                                                 parameters, fields)
-        table, plan = self.plan_statement(call, query, flavor, parameters, namespace, read)
-        if isinstance(plan, SqlPlan):  # DataFusion's plan over the tables it names
-            return sql_statements.statement_info(self, call, descriptor, query, flavor, plan,
-                                                 parameters, fields, namespace)
-        partitions = ([WholeObject()] if call.single_endpoint
-                      else endpoint_partitions(plan))
-        if table is None:  # SELECT 1: a ticket naming no object
-            tickets = self.issue(protocol.ConstantTicket, call, query, flavor, "", "",
-                                 partitions, parameters=parameters)
-        else:
-            tickets = self.issue(protocol.StatementTicket, call, query, flavor, table.bucket,
-                                 table.key, partitions,
-                                 input_serialization=plan.input.to_request(),
-                                 parameters=parameters, object_version=table.version)
-        fields["endpoints_for"] = call.endpoints_reason
-        total_records = known_rows(plan)
-        return self._flight_info(plan.arrow_schema, descriptor, tickets, plan, total_records,
-                                 fields)
+        planned = self.plan_statement(call, Statement(query, flavor, parameters, namespace))
+        return planned.kind.flight_info(self, call, descriptor, planned, fields)
 
     def issue(self, request: type[PartitionTicket], call: CallContext, query: str,
               flavor: str, bucket: str, key: str, partitions: Sequence[Partition], *,
@@ -330,7 +296,7 @@ class StorageServer(flight.FlightServerBase):
             for p in partitions
         ]
 
-    def _flight_info(
+    def tickets_info(
         self,
         schema: pa.Schema,
         descriptor: flight.FlightDescriptor,
@@ -379,71 +345,18 @@ class StorageServer(flight.FlightServerBase):
         stop switch set when the call gives up (its object sources should share it)."""
         return self.streams.run_planning(work, call.is_cancelled, what)
 
-    def plan_statement(
-        self, call: CallContext, query: str, flavor: str, parameters: bytes | None,
-        namespace: Session | None = None, read: StatementTable | None = None,
-    ) -> tuple[ResolvedTable | None, SelectPlan | SqlPlan]:
-        """The table a statement reads (None for one without FROM, or one DataFusion plans
-        over its tables: ``rpc/sql_statements.py``) and its plan; a one-part table name
-        resolves in ``namespace`` (a prepared statement's), else in the caller's session
-        (``rpc/sessions.py``). ``read``: the kind of table ``table_of`` found, if the caller
-        asked already."""
-        self.check_query_length(query)
-        refuse_writes(query)  # before the table: INSERT INTO a new key is not NoSuchKey
-        session = namespace if namespace is not None else current_session(self, call)
-
-        read = read if read is not None else self.table_of(query)
-        if isinstance(read, IcebergTable):
-            return None, iceberg_tables.plan_statement(self, call, read, query, flavor,
-                                                       parameters).plan
-
-        def plan(stop: threading.Event) -> tuple[ResolvedTable | None, SelectPlan]:
-            # all of it in the slot: scanning a long statement takes time too
-            if isinstance(read, ConstantTable):
-                # bound first: the dialect has no ``?`` (SELECT ? || 'x' reads no table either)
-                bound = bound_sql(read.sql, parameters)
-                # report syntax errors first
-                translation = translate(bound, input_format="csv", flavor=flavor)
-                if not translation.reads_table:
-                    return None, self.engine.plan_constant(bound, flavor=flavor)
-                raise InvalidRequestError(
-                    'name the object in FROM as "bucket"."key", e.g. '
-                    'SELECT * FROM "sales"."orders/2024-01.csv"',
-                    code="MissingObject",
-                )
-            reference = qualify(self.catalog, session, read.reference)
-            table, plan, _ = self.plan_table(call, reference.bucket, reference.key,
-                                             reference.input_serialization,
-                                             bound_sql(read.sql, parameters), flavor, stop)
-            return table, plan
-
-        return sql_statements.plan_either(self, call, query, flavor, parameters, session,
-                                          lambda: self.bounded(call, "planning", plan))
+    def plan_statement(self, call: CallContext, statement: Statement) -> Planned:
+        """A statement planned by the kind of table it reads (``rpc/tables/kinds.py``: the one
+        plan path of GetFlightInfo and CreatePreparedStatement)."""
+        return kinds.plan_statement(self, call, statement)
 
     def table_of(self, query: str) -> StatementTable:
         """Which kind of table ``query`` reads: decided here only (``request/table_kinds.py``)."""
         return statement_table(query, self.iceberg, self.catalog)
 
-    def plan_table(self, call: CallContext, bucket: str, key: str,
-                   overrides: Mapping[str, Any] | None, sql: str, flavor: str,
-                   stop: threading.Event
-                   ) -> tuple[ResolvedTable, SelectPlan, list[StoppableSource]]:
-        """A statement over a bucket's table: access, the table resolved, its plan
-        (GetFlightInfo, DoGet and GetTables' schemas alike; the sources share the call's stop
-        switch)."""
-        self.check_access(call, bucket)
-        table = self.resolve(bucket, key, overrides, flavor)
-        sources = object_sources(table.objects, stop)
-        return table, self.engine.plan(sql, sources, table.input, flavor=flavor,
-                                       parallelism=call.parallelism), sources
-
-    def resolve(self, bucket: str, key: str, overrides: Mapping[str, Any] | None,
-                flavor: str) -> ResolvedTable:
-        """A Flight SQL statement's table: sniffed where ``flavor`` and the table's rule
-        (``request/sniffing.py``) say so, S3 Select's reading otherwise."""
-        sniffer = self.sniffer if self.sniffer.applies(flavor) else None
-        return resolve_table(self.catalog, bucket, key, overrides, sniffer=sniffer,
-                             bad_values=self.config.reading.bad_values)
+    def check_holds(self, bucket: str, key: str) -> None:
+        """Refuse a ticket for an object this node does not hold (the role's rule)."""
+        self.role.check_holds(bucket, key)
 
     def _info_metadata(
         self, call: CallContext, descriptor: flight.FlightDescriptor, message: Any,  # noqa: ARG002 - an _INFO_HANDLERS entry
@@ -488,56 +401,6 @@ class StorageServer(flight.FlightServerBase):
         select = self.selects.open(call, ticket, fields, context=context,
                                    key=ticket_key(handle), to_client=client_error)
         return flight.GeneratorStream(select.schema, guarded(select.items))
-
-    def _serve_objects(
-        self, context: flight.ServerCallContext, call: CallContext,
-        ticket: protocol.StatementTicket, handle: bytes, fields: dict[str, Any],
-    ) -> flight.FlightDataStream:
-        """A partition of a statement over a table."""
-        self.role.check_holds(ticket.bucket, ticket.key)  # before the catalog's NoSuchBucket
-        self.check_access(call, ticket.bucket)
-        key = ticket_key(handle)
-        if self.is_cancelled(key):
-            raise InvalidRequestError("the query was cancelled (CancelFlightInfo)",
-                                      code="QueryCancelled")
-        fields.update(query_id=query_id(ticket), object=f"{ticket.bucket}/{ticket.key}",
-                      partition=ticket.partition.to_dict())
-        source, plan, objects = self.bounded(call, "planning",
-                                              lambda stop: self._plan_ticket(call, ticket, stop))
-        stream = partition_stream(self.engine, self.streams, context, ticket, plan, source,
-                                  fields, key, objects)
-        return flight.GeneratorStream(stream.schema, guarded(stream.items))
-
-    def _serve_constant(self, _context: flight.ServerCallContext, _call: CallContext,
-                        ticket: protocol.ConstantTicket, *_: Any) -> flight.FlightDataStream:
-        """The one row of a statement that reads no object (``SELECT 1``): computed at once,
-        without a stream slot, since no input can make it large."""
-        read = self.table_of(ticket.query)
-        if not isinstance(read, ConstantTable):
-            raise protocol.TicketError("ticket does not match its statement")
-        plan = self.engine.plan_constant(bound_sql(read.sql, ticket.parameters),
-                                         flavor=ticket.flavor)
-        batches = list(self.engine.execute_arrow(plan))
-        return flight.GeneratorStream(plan.arrow_schema, guarded(iter(batches)))
-
-    def _plan_ticket(
-        self, call: CallContext, ticket: protocol.StatementTicket, stop: threading.Event
-    ) -> tuple[StoppableSource, SelectPlan, Sequence[ObjectInfo]]:
-        """A statement's DoGet plan, the way GetFlightInfo planned it."""
-        read = self.table_of(ticket.query)
-        if (not isinstance(read, BucketTable)
-                or not read.reference.names(ticket.bucket, ticket.key)):
-            raise protocol.TicketError("ticket does not match its statement")
-        table, plan, sources = self.plan_table(  # cut as its GetFlightInfo cut it
-            replace(call, parallelism=ticket.parallelism), ticket.bucket, ticket.key,
-            read.reference.input_serialization, bound_sql(read.sql, ticket.parameters),
-            ticket.flavor, stop)
-        objects: Sequence[ObjectInfo] = table.objects
-        if ticket.object_version is not None and ticket.object_version != object_version(objects):
-            raise stale_ticket(ticket, self.node_name)
-        sources[0].read[0] = 0  # count what the scan reads, not the header planning peeked at
-        sources[0].processed[0] = 0
-        return sources[0], plan, objects
 
     @property
     def node_name(self) -> str | None:
@@ -614,13 +477,12 @@ class StorageServer(flight.FlightServerBase):
         "CommandPreparedStatementQuery": _info_prepared,
     }
     _DO_GET: Mapping[type[PartitionTicket], Callable[..., flight.FlightDataStream]] = {
-        protocol.StatementTicket: _serve_objects,
         protocol.SelectObjectTicket: _serve_select,
-        protocol.ConstantTicket: _serve_constant,
-        protocol.IcebergTicket: iceberg_tables.serve_partition,
-        protocol.SqlTicket: sql_statements.serve_partition,
+        **{ticket: kind.open for ticket, kind in kinds.KIND_OF_TICKET.items()},
     }
-    """DoGet's handler of each type of ticket (``protocol/tickets.py`` decodes the type)."""
+    """DoGet's handler of each type of ticket (``protocol/tickets.py`` decodes the type): an
+    S3 request's is the query service's, a statement's its kind of table's
+    (``rpc/tables/kinds.py``)."""
 
 
 # ----------------------------------------------------------------------------- helpers

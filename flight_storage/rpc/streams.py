@@ -627,15 +627,10 @@ class QueryStream:
         ).observe(time.monotonic() - self._started)
 
     def close(self) -> None:
-        """The client went away before the stream was drained (``guarded``'s ``yield from``
-        closes it when gRPC drops the call's generator).
-
-        There is no ``__del__`` calling this: finishing takes the pool's and the metrics'
-        locks, which are not reentrant, and a finalizer run by the garbage collector inside
-        one of them on the same thread (a stream the pool refused, collected while a
-        histogram created its label) deadlocked that thread. A registered stream cannot be
-        collected before it finishes anyway: the pool holds it until then.
-        """
+        """The client went away before the stream was drained (``guarded`` closes it). No
+        ``__del__`` calls this: finishing takes the pool's and the metrics' locks (not
+        reentrant), and a finalizer run by the collector inside one on the same thread
+        deadlocked it; the pool holds a registered stream until it finishes anyway."""
         if not self._done:
             self._fields.setdefault("status", "disconnected")
             self._finish(None)

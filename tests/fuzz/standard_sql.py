@@ -419,7 +419,7 @@ def query_texts(draw: Any, gen: _Gen, *, star: bool = False) -> tuple[str, str, 
 @st.composite
 def join_cases(draw: Any) -> StandardCase:
     """A CSV with a header and a JOIN of the object with an aggregate of itself, statements
-    DataFusion plans over the tables they name (``rpc/sql_statements.py``): rows of generated
+    DataFusion plans over the tables they name (``rpc/tables/sql.py``): rows of generated
     expressions beside a text key, joined (inner or left) on the key with the key's count.
 
     DataFusion reads these statements as written, so what differs from DuckDB by DataFusion's

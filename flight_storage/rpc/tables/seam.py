@@ -1,0 +1,174 @@
+"""The one table seam: what every kind of table a Flight SQL statement reads answers.
+
+DataFusion's ``TableProvider`` is the model: a kind of table plans a statement over itself,
+describes the columns ``SELECT *`` sees (GetTables' ``table_schema``), cuts its plan into
+signed tickets (GetFlightInfo's endpoints) and opens one ticket's stream (DoGet). The server
+has one plan path and one serve path over them (``kinds.py``); which kind a statement reads is
+``request/table_kinds.py``'s to decide, once.
+
+| kind | table (``request/table_kinds.py``) | ticket (``protocol/tickets.py``) | module |
+|---|---|---|---|
+| a bucket's object or prefix table | ``BucketTable`` | ``StatementTicket`` | ``bucket.py`` |
+| no table (``SELECT 1``) | ``ConstantTable`` | ``ConstantTicket`` | ``constant.py`` |
+| an Iceberg table | ``IcebergTable`` | ``IcebergTicket`` | ``iceberg.py`` |
+| DataFusion over the tables a statement names | (several, or what the dialect refuses) | ``SqlTicket`` | ``sql.py`` |
+
+The decoded cache (issue #36) is no kind of its own: a bucket's table reads its decoded copy
+when the engine finds one (``execution/decoded_shadows.py``), behind the same seam.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+from flight_storage.execution.datafusion_sql import SqlPlan
+from flight_storage.execution.engine import SelectEngine
+from flight_storage.execution.iceberg_scan import IcebergPlan
+from flight_storage.execution.plan_types import SelectPlan
+from flight_storage.protocol import Partition, PartitionTicket, PlanDescription
+from flight_storage.protocol.signing import Secret
+from flight_storage.request.sniffing import TableSniffer
+from flight_storage.request.table_kinds import StatementTable
+from flight_storage.request.tables import ResolvedTable
+from flight_storage.rpc.config import ServerConfig
+from flight_storage.rpc.middleware import CallContext
+from flight_storage.rpc.sessions import Session, SessionCookies
+from flight_storage.rpc.streams import StreamPool
+from flight_storage.storage.catalog import Catalog
+from flight_storage.storage.iceberg_catalog import IcebergCatalogs
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Statement:
+    """A statement as a call asks it: its text, flavour and bound parameters, and the
+    namespace its one-part names resolve in (a prepared statement's; None: the caller's
+    session, ``rpc/sessions.current``)."""
+
+    query: str
+    flavor: str
+    parameters: bytes | None = None
+    session: Session | None = None
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A statement planned by its kind of table.
+
+    Attributes:
+        kind: the kind that planned it, which also cuts it into tickets.
+        statement: what was asked.
+        plan: the engine's plan (its ``arrow_schema`` is the result's).
+        read: what the kind read to plan it: a bucket's resolved table, an Iceberg plan
+            (snapshot, files), or None (no table; DataFusion's plan names its own).
+    """
+
+    kind: TicketKind
+    statement: Statement
+    plan: SelectPlan | SqlPlan
+    read: ResolvedTable | IcebergPlan | None = None
+
+    @property
+    def arrow_schema(self) -> pa.Schema:
+        return self.plan.arrow_schema
+
+
+class TableHost(Protocol):
+    """What the kinds of table use of the server (``rpc/server.StorageServer``)."""
+
+    config: ServerConfig
+    engine: SelectEngine
+    catalog: Catalog
+    iceberg: IcebergCatalogs
+    sniffer: TableSniffer
+    streams: StreamPool
+    secret: Secret
+    session_cookies: SessionCookies
+
+    @property
+    def node_name(self) -> str | None: ...
+
+    def check_query_length(self, query: str, what: str = ...) -> None: ...
+
+    def check_access(self, call: CallContext, bucket: str) -> None: ...
+
+    def check_holds(self, bucket: str, key: str) -> None:
+        """Refuse a ticket for an object this node does not hold (a holdings cluster)."""
+        ...
+
+    def is_cancelled(self, key: bytes) -> bool: ...
+
+    def table_of(self, query: str) -> StatementTable: ...
+
+    def bounded(self, call: CallContext, what: str,
+                work: Callable[[threading.Event], T]) -> T: ...
+
+    def issue(self, request: type[PartitionTicket], call: CallContext, query: str,
+              flavor: str, bucket: str, key: str, partitions: Sequence[Partition], *,
+              input_serialization: dict[str, Any] | None = None,
+              parameters: bytes | None = None,
+              object_version: str | None = None) -> list[PartitionTicket]:
+        """The server's tickets, one per partition."""
+        ...
+
+    def tickets_info(self, schema: pa.Schema, descriptor: flight.FlightDescriptor,
+                     tickets: list[PartitionTicket], plan: SelectPlan, total_records: int,
+                     fields: dict[str, Any], about_plan: PlanDescription | None = None
+                     ) -> flight.FlightInfo:
+        """The FlightInfo of planned tickets: endpoints where the role says, sizes, the
+        plan's description."""
+        ...
+
+
+class TicketKind(Protocol):
+    """What cuts a planned statement into tickets and serves them: every kind of table, and
+    DataFusion's plan over the tables a statement names (``sql.py``)."""
+
+    @property
+    def ticket(self) -> type[PartitionTicket]:
+        """The type of ticket its GetFlightInfo issues and its DoGet serves."""
+        ...
+
+    def flight_info(self, host: TableHost, call: CallContext,
+                    descriptor: flight.FlightDescriptor, planned: Planned,
+                    fields: dict[str, Any]) -> flight.FlightInfo:
+        """GetFlightInfo of a planned statement: its partitions as signed tickets."""
+        ...
+
+    def open(self, host: TableHost, context: flight.ServerCallContext, call: CallContext,
+             ticket: Any, handle: bytes, fields: dict[str, Any]) -> flight.FlightDataStream:
+        """DoGet of one of its tickets (``ticket``, decoded from ``handle``)."""
+        ...
+
+
+class TableKind(TicketKind, Protocol):
+    """One kind of table behind the seam (the module docstring's table)."""
+
+    @property
+    def datafusion_may_plan(self) -> bool:
+        """Whether a statement over it that the s3-select translation refuses goes to
+        DataFusion (``sql.plan_either``) on a flavour that allows it."""
+        ...
+
+    def plan(self, host: TableHost, call: CallContext, read: Any, statement: Statement,
+             stop: threading.Event) -> Planned:
+        """Plan ``statement`` over ``read`` (its table, as ``table_of`` decided it); the
+        caller holds a compute slot and sets ``stop`` when it gives up."""
+        ...
+
+    def check(self, host: TableHost, call: CallContext, read: Any, statement: Statement) -> None:
+        """Refuse, without planning, a statement the caller may not run or whose table does
+        not exist (a prepared statement with ``?``, whose types come with its parameters)."""
+        ...
+
+    def schema(self, host: TableHost, call: CallContext, read: Any) -> pa.Schema:
+        """The columns ``SELECT *`` over ``read`` answers with in the caller's flavour, as a
+        statement's plan has them (GetTables' ``table_schema``)."""
+        ...
