@@ -512,7 +512,7 @@ def test_the_server_asks_its_role_not_whether_it_is_clustered() -> None:
 
 def test_every_kind_of_table_is_behind_the_one_seam() -> None:
     """Issue 40 item 2: every kind of table a statement reads answers the seam's four
-    questions (plan, check, schema, tickets, open); the server plans every statement through
+    questions (plan, check, schema, list, tickets, open); the server plans every statement through
     ``kinds.plan_statement`` and serves every statement ticket through its kind's ``open``, so
     no module outside ``rpc/tables/`` asks which kind a table is."""
     import typing
@@ -525,7 +525,7 @@ def test_every_kind_of_table_is_behind_the_one_seam() -> None:
     assert set(KIND_OF_TABLE) == set(typing.get_args(StatementTable))
     for kind in KIND_OF_TABLE.values():
         assert all(callable(getattr(kind, name, None))
-                   for name in ("plan", "check", "schema", "flight_info", "open")), kind
+                   for name in ("plan", "check", "schema", "listed", "flight_info", "open")), kind
     assert set(KIND_OF_TICKET) | {SelectObjectTicket} == set(typing.get_args(PartitionTicket))
     assert all(StorageServer._DO_GET[ticket] == kind.open
                for ticket, kind in KIND_OF_TICKET.items())

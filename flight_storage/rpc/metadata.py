@@ -2,19 +2,19 @@
 
 ``GetFlightInfo`` answers a metadata command with the record's schema and a ticket that
 carries the command itself; ``DoGet`` builds the result. Buckets are schemas (of no catalog); an
-object is a ``table`` and a configured prefix a ``view`` (see ``OBJECT_TABLE_TYPE``). An Iceberg
-catalog (``--iceberg``) is a catalog, its namespaces are schemas and its tables ``table``s. Hand-written because
-pyarrow.flight has no Flight SQL server layer (Arrow's C++ ``FlightSqlServerBase`` is not
-exposed to Python).
+object is a ``table`` and a configured prefix a ``view`` (``rpc/tables/seam.PREFIX_TABLE_TYPE``
+says why). An Iceberg catalog (``--iceberg``) is a catalog, its namespaces are schemas and its
+tables ``table``s. GetTables lists what each kind of table lists (``TableKind.listed``) and
+describes each as that kind does. Hand-written because pyarrow.flight has no Flight SQL server
+layer (Arrow's C++ ``FlightSqlServerBase`` is not exposed to Python).
 """
 
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import pyarrow as pa
 
@@ -22,36 +22,21 @@ from flight_storage import protocol
 from flight_storage.errors import StorageError
 from flight_storage.protocol import SqlInfo
 from flight_storage.request.table_kinds import select_all
-from flight_storage.rpc import access
 from flight_storage.rpc.middleware import CallContext
-from flight_storage.rpc.tables.kinds import table_schema
-from flight_storage.rpc.tables.seam import TableHost
-from flight_storage.storage.catalog import ingested_table
+from flight_storage.rpc.tables.iceberg import namespaces, readable_catalogs
+from flight_storage.rpc.tables.kinds import KIND_OF_TABLE, table_schema
+from flight_storage.rpc.tables.seam import TABLE_TYPES, TableFilter, TableHost
 from select_dialect.flavors import FLAVORS
 
 log = logging.getLogger(__name__)
 
 SERVER_NAME: Final = "flight-select"
 SERVER_VERSION: Final = "0.1.0"
-OBJECT_TABLE_TYPE: Final = "table"
-"""An object holds the bytes it is read from: a base table."""
-PREFIX_TABLE_TYPE: Final = "view"
-"""A configured prefix stores nothing of its own: it is the union of the objects under it, as a
-view is a stored query over base tables. Flight SQL leaves the vocabulary to the server
-(``CommandGetTableTypes``); lower case is what Arrow's reference SQLite Flight SQL servers and
-ADBC's own drivers answer, and what sqlalchemy-adbc lists (it compares with ``"table"`` and
-``"view"`` exactly). GetTables' ``table_types`` filter ignores case, so JDBC-style filters
-(``TABLE``, ``VIEW``, the spec's own examples) select them too."""
-TABLE_TYPES: Final = (OBJECT_TABLE_TYPE, PREFIX_TABLE_TYPE)
 
 
-class MetadataHost(TableHost, Protocol):
-    """What the metadata builders read from the server: the tables' (GetTables' schemas are
-    their kinds'), and the buckets a caller may read."""
-
-    def readable_buckets(self, call: CallContext) -> list[str]:
-        """The buckets the caller may read."""
-        ...
+MetadataHost = TableHost
+"""What the metadata builders use of the server: the tables' part of it (GetTables lists and
+describes what the kinds of table do)."""
 
 
 def _sql_info(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:  # noqa: ARG001 - a METADATA_COMMANDS builder
@@ -138,7 +123,7 @@ supports beyond S3 Select's one table, for a caller in that flavour."""
 
 
 def _catalogs(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:  # noqa: ARG001 - a METADATA_COMMANDS builder
-    names = _readable_catalogs(host, call)
+    names = readable_catalogs(host, call)
     # Buckets have no catalog. With no Iceberg catalog there is none to list (as before), and
     # ADBC's get_objects shows buckets under a null catalog; beside named catalogs, ADBC lists
     # only the catalogs named here, so the buckets' "no catalog" is listed as "".
@@ -146,119 +131,46 @@ def _catalogs(host: MetadataHost, call: CallContext, message: Any) -> pa.Table: 
     return pa.Table.from_pylist(rows, schema=protocol.CATALOGS_SCHEMA)
 
 
-def _readable_catalogs(host: MetadataHost, call: CallContext, message: Any = None) -> list[str]:
-    """The Iceberg catalogs the caller may read, narrowed by the message's ``catalog`` (the
-    spec: an empty string means "no catalog", as buckets are; absent, every catalog)."""
-    wanted = _optional(message, "catalog") if message is not None else None
-    names = access.readable(call.user, host.iceberg.names())
-    return names if wanted is None else [n for n in names if n == wanted]
-
-
-def _buckets_wanted(message: Any) -> bool:
-    """Buckets have no catalog: listed unless the message asks for a named one."""
-    return _optional(message, "catalog") in (None, "")
-
-
-def _namespaces(host: MetadataHost, call: CallContext, message: Any) -> list[tuple[str, str]]:
-    """(catalog, namespace) of every readable Iceberg catalog the message asks for; a catalog
-    that cannot be listed is logged and left out (the others still answer)."""
-    found = []
-    for name in _readable_catalogs(host, call, message):
-        try:
-            found += [(name, ns) for ns in host.iceberg.namespaces(name)]
-        except StorageError as exc:
-            log.warning("Iceberg catalog %s: %s", name, exc)
-    return found
+def _filter(message: Any) -> TableFilter:
+    """What a GetDbSchemas or GetTables message asks for (the spec: an empty ``catalog``
+    means "no catalog", as buckets are; absent, every catalog)."""
+    types = getattr(message, "table_types", ())
+    return TableFilter(catalog=_optional(message, "catalog"),
+                       schema_pattern=_optional(message, "db_schema_filter_pattern"),
+                       table_pattern=_optional(message, "table_name_filter_pattern"),
+                       # case-blind: JDBC tools ask for "TABLE", ADBC's vocabulary is "table"
+                       types=frozenset(t.casefold() for t in types))
 
 
 def _db_schemas(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
-    pattern = _optional(message, "db_schema_filter_pattern")
-    rows = [
-        {"catalog_name": None, "db_schema_name": b}
-        for b in (host.readable_buckets(call) if _buckets_wanted(message) else [])
-        if _like(b, pattern)
-    ]
+    wanted = _filter(message)
+    buckets = host.readable_buckets(call) if wanted.wants_catalog("") else []
+    rows = [{"catalog_name": None, "db_schema_name": b}
+            for b in buckets if wanted.wants_schema(b)]
     rows += [{"catalog_name": catalog, "db_schema_name": namespace}
-             for catalog, namespace in _namespaces(host, call, message)
-             if _like(namespace, pattern)]
+             for catalog, namespace in namespaces(host, call, wanted)
+             if wanted.wants_schema(namespace)]
     return pa.Table.from_pylist(rows, schema=protocol.DB_SCHEMAS_SCHEMA)
 
+
 def _tables(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
-    schema_pattern = _optional(message, "db_schema_filter_pattern")
-    table_pattern = _optional(message, "table_name_filter_pattern")
-    # case-blind: JDBC tools ask for "TABLE", ADBC's vocabulary (ours) is "table"
-    types = {t.casefold() for t in message.table_types}
-    buckets: list[str] = []
-    if (not types or types & set(TABLE_TYPES)) and _buckets_wanted(message):
-        buckets = [b for b in host.readable_buckets(call) if _like(b, schema_pattern)]
+    """Every kind of table's tables that the message asks for (``TableKind.listed``), each
+    with the columns its kind describes for ``SELECT *`` over it where asked."""
+    wanted = _filter(message)
     rows = []
-    for bucket in buckets:
-        try:
-            configured = host.catalog.bucket_config(bucket).tables
-        except StorageError as exc:  # one bucket's broken file must not hide the others
-            log.warning("bucket %s: %s", bucket, exc)
-            configured = ()
-        names = [(t.prefix, PREFIX_TABLE_TYPE) for t in configured]
-        for o in host.catalog.objects(bucket):
-            # an ingested table once, by the name users write, rather than its part files
-            name = ingested_table(o.key) or o.key
-            if o.format is not None and (name, OBJECT_TABLE_TYPE) not in names[-1:]:
-                names.append((name, OBJECT_TABLE_TYPE))
-        for name, kind in names:
-            if not _like(name, table_pattern) or (types and kind not in types):
-                continue
-            row: dict[str, Any] = {
-                "catalog_name": None,
-                "db_schema_name": bucket,
-                "table_name": name,
-                "table_type": kind,
-            }
+    for kind in KIND_OF_TABLE.values():
+        for table in kind.listed(host, call, wanted):
+            row: dict[str, Any] = {"catalog_name": table.catalog,
+                                   "db_schema_name": table.schema,
+                                   "table_name": table.name, "table_type": table.table_type}
             if message.include_schema:
-                row["table_schema"] = _table_schema(host, call, bucket, name
-                                                    ).serialize().to_pybytes()
+                schema = _described(host, call, select_all(*table.names))
+                row["table_schema"] = schema.serialize().to_pybytes()
             rows.append(row)
-    if not types or OBJECT_TABLE_TYPE in types:
-        rows += _iceberg_tables(host, call, message, schema_pattern, table_pattern)
     schema = (
         protocol.TABLES_SCHEMA_WITH_SCHEMA if message.include_schema else protocol.TABLES_SCHEMA
     )
     return pa.Table.from_pylist(rows, schema=schema)
-
-
-def _iceberg_tables(host: MetadataHost, call: CallContext, message: Any,
-                    schema_pattern: str | None, table_pattern: str | None) -> list[dict[str, Any]]:
-    """GetTables' rows of the Iceberg catalogs: each table a ``table``, with the Arrow schema
-    its current snapshot is read with."""
-    rows = []
-    for catalog, namespace in _namespaces(host, call, message):
-        if not _like(namespace, schema_pattern):
-            continue
-        try:
-            tables = host.iceberg.tables(catalog, namespace)
-        except StorageError as exc:
-            log.warning("Iceberg catalog %s, namespace %s: %s", catalog, namespace, exc)
-            continue
-        for table in tables:
-            if not _like(table, table_pattern):
-                continue
-            row: dict[str, Any] = {"catalog_name": catalog, "db_schema_name": namespace,
-                                   "table_name": table, "table_type": OBJECT_TABLE_TYPE}
-            if message.include_schema:
-                schema = _iceberg_schema(host, call, catalog, namespace, table)
-                row["table_schema"] = schema.serialize().to_pybytes()
-            rows.append(row)
-    return rows
-
-
-def _iceberg_schema(host: MetadataHost, call: CallContext, catalog: str, namespace: str,
-                    table: str) -> pa.Schema:
-    """The columns a statement over the table sees (in the caller's flavour)."""
-    return _described(host, call, select_all(catalog, namespace, table))
-
-
-def _table_schema(host: MetadataHost, call: CallContext, bucket: str, name: str) -> pa.Schema:
-    """The columns ``SELECT * FROM "bucket"."name"`` answers with in the caller's flavour."""
-    return _described(host, call, select_all(bucket, name))
 
 
 def _described(host: MetadataHost, call: CallContext, query: str) -> pa.Schema:
@@ -372,14 +284,9 @@ XDBC_TYPE_NAMES: Final = frozenset(row[0] for row in _XDBC_TYPES)
 
 
 def _optional(message: Any, name: str) -> str | None:
+    """An optional field's value; None when unset or when the message has no such field
+    (GetDbSchemas has no table pattern)."""
+    if name not in message.DESCRIPTOR.fields_by_name:
+        return None
     return getattr(message, name) if message.HasField(name) else None
 
-
-def _like(value: str, pattern: str | None) -> bool:
-    """SQL LIKE as Flight SQL filter patterns use it (``%`` and ``_``)."""
-    if pattern is None or pattern == "":
-        return True
-    regex = "".join(
-        ".*" if ch == "%" else "." if ch == "_" else re.escape(ch) for ch in pattern
-    )
-    return re.fullmatch(regex, value, re.S) is not None

@@ -11,6 +11,7 @@ cut as its GetFlightInfo cut it, and refuses a ticket whose objects changed sinc
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -20,7 +21,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from flight_storage import protocol
-from flight_storage.errors import InvalidRequestError
+from flight_storage.errors import InvalidRequestError, StorageError
 from flight_storage.execution.plan_types import SelectPlan
 from flight_storage.protocol import StatementTicket, WholeObject
 from flight_storage.request.table_kinds import BucketTable
@@ -39,8 +40,19 @@ from flight_storage.rpc.partition_streams import partition_stream
 from flight_storage.rpc.prepared_parameters import bound_sql
 from flight_storage.rpc.sessions import qualify
 from flight_storage.rpc.streams import StoppableSource, object_sources
-from flight_storage.rpc.tables.seam import Planned, Statement, TableHost
-from flight_storage.storage.catalog import ObjectInfo
+from flight_storage.rpc.tables.seam import (
+    OBJECT_TABLE_TYPE,
+    PREFIX_TABLE_TYPE,
+    TABLE_TYPES,
+    ListedTable,
+    Planned,
+    Statement,
+    TableFilter,
+    TableHost,
+)
+from flight_storage.storage.catalog import ObjectInfo, ingested_table
+
+log = logging.getLogger(__name__)
 
 
 class BucketKind:
@@ -73,6 +85,28 @@ class BucketKind:
         _, plan, _ = plan_table(host, call, reference.bucket, reference.key, None, read.sql,
                                 call.statement_flavor, threading.Event())
         return describe_columns(plan.arrow_schema)
+
+    def listed(self, host: TableHost, call: CallContext,
+               wanted: TableFilter) -> list[ListedTable]:
+        """Each readable bucket's configured prefixes (``view``) and objects (``table``; an
+        ingested table once, by the name users write, rather than its part files)."""
+        if not wanted.wants_catalog("") or not any(map(wanted.wants_type, TABLE_TYPES)):
+            return []  # buckets have no catalog
+        found = []
+        for bucket in filter(wanted.wants_schema, host.readable_buckets(call)):
+            try:
+                configured = host.catalog.bucket_config(bucket).tables
+            except StorageError as exc:  # one bucket's broken file must not hide the others
+                log.warning("bucket %s: %s", bucket, exc)
+                configured = ()
+            names = [(t.prefix, PREFIX_TABLE_TYPE) for t in configured]
+            for o in host.catalog.objects(bucket):
+                name = ingested_table(o.key) or o.key
+                if o.format is not None and (name, OBJECT_TABLE_TYPE) not in names[-1:]:
+                    names.append((name, OBJECT_TABLE_TYPE))
+            found += [ListedTable(None, bucket, name, table_type, (bucket, name))
+                      for name, table_type in names if wanted.wants(name, table_type)]
+        return found
 
     def flight_info(self, host: TableHost, call: CallContext,
                     descriptor: flight.FlightDescriptor, planned: Planned,

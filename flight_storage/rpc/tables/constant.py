@@ -19,7 +19,13 @@ from flight_storage.rpc.boundary import guarded
 from flight_storage.rpc.endpoints import endpoint_partitions, known_rows
 from flight_storage.rpc.middleware import CallContext
 from flight_storage.rpc.prepared_parameters import bound_sql
-from flight_storage.rpc.tables.seam import Planned, Statement, TableHost
+from flight_storage.rpc.tables.seam import (
+    ListedTable,
+    Planned,
+    Statement,
+    TableFilter,
+    TableHost,
+)
 from select_dialect import translate
 
 
@@ -48,6 +54,11 @@ class ConstantKind:
         """The statement's own columns (no table is listed of this kind)."""
         statement = Statement(read.sql, call.statement_flavor)
         return self.plan(host, call, read, statement, threading.Event()).arrow_schema
+
+    def listed(self, host: TableHost, call: CallContext,  # noqa: ARG002 - TableKind.listed
+               wanted: TableFilter) -> list[ListedTable]:  # noqa: ARG002 - TableKind.listed
+        """None: a statement without a table lists nothing."""
+        return []
 
     def flight_info(self, host: TableHost, call: CallContext,
                     descriptor: flight.FlightDescriptor, planned: Planned,

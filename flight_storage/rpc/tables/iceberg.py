@@ -14,15 +14,16 @@ catalogs beside buckets).
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 import pyarrow as pa
 import pyarrow.flight as flight
 
 from flight_storage import protocol
-from flight_storage.errors import InvalidRequestError
+from flight_storage.errors import InvalidRequestError, StorageError
 from flight_storage.execution.iceberg_scan import (
     IcebergPlan,
     arrow_schema,
@@ -34,13 +35,26 @@ from flight_storage.execution.iceberg_scan import (
 from flight_storage.execution.plan_types import PlannedPartition
 from flight_storage.protocol import IcebergFiles, IcebergTicket, is_whole_object
 from flight_storage.request.table_kinds import IcebergTable
+from flight_storage.rpc import access
 from flight_storage.rpc.boundary import guarded
 from flight_storage.rpc.column_metadata import describe_columns
 from flight_storage.rpc.endpoints import endpoint_partitions, known_rows, query_id, ticket_key
 from flight_storage.rpc.middleware import CallContext
 from flight_storage.rpc.prepared_parameters import bound_sql
 from flight_storage.rpc.streams import QueryStream, ReadCounter
-from flight_storage.rpc.tables.seam import Planned, Statement, TableHost
+from flight_storage.rpc.tables.seam import (
+    OBJECT_TABLE_TYPE,
+    ListedTable,
+    Planned,
+    Statement,
+    TableFilter,
+    TableHost,
+)
+
+log = logging.getLogger(__name__)
+
+EVERY_TABLE: Final = TableFilter()
+"""A GetTables call without filters."""
 
 
 class IcebergKind:
@@ -71,6 +85,25 @@ class IcebergKind:
         plan = host.engine.plan_table("SELECT * FROM s3object", arrow_schema(loaded.schema()),
                                       flavor=call.statement_flavor)
         return describe_columns(plan.arrow_schema)
+
+    def listed(self, host: TableHost, call: CallContext,
+               wanted: TableFilter) -> list[ListedTable]:
+        """Each table of the readable catalogs' namespaces, a ``table``."""
+        if not wanted.wants_type(OBJECT_TABLE_TYPE):
+            return []
+        found = []
+        for catalog, namespace in namespaces(host, call, wanted):
+            if not wanted.wants_schema(namespace):
+                continue
+            try:
+                tables = host.iceberg.tables(catalog, namespace)
+            except StorageError as exc:
+                log.warning("Iceberg catalog %s, namespace %s: %s", catalog, namespace, exc)
+                continue
+            found += [ListedTable(catalog, namespace, table, OBJECT_TABLE_TYPE,
+                                  (catalog, namespace, table))
+                      for table in tables if wanted.wants(table, OBJECT_TABLE_TYPE)]
+        return found
 
     def flight_info(self, host: TableHost, call: CallContext,
                     descriptor: flight.FlightDescriptor, planned: Planned,
@@ -127,3 +160,24 @@ class IcebergKind:
         stream = QueryStream(produce=produce, schema=schema, source=ReadCounter(),
                              context=context, pool=host.streams, fields=fields, stop_key=key)
         return flight.GeneratorStream(schema, guarded(stream))
+
+
+def readable_catalogs(host: TableHost, call: CallContext,
+                      wanted: TableFilter = EVERY_TABLE) -> list[str]:
+    """The Iceberg catalogs the caller may read that ``wanted`` asks for (an empty catalog
+    means "no catalog", as buckets are: none of these)."""
+    return [name for name in access.readable(call.user, host.iceberg.names())
+            if wanted.wants_catalog(name)]
+
+
+def namespaces(host: TableHost, call: CallContext,
+               wanted: TableFilter = EVERY_TABLE) -> list[tuple[str, str]]:
+    """(catalog, namespace) of every readable Iceberg catalog ``wanted`` asks for; a catalog
+    that cannot be listed is logged and left out (the others still answer)."""
+    found = []
+    for name in readable_catalogs(host, call, wanted):
+        try:
+            found += [(name, ns) for ns in host.iceberg.namespaces(name)]
+        except StorageError as exc:
+            log.warning("Iceberg catalog %s: %s", name, exc)
+    return found

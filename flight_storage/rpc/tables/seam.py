@@ -19,10 +19,11 @@ when the engine finds one (``execution/decoded_shadows.py``), behind the same se
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -44,6 +45,70 @@ from flight_storage.storage.catalog import Catalog
 from flight_storage.storage.iceberg_catalog import IcebergCatalogs
 
 T = TypeVar("T")
+
+OBJECT_TABLE_TYPE: Final = "table"
+"""GetTables' type of an object, and of an Iceberg table: a base table, holding what it is read
+from."""
+PREFIX_TABLE_TYPE: Final = "view"
+"""GetTables' type of a configured prefix: it stores nothing of its own, it is the union of the
+objects under it, as a view is a stored query over base tables. Flight SQL leaves the
+vocabulary to the server (``CommandGetTableTypes``); lower case is what Arrow's reference SQLite
+Flight SQL servers and ADBC's own drivers answer, and what sqlalchemy-adbc lists (it compares
+with ``"table"`` and ``"view"`` exactly). GetTables' ``table_types`` filter ignores case, so
+JDBC-style filters (``TABLE``, ``VIEW``, the spec's own examples) select them too."""
+TABLE_TYPES: Final = (OBJECT_TABLE_TYPE, PREFIX_TABLE_TYPE)
+
+
+def like(value: str, pattern: str | None) -> bool:
+    """SQL LIKE as Flight SQL filter patterns use it (``%`` and ``_``)."""
+    if pattern is None or pattern == "":
+        return True
+    regex = "".join(
+        ".*" if ch == "%" else "." if ch == "_" else re.escape(ch) for ch in pattern
+    )
+    return re.fullmatch(regex, value, re.S) is not None
+
+
+@dataclass(frozen=True)
+class TableFilter:
+    """What a GetTables call lists (Flight SQL's filters).
+
+    Attributes:
+        catalog: None: every catalog; ``""``: tables of no catalog only (buckets); else one.
+        schema_pattern: a LIKE pattern on the schema (a bucket, a namespace), or None.
+        table_pattern: a LIKE pattern on the table's name, or None.
+        types: the table types asked for, case-folded (JDBC tools ask for ``TABLE``); empty:
+            every type.
+    """
+
+    catalog: str | None = None
+    schema_pattern: str | None = None
+    table_pattern: str | None = None
+    types: frozenset[str] = frozenset()
+
+    def wants_catalog(self, name: str) -> bool:
+        return self.catalog is None or self.catalog == name
+
+    def wants_schema(self, name: str) -> bool:
+        return like(name, self.schema_pattern)
+
+    def wants_type(self, table_type: str) -> bool:
+        return not self.types or table_type in self.types
+
+    def wants(self, name: str, table_type: str) -> bool:
+        return like(name, self.table_pattern) and self.wants_type(table_type)
+
+
+@dataclass(frozen=True)
+class ListedTable:
+    """A table as GetTables lists it, and the parts a statement names it by (``SELECT *``
+    over ``names`` is what its ``table_schema`` describes)."""
+
+    catalog: str | None
+    schema: str
+    name: str
+    table_type: str
+    names: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -98,6 +163,10 @@ class TableHost(Protocol):
     def check_query_length(self, query: str, what: str = ...) -> None: ...
 
     def check_access(self, call: CallContext, bucket: str) -> None: ...
+
+    def readable_buckets(self, call: CallContext) -> list[str]:
+        """The buckets the caller may read."""
+        ...
 
     def check_holds(self, bucket: str, key: str) -> None:
         """Refuse a ticket for an object this node does not hold (a holdings cluster)."""
@@ -171,4 +240,10 @@ class TableKind(TicketKind, Protocol):
     def schema(self, host: TableHost, call: CallContext, read: Any) -> pa.Schema:
         """The columns ``SELECT *`` over ``read`` answers with in the caller's flavour, as a
         statement's plan has them (GetTables' ``table_schema``)."""
+        ...
+
+    def listed(self, host: TableHost, call: CallContext,
+               wanted: TableFilter) -> list[ListedTable]:
+        """The tables of this kind the caller may read that ``wanted`` asks for (GetTables);
+        a source that cannot be listed is logged and left out, the others still answer."""
         ...
