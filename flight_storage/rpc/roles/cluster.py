@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -87,11 +87,6 @@ class ClusterRole:
     def holdings_role(self) -> ClusterRole | None:
         """This role when objects live on particular nodes (the S3 door forwards to them)."""
         return self
-
-    @staticmethod
-    def forwarded(headers: Mapping[str, list[str]]) -> bool:
-        """True when the call comes from another node: answer from local data only."""
-        return bool(headers.get(FORWARDED_HEADER))
 
     @staticmethod
     def _peer_call(headers: Headers, fields: dict[str, Any]) -> bool:
@@ -179,7 +174,11 @@ class ClusterRole:
         """An endpoint's ``app_metadata`` in a cluster: the nodes holding its data, with their
         machine names (``host``) for compute-side locality, e.g. Spark's preferred hosts."""
         mine = [h for h in self.holdings(bucket, key) if self.me in h.nodes]
-        nodes = [self.cluster.node(n) for n in (mine[0].nodes if mine else ())]
+        return self._nodes_metadata(mine[0].nodes if mine else ())
+
+    def _nodes_metadata(self, names: Iterable[str]) -> bytes:
+        """An endpoint's ``app_metadata`` naming ``names``' nodes, in order."""
+        nodes = [self.cluster.node(n) for n in names]
         return json.dumps({"nodes": [{"name": n.name, "location": n.location, "host": n.host}
                                      for n in nodes]}).encode()
 
@@ -207,7 +206,7 @@ class ClusterRole:
         return not holdings or (len(holdings) == 1 and self.me in holdings[0].nodes)
 
     def flight_info(
-        self, call: CallContext, headers: Mapping[str, list[str]],
+        self, call: CallContext, headers: Headers,
         descriptor: flight.FlightDescriptor, bucket: str, key: str,
         local: Callable[[], flight.FlightInfo],
     ) -> flight.FlightInfo:
@@ -235,7 +234,7 @@ class ClusterRole:
         return flight.FlightInfo(info.schema, info.descriptor, endpoints, info.total_records,
                                  info.total_bytes, app_metadata=info.app_metadata)
 
-    def forward_action(self, call: CallContext, headers: Mapping[str, list[str]],
+    def forward_action(self, call: CallContext, headers: Headers,
                        action: flight.Action, bucket: str, key: str) -> list[bytes] | None:
         """An action about ``bucket/key`` answered by a node holding it, or None to answer
         here (this node holds it, or nobody does)."""
@@ -246,7 +245,7 @@ class ClusterRole:
             node, action, self._planning(call, headers)))
 
     def _planning(self, call: CallContext,
-                  headers: Mapping[str, list[str]]) -> flight.FlightCallOptions:
+                  headers: Headers) -> flight.FlightCallOptions:
         return self.peers.options(call, headers, self.planning_timeout_s)
 
     def _forward(self, holding: Holding, what: str, call: Callable[[str], T]) -> T:
@@ -260,7 +259,7 @@ class ClusterRole:
         raise self.peers.unavailable(list(holding.nodes), what, failures)
 
     def _spread(
-        self, call: CallContext, headers: Mapping[str, list[str]],
+        self, call: CallContext, headers: Headers,
         descriptor: flight.FlightDescriptor, bucket: str, key: str,
         holdings: list[Holding], local: Callable[[], flight.FlightInfo],
     ) -> flight.FlightInfo:
@@ -291,7 +290,7 @@ class ClusterRole:
         return _joined(infos, descriptor, f"{bucket}/{key}")
 
     # ------------------------------------------------------------------ catalog
-    def merged_metadata(self, call: CallContext, headers: Mapping[str, list[str]],
+    def merged_metadata(self, call: CallContext, headers: Headers,
                         ticket: flight.Ticket, local: pa.Table) -> pa.Table:
         """``local`` plus every live peer's rows for the same metadata command, deduplicated
         and sorted (a peer that does not answer is left out and logged)."""
@@ -308,7 +307,7 @@ class ClusterRole:
                 for t in tables for r in t.to_pylist()}
         return pa.Table.from_pylist([rows[k] for k in sorted(rows)], schema=local.schema)
 
-    def list_objects(self, call: CallContext, headers: Mapping[str, list[str]],
+    def list_objects(self, call: CallContext, headers: Headers,
                      request: Mapping[str, Any], local: Callable[[], bytes]) -> bytes:
         """A ListObjects page over every holding under the request's bucket and prefix."""
         bucket, prefix = str(request["bucket"]), str(request.get("prefix", ""))
@@ -331,7 +330,7 @@ class ClusterRole:
         return json.dumps(_merged_page(documents, max_keys)).encode()
 
     # ------------------------------------------------------------------ cancel
-    def cancel_elsewhere(self, call: CallContext, headers: Mapping[str, list[str]],
+    def cancel_elsewhere(self, call: CallContext, headers: Headers,
                          action: flight.Action, info_bytes: bytes) -> None:
         """Send a cancel to every other node the FlightInfo's endpoints name (best effort:
         a node that does not answer is logged; its streams end at their own time limits)."""

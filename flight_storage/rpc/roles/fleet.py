@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from flight_storage.rpc.middleware import CallContext
+from flight_storage.rpc.roles.actions import Headers
 from flight_storage.rpc.roles.cluster import ClusterRole
 
 
@@ -35,21 +36,21 @@ class FleetRole(ClusterRole):
         return True
 
     def flight_info(
-        self, call: CallContext, headers: Mapping[str, list[str]],  # noqa: ARG002 - ClusterRole.flight_info
+        self, call: CallContext, headers: Headers,  # noqa: ARG002 - ClusterRole.flight_info
         descriptor: flight.FlightDescriptor, bucket: str, key: str,  # noqa: ARG002 - ClusterRole.flight_info
         local: Callable[[], flight.FlightInfo],
     ) -> flight.FlightInfo:
         return local()
 
-    def forward_action(self, call: CallContext, headers: Mapping[str, list[str]],  # noqa: ARG002 - ClusterRole.forward_action
+    def forward_action(self, call: CallContext, headers: Headers,  # noqa: ARG002 - ClusterRole.forward_action
                        action: flight.Action, bucket: str, key: str) -> list[bytes] | None:  # noqa: ARG002 - ClusterRole.forward_action
         return None
 
-    def merged_metadata(self, call: CallContext, headers: Mapping[str, list[str]],  # noqa: ARG002 - ClusterRole.merged_metadata
+    def merged_metadata(self, call: CallContext, headers: Headers,  # noqa: ARG002 - ClusterRole.merged_metadata
                         ticket: flight.Ticket, local: pa.Table) -> pa.Table:  # noqa: ARG002 - ClusterRole.merged_metadata
         return local  # every node sees the same buckets
 
-    def list_objects(self, call: CallContext, headers: Mapping[str, list[str]],  # noqa: ARG002 - ClusterRole.list_objects
+    def list_objects(self, call: CallContext, headers: Headers,  # noqa: ARG002 - ClusterRole.list_objects
                      request: Mapping[str, Any], local: Callable[[], bytes]) -> bytes:  # noqa: ARG002 - ClusterRole.list_objects
         return local()
 
@@ -65,7 +66,5 @@ class FleetRole(ClusterRole):
 
     def endpoint_metadata(self, bucket: str, key: str,
                           partition: Mapping[str, Any] | None = None) -> bytes:
-        nodes = [self.cluster.node(n) for n in self.order(bucket, key, partition or {})]
-        return json.dumps({"nodes": [{"name": n.name, "location": n.location, "host": n.host}
-                                     for n in nodes]}).encode()
+        return self._nodes_metadata(self.order(bucket, key, partition or {}))
 
