@@ -241,11 +241,9 @@ def _upward_imports(folder: Path, package: str, layers: Sequence[str]) -> list[s
                  else [folder / f"{name}.py"])
         for target in {t for path in files for t in _first_party_imports(path)}:
             inner = target.removeprefix(f"{package}.").split(".")[0]
-            if (target.startswith(f"{package}.") and inner in layers
-                    and layers.index(inner) <= layers.index(name) and inner != name):
-                found.append(f"{package}.{name} imports {package}.{inner}")
-            elif (target.startswith(f"{package}.") and inner == name
-                  and not (folder / name).is_dir()):
+            own_folder = inner == name and (folder / name).is_dir()  # its own layers' test
+            if (target.startswith(f"{package}.") and inner in layers and not own_folder
+                    and layers.index(inner) <= layers.index(name)):
                 found.append(f"{package}.{name} imports {package}.{inner}")
     return sorted(found)
 
