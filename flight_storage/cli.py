@@ -513,10 +513,10 @@ def _start_operations(server: Any, port: int, stopping: threading.Event,
                       workers: Workers | None) -> Any:
     """The operations port (metrics, probes) of ``server``; ``/readyz`` turns false as soon as
     ``stopping`` is set (SIGTERM), while running streams still finish; with ``--workers``
-    its ``/metrics`` has every process's figures (``rpc/fleet_metrics.py``)."""
+    its ``/metrics`` has every process's figures (``rpc/roles/fleet_metrics.py``)."""
     from flight_storage import telemetry
-    from flight_storage.rpc.fleet_metrics import WorkerMetrics, fleet_registry
     from flight_storage.rpc.operations_http import OperationsServer, Readiness
+    from flight_storage.rpc.roles.fleet_metrics import WorkerMetrics, fleet_registry
     from flight_storage.storage.reachability import unreachable
 
     telemetry.track(telemetry.OPEN_STREAMS, lambda: server.streams.open_streams)
@@ -611,7 +611,7 @@ def _query(args: argparse.Namespace) -> int:
 
 
 def _cluster(args: argparse.Namespace) -> int:
-    from flight_storage.rpc.peers import cluster_status, format_status
+    from flight_storage.rpc.roles.status import cluster_status, format_status
     from flight_storage.storage.cluster import ClusterDescription, ClusterFileError
 
     try:

@@ -97,7 +97,7 @@ def test_flight_storage_imports_point_only_downward() -> None:
             elif isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             for target in targets:
-                stage = _stage_of(target) if target.count(".") <= 2 else None
+                stage = _stage_of(target)
                 if stage is not None and (
                     SERVER_STAGES.index(stage) < SERVER_STAGES.index(own)
                 ):
@@ -108,18 +108,22 @@ def test_flight_storage_imports_point_only_downward() -> None:
 # Inside the RPC surface, top to bottom: the server dispatches to the action handlers and the
 # metadata builders, which use the call context, limits and streams; auth and the error
 # boundary are at the bottom. A module imports only modules after it in this order.
-RPC_LAYERS = ("operations_http", "fleet_metrics", "server", "query_service",
-              "cancellations", "cluster", "cluster_actions", "actions", "ingest", "metadata",
+RPC_LAYERS = ("operations_http", "server", "query_service",
+              "cancellations", "roles", "actions", "ingest", "metadata",
               "tables", "partition_streams", "prepared_parameters", "sessions",
-              "column_metadata", "endpoints", "endpoint_readers", "config", "peers",
+              "column_metadata", "endpoints", "endpoint_readers", "config",
               "cache_status", "middleware", "streams", "access", "auth", "boundary")
-"""``tables`` is a folder (the one table seam): its modules take its place in the order."""
+"""``tables`` (the one table seam) and ``roles`` (a server's role: all of a cluster's and a
+fleet's code, which the server and its query service ask and which uses the action handlers
+and what is below them) are folders: their modules take their place in the order. ``s3_http``,
+the second door, is not in it: it sits beside the server, over the query service."""
+RPC_FOLDERS = ("tables", "roles")
 
 
 def test_rpc_modules_import_only_downward() -> None:
     rpc = ROOT / "flight_storage" / "rpc"
     modules = {p.stem for p in rpc.glob("*.py")} - {"__init__"}
-    assert modules | {"tables"} == set(RPC_LAYERS), "place every rpc/ module in RPC_LAYERS"
+    assert modules | set(RPC_FOLDERS) == set(RPC_LAYERS), "place every rpc/ module in RPC_LAYERS"
     assert _upward_imports(rpc, "flight_storage.rpc", RPC_LAYERS) == []
 
 
@@ -133,6 +137,75 @@ def test_table_seam_modules_import_only_downward() -> None:
     modules = {p.stem for p in tables.glob("*.py")} - {"__init__"}
     assert modules == set(TABLES_LAYERS), "place every rpc/tables/ module in TABLES_LAYERS"
     assert _upward_imports(tables, "flight_storage.rpc.tables", TABLES_LAYERS) == []
+
+
+# A server's role (issue 40), top to bottom: the S3 door's part of a holdings cluster; the
+# Role protocol and its choice (``server_role``); the fleet's role, a holdings cluster's it
+# narrows, a single server's; what a cluster routes (actions); ``cluster status``; the calls
+# between nodes; the workers' merged ``/metrics``.
+ROLES_LAYERS = ("door", "role", "fleet", "cluster", "local", "actions", "status", "peers",
+                "fleet_metrics")
+
+
+def test_role_modules_import_only_downward() -> None:
+    roles = ROOT / "flight_storage" / "rpc" / "roles"
+    modules = {p.stem for p in roles.glob("*.py")} - {"__init__"}
+    assert modules == set(ROLES_LAYERS), "place every rpc/roles/ module in ROLES_LAYERS"
+    assert _upward_imports(roles, "flight_storage.rpc.roles", ROLES_LAYERS) == []
+    # the door's part is the one role module that knows the S3 door (its listing entries and
+    # errors); the server's roles load no HTTP stack
+    knows_door = sorted(name for name in ROLES_LAYERS
+                        if any(t.startswith("flight_storage.rpc.s3_http")
+                               for t in _first_party_imports(roles / f"{name}.py")))
+    assert knows_door == ["door"]
+
+
+def _cluster_code_outside_roles(root: Path) -> list[str]:
+    """Where, under ``root`` (a checkout), cluster code lives outside ``rpc/roles/``: a class
+    named ``*Role``, the header that marks a call between nodes, or a reader of the cluster
+    file's holdings map (``storage/cluster.py``) other than the CLI, which loads it, and the
+    configuration, which carries it to ``server_role``."""
+    roles = root / "flight_storage" / "rpc" / "roles"
+    carriers = {"flight_storage.cli", "flight_storage.rpc.config"}
+    found = []
+    for path in sorted((root / "flight_storage").rglob("*.py")):
+        if path.is_relative_to(roles) or path == root / "flight_storage" / "storage" / "cluster.py":
+            continue
+        module = ".".join(path.relative_to(root).with_suffix("").parts)
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        found += [f"{module} defines {node.name}" for node in ast.walk(tree)
+                  if isinstance(node, ast.ClassDef) and node.name.endswith("Role")]
+        if any((isinstance(node, ast.Name) and node.id == "FORWARDED_HEADER")
+               or (isinstance(node, ast.Constant) and node.value == "x-flight-select-forwarded")
+               for node in ast.walk(tree)):
+            found.append(f"{module} names the forwarded header")
+        if module not in carriers and "flight_storage.storage.cluster" in _all_imports(path):
+            found.append(f"{module} reads the cluster file")
+    return found
+
+
+def test_cluster_code_lives_in_the_roles_folder(tmp_path: Path) -> None:
+    """Issue 40: a cluster's and a fleet's code is ``rpc/roles/``'s: the roles, the calls
+    between nodes, the routed actions, the S3 door's part, ``cluster status`` and the workers'
+    ``/metrics``; the rest of the server holds a ``Role`` and asks it."""
+    assert _cluster_code_outside_roles(ROOT) == []
+    # the check finds the layout before the folder: roles and peers beside the server
+    rpc = tmp_path / "flight_storage" / "rpc"
+    rpc.mkdir(parents=True)
+    (rpc / "cluster.py").write_text("class LocalRole:\n    pass\n")
+    (rpc / "peers.py").write_text("from flight_storage.storage.cluster import Holding\n"
+                                  'FORWARDED_HEADER = "x-flight-select-forwarded"\n')
+    assert _cluster_code_outside_roles(tmp_path) == [
+        "flight_storage.rpc.cluster defines LocalRole",
+        "flight_storage.rpc.peers names the forwarded header",
+        "flight_storage.rpc.peers reads the cluster file"]
+    # outside the folder, modules import its faces, never a particular role or the peers
+    faces = {"role", "actions", "door", "status", "fleet_metrics"}
+    inward = sorted(f"{module} imports {target}" for module, targets in _import_graph().items()
+                    if not module.startswith("flight_storage.rpc.roles")
+                    for target in targets if target.startswith("flight_storage.rpc.roles.")
+                    and target.split(".")[3] not in faces)
+    assert inward == []
 
 
 # The DataFusion client's modules, top to bottom: registration and LIMIT pushdown use the
@@ -168,11 +241,9 @@ def _upward_imports(folder: Path, package: str, layers: Sequence[str]) -> list[s
                  else [folder / f"{name}.py"])
         for target in {t for path in files for t in _first_party_imports(path)}:
             inner = target.removeprefix(f"{package}.").split(".")[0]
-            if (target.startswith(f"{package}.") and inner in layers
-                    and layers.index(inner) <= layers.index(name) and inner != name):
-                found.append(f"{package}.{name} imports {package}.{inner}")
-            elif (target.startswith(f"{package}.") and inner == name
-                  and not (folder / name).is_dir()):
+            own_folder = inner == name and (folder / name).is_dir()  # its own layers' test
+            if (target.startswith(f"{package}.") and inner in layers and not own_folder
+                    and layers.index(inner) <= layers.index(name)):
                 found.append(f"{package}.{name} imports {package}.{inner}")
     return sorted(found)
 
@@ -478,7 +549,7 @@ def test_which_kind_of_table_is_decided_in_one_place() -> None:
     every other module asks ``table_of`` and gets a typed table (``named_table``, its rule for
     one name, also decides each table of a statement DataFusion plans). Splitting a statement's name
     off and reading ``TableReference.is_iceberg`` are the decider's; the one other splitter is
-    a cluster's routing by the names written (``cluster_actions.statement_target``)."""
+    a cluster's routing by the names written (``rpc/roles/actions.statement_target``)."""
     calls = [u.split(":")[0] for u in _uses("statement_table")]
     assert calls == ["flight_storage.rpc.server"]
     # each name of a statement DataFusion plans over several tables, by the same rule
@@ -488,15 +559,15 @@ def test_which_kind_of_table_is_decided_in_one_place() -> None:
         "flight_storage.request.table_kinds"]
     splitters = {u.split(":")[0] for u in _uses("split_table_reference")}
     assert splitters == {"flight_storage.request.table_kinds",
-                         "flight_storage.rpc.cluster_actions"}
+                         "flight_storage.rpc.roles.actions"}
     assert _uses("iceberg_reference") == []
 
 
 def test_the_server_asks_its_role_not_whether_it_is_clustered() -> None:
     """Issue 40: a single server, a holdings cluster's node and a fleet's node are roles
-    (``rpc/cluster.py``: ``LocalRole``, ``ClusterRole``, ``FleetRole``) chosen once; the server,
-    the query service and the S3 door call the role (the door its part of it,
-    ``s3_http/door_cluster.py``) and never ask whether they are in a cluster."""
+    (``rpc/roles/``: ``LocalRole``, ``ClusterRole``, ``FleetRole``, chosen once by
+    ``role.server_role``); the server, the query service and the S3 door call the role (the
+    door its part of it, ``rpc/roles/door.py``) and never ask whether they are in a cluster."""
     asks = re.compile(r"(\bcluster|\.role)\s+is\s+(not\s+)?None\b"
                       r"|isinstance\([^)]*(Fleet|Cluster|Local)Role")
     rpc = ROOT / "flight_storage" / "rpc"

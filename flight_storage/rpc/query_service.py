@@ -13,10 +13,10 @@ Whichever door a request came through, it gets the same access check
 the door needs no token and no gRPC call for the partitions this process serves.
 
 In a holdings cluster an object another node holds is planned there, as GetFlightInfo
-forwards it (``rpc/cluster.py``); its endpoints name that node, and :meth:`SelectService.items`
-reads such a remote endpoint over Flight from its locations in order (the peers' calls of
-``rpc/peers.py``, as the caller), turning the node's errors back into ``StorageError``. That is
-the only Flight call left on the door's path; a fleet, or a holding this node is part of, plans
+forwards it (``rpc/roles/cluster.py``); its endpoints name that node, and
+:meth:`SelectService.items` reads such a remote endpoint over Flight from its locations in
+order (the peers' calls of ``rpc/roles/peers.py``, as the caller), turning the node's errors
+back into ``StorageError``. That is the only Flight call left on the door's path; a fleet, or a holding this node is part of, plans
 and serves every partition here.
 """
 
@@ -38,11 +38,11 @@ from flight_storage.protocol.signing import Secret
 from flight_storage.request.s3_request import RECORDS_SCHEMA, SelectRequest
 from flight_storage.request.tables import input_spec, object_version
 from flight_storage.rpc.boundary import PEER_ERRORS, peer_error
-from flight_storage.rpc.cluster import Role
 from flight_storage.rpc.config import ServerConfig
 from flight_storage.rpc.endpoints import endpoint_partitions, known_rows, query_id, stale_ticket
 from flight_storage.rpc.middleware import CallContext
 from flight_storage.rpc.partition_streams import PartitionStream, partition_stream
+from flight_storage.rpc.roles.role import Role
 from flight_storage.rpc.streams import (
     Cancellable,
     Item,
@@ -123,7 +123,8 @@ class SelectService:
         is_cancelled: whether the endpoint with this key was cancelled (CancelFlightInfo).
         secret: the ticket secret (a cluster's planning answers signed tickets).
         location: this process's Flight location as endpoints name it.
-        role: this server's role (``rpc/cluster.py``: single server, cluster node or fleet node).
+        role: this server's role (``rpc/roles/role.py``: single server, cluster node or fleet
+            node).
     """
 
     catalog: Catalog

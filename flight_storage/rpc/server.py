@@ -45,8 +45,6 @@ from flight_storage.rpc.actions import ACTIONS
 from flight_storage.rpc.auth import TokenSigner, Users
 from flight_storage.rpc.boundary import client_error, guarded, rpc_boundary
 from flight_storage.rpc.cancellations import Cancellations
-from flight_storage.rpc.cluster import Role, server_role
-from flight_storage.rpc.cluster_actions import planning_target
 from flight_storage.rpc.config import ServerConfig
 from flight_storage.rpc.endpoint_readers import choose_endpoints
 from flight_storage.rpc.endpoints import (
@@ -68,6 +66,8 @@ from flight_storage.rpc.middleware import (
 )
 from flight_storage.rpc.prepared_parameters import BoundParameters
 from flight_storage.rpc.query_service import SelectService
+from flight_storage.rpc.roles.actions import planning_target
+from flight_storage.rpc.roles.role import Role, server_role
 from flight_storage.rpc.sessions import Session, SessionCookies, session_cookie
 from flight_storage.rpc.streams import StreamPool
 from flight_storage.rpc.tables import kinds

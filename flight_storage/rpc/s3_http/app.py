@@ -32,6 +32,7 @@ from flight_storage.protocol import FLAVOR_HEADER
 from flight_storage.rpc import access
 from flight_storage.rpc.auth import User
 from flight_storage.rpc.middleware import CallContext, named_flavor
+from flight_storage.rpc.roles.door import DoorCluster
 from flight_storage.rpc.s3_http import (
     bucket_calls,
     copies,
@@ -41,7 +42,6 @@ from flight_storage.rpc.s3_http import (
     payload,
     sigv4,
 )
-from flight_storage.rpc.s3_http.door_cluster import DoorCluster
 from flight_storage.rpc.s3_http.door_config import S3DoorConfig
 from flight_storage.rpc.s3_http.s3_errors import S3HttpError, error_xml, s3_error
 from flight_storage.rpc.s3_http.staging import Staging
@@ -113,7 +113,7 @@ class S3Door:
         self.config = config
         self.staging = Staging(config)
         self.cluster = DoorCluster.of(self)
-        """This node's part in a holdings cluster, or none (``door_cluster.py``)."""
+        """This node's part in a holdings cluster, or none (``rpc/roles/door.py``)."""
         users = server.users.users.values() if server.users is not None else ()
         self.keys: dict[str, tuple[User, str]] = {
             key: (user, secret) for user in users for key, secret in user.access_keys.items()

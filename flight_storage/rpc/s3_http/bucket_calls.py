@@ -29,7 +29,7 @@ XML: Final = "application/xml"
 
 def entries(door: S3Door, call: Call, prefix: str) -> Iterator[Entry]:
     """The objects of the call's bucket under ``prefix``, in key order, as this node's
-    catalog has them (or, in a holdings cluster, every node's: ``door_cluster.py``)."""
+    catalog has them (or, in a holdings cluster, every node's: ``rpc/roles/door.py``)."""
     bucket = call.bucket
     if door.cluster.knows_bucket(bucket):
         yield from door.cluster.entries(call, bucket, prefix)

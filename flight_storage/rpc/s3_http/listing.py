@@ -3,8 +3,8 @@ ListObjectVersions (one version, ``null``, per key), with S3's paging, delimiter
 ``encoding-type=url``.
 
 A listing reads its keys from an iterator of :class:`Entry` in key order (a bucket's store,
-or in a holdings cluster the merged listing of every node, ``door_cluster.py``), so the paging
-rules have one owner. Hand-written because the XML bodies are a handful of fixed elements.
+or in a holdings cluster the merged listing of every node, ``rpc/roles/door.py``), so the
+paging rules have one owner. Hand-written because the XML bodies are a handful of fixed elements.
 """
 
 from __future__ import annotations

@@ -66,7 +66,7 @@ def _unconditional(call: Call, obj: ObjectInfo, headers: dict[str, str]) -> Resp
 
 async def _forwarded(door: S3Door, call: Call) -> Response | None:
     """The answer of the node holding the object, in a holdings cluster where this node
-    does not (``door_cluster.py``)."""
+    does not (``rpc/roles/door.py``)."""
     if not door.cluster.knows_bucket(call.bucket):
         return None
     door.check_listable(call)

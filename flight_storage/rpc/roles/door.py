@@ -3,7 +3,7 @@
 | cluster | listings | HEAD, GET | SelectObjectContent |
 |---|---|---|---|
 | a fleet over one store | this node's (every node sees the store) | this node | planned here; each endpoint read here |
-| holdings | this node's ``ListObjects`` action (``rpc/cluster_actions.list_page``, in process), which merges every node's | this node when it holds the object, else forwarded to the door (``nodes[].s3``) of a node that holds it, owner first, live nodes first | planned by a node holding the object (``rpc/query_service.py`` forwards as GetFlightInfo does); each endpoint read from its locations, this node's in process |
+| holdings | this node's ``ListObjects`` action (``rpc/roles/actions.list_page``, in process), which merges every node's | this node when it holds the object, else forwarded to the door (``nodes[].s3``) of a node that holds it, owner first, live nodes first | planned by a node holding the object (``rpc/query_service.py`` forwards as GetFlightInfo does); each endpoint read from its locations, this node's in process |
 
 Forwarding, not a redirect: S3 SDKs follow no redirect to another host (botocore's redirects
 are for regions only), so the door fetches from the holding node's door and streams the answer
@@ -25,8 +25,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response, StreamingResponse
 
 from flight_storage.rpc.boundary import PEER_ERRORS, peer_error
-from flight_storage.rpc.cluster import ClusterRole
-from flight_storage.rpc.cluster_actions import list_page
+from flight_storage.rpc.roles.actions import list_page
+from flight_storage.rpc.roles.cluster import ClusterRole
 from flight_storage.rpc.s3_http.listing import Entry
 from flight_storage.rpc.s3_http.s3_errors import S3HttpError
 

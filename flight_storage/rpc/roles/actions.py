@@ -1,7 +1,7 @@
 """The DoAction requests that involve a cluster's other nodes: preparing a statement on a node
 holding its table (and where any planning command goes), listing objects over every node holding keys under the prefix, cancelling
 on every node a FlightInfo's endpoints name. The other actions are answered where they arrive
-(``flight_storage.rpc.actions``)."""
+(``flight_storage.rpc.actions``); a role asks for these (``cluster.py``)."""
 
 from __future__ import annotations
 
@@ -20,9 +20,12 @@ from flight_storage.rpc.actions import ACTIONS, ActionHost
 from flight_storage.rpc.middleware import CallContext
 
 if TYPE_CHECKING:  # cluster.py's roles answer these actions with CLUSTER_ACTIONS
-    from flight_storage.rpc.cluster import ClusterRole
+    from flight_storage.rpc.roles.cluster import ClusterRole
 
 Headers = Mapping[str, list[str]]
+Target = Callable[[], "tuple[str, str] | None"]
+"""The bucket and key (or prefix) a planning command reads (:func:`planning_target`), asked
+only by a role that routes by them."""
 ClusterAction = Callable[[ActionHost, "ClusterRole", Headers, CallContext, flight.Action, bytes],
                          list[flight.Result]]
 

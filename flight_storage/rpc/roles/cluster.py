@@ -1,6 +1,6 @@
-"""What a storage node does in a cluster: any node plans, the nodes holding the data serve.
+"""A node's role in a cluster with holdings: any node plans, the nodes holding the data serve.
 
-The server keeps a small hook per RPC; the rules live here:
+The server asks its role at each RPC (``role.py``); a holdings cluster's rules live here:
 
 * **Planning** (GetFlightInfo, CreatePreparedStatement): a node holding the object plans it
   itself; any other node forwards the call to the holding's nodes (owner first, then its
@@ -21,14 +21,8 @@ The server keeps a small hook per RPC; the rules live here:
 * **Catalog calls** (GetDbSchemas, GetTables, ListObjects) merge every live node's answer.
 * **CancelFlightInfo** is applied here and sent to every other node named in the endpoints.
 
-A **single server** (no cluster file, :class:`LocalRole`) holds everything, forwards nothing
-and names no locations in its endpoints. The server chooses its :class:`Role` once
-(:func:`server_role`) and asks it at each of these points, never whether it is in a cluster.
-
-A **fleet** (a cluster file without holdings, :class:`FleetRole`) is simpler: every node reads
-the same store, so any node plans and serves any endpoint; each endpoint lists every node, in
-rendezvous order of its object and partition (a repeated query lands on the node whose caches
-are warm), live nodes first, so a dead node costs a client one retry.
+A fleet's node (``fleet.py``) is this role with the holdings rules switched off: every node
+holds everything, and only endpoints' locations and cancels involve the others.
 
 Hand-written: no library has this project's cluster rules.
 """
@@ -37,155 +31,27 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import pyarrow as pa
 import pyarrow.flight as flight
 
 from flight_storage.errors import InvalidRequestError, WrongNodeError
 from flight_storage.protocol import ENDPOINTS_HEADER, PlanDescription
-from flight_storage.rpc.cluster_actions import CLUSTER_ACTIONS
 from flight_storage.rpc.middleware import CallContext, log_event
-from flight_storage.rpc.peers import FORWARDED_HEADER, Peers, PeerUnreachable
+from flight_storage.rpc.roles.actions import CLUSTER_ACTIONS, Headers, Target
+from flight_storage.rpc.roles.peers import FORWARDED_HEADER, Peers, PeerUnreachable
 from flight_storage.storage.cluster import ClusterDescription, Holding
 
 if TYPE_CHECKING:
     from flight_storage.rpc.actions import ActionHost
-    from flight_storage.rpc.auth import TokenSigner
-    from flight_storage.rpc.config import ServerConfig
 
 T = TypeVar("T")
-Headers = Mapping[str, list[str]]
-Target = Callable[[], "tuple[str, str] | None"]
-"""The bucket and key (or prefix) a planning command reads (``cluster_actions.planning_target``),
-asked only by a role that routes by them."""
 
 MERGED_METADATA: Final = frozenset({"CommandGetDbSchemas", "CommandGetTables"})
 """Metadata commands whose rows are the union of every node's rows."""
-
-
-class Role(Protocol):
-    """What a server asks its role (:class:`LocalRole`, :class:`ClusterRole`,
-    :class:`FleetRole`), chosen once by :func:`server_role`."""
-
-    me: str | None
-    """This node's name in its cluster (None for a single server)."""
-    location: str
-    """This process's Flight location as endpoints name it."""
-    clustered: bool
-    """Whether plans may be joined across nodes (``PlanDescription.mergeable`` is said)."""
-
-    def close(self) -> None: ...
-
-    def check_peers(self) -> None: ...
-
-    def plan(self, call: CallContext, headers: Headers, fields: dict[str, Any],
-             descriptor: flight.FlightDescriptor, target: Target,
-             local: Callable[[], flight.FlightInfo]) -> flight.FlightInfo: ...
-
-    def plans_here(self, bucket: str, key: str) -> bool: ...
-
-    def flight_info(self, call: CallContext, headers: Headers,
-                    descriptor: flight.FlightDescriptor, bucket: str, key: str,
-                    local: Callable[[], flight.FlightInfo]) -> flight.FlightInfo: ...
-
-    def check_holds(self, bucket: str, key: str) -> None: ...
-
-    def endpoint_locations(self, bucket: str, key: str, partition: Mapping[str, Any]
-                           ) -> list[flight.Location]: ...
-
-    def endpoint_metadata(self, bucket: str, key: str,
-                          partition: Mapping[str, Any] | None = None) -> bytes: ...
-
-    def metadata(self, call: CallContext, headers: Headers, fields: dict[str, Any], name: str,
-                 ticket: flight.Ticket, local: pa.Table) -> pa.Table: ...
-
-    def action(self, host: ActionHost, call: CallContext, headers: Headers,
-               fields: dict[str, Any], action: flight.Action, body: bytes,
-               local: Callable[[], list[flight.Result]]) -> list[flight.Result]: ...
-
-    def open_stream(self, call: CallContext, headers: Headers, ticket: bytes,
-                    locations: tuple[str, ...]) -> flight.FlightStreamReader: ...
-
-    def holdings_role(self) -> ClusterRole | None: ...
-
-
-def server_role(config: ServerConfig, signer: TokenSigner, location: str) -> Role:
-    """The role of a server: a node of the cluster its configuration names (its peers'
-    health checks started), else a single server at ``location``."""
-    if config.cluster is None or config.node_name is None:
-        return LocalRole(location)
-    roots = config.tls_cert.read_bytes() if config.tls_cert is not None else None
-    peers = Peers(config.cluster, config.node_name, signer, roots)
-    kind = FleetRole if config.cluster.is_fleet else ClusterRole
-    role = kind(peers, planning_timeout_s=config.query_timeout_s + config.cluster.peer_timeout_s)
-    peers.start_checks()
-    return role
-
-
-class LocalRole:
-    """A single server: it holds everything, plans and serves everything itself, names no
-    locations in its endpoints (clients read them where they asked) and has no peers.
-
-    Args:
-        location: the server's Flight location.
-    """
-
-    me: str | None = None
-    clustered = False
-
-    def __init__(self, location: str) -> None:
-        self.location = location
-
-    def close(self) -> None:
-        """No peers to close."""
-
-    def check_peers(self) -> None:
-        """No peers to check."""
-
-    def plan(self, call: CallContext, headers: Headers, fields: dict[str, Any],  # noqa: ARG002 - Role.plan
-             descriptor: flight.FlightDescriptor, target: Target,  # noqa: ARG002 - Role.plan
-             local: Callable[[], flight.FlightInfo]) -> flight.FlightInfo:
-        return local()
-
-    def plans_here(self, bucket: str, key: str) -> bool:  # noqa: ARG002 - Role.plans_here
-        return True
-
-    def flight_info(self, call: CallContext, headers: Headers,  # noqa: ARG002 - Role.flight_info
-                    descriptor: flight.FlightDescriptor, bucket: str, key: str,  # noqa: ARG002 - Role.flight_info
-                    local: Callable[[], flight.FlightInfo]) -> flight.FlightInfo:
-        return local()
-
-    def check_holds(self, bucket: str, key: str) -> None:
-        """A single server holds every object its catalog has."""
-
-    def endpoint_locations(self, bucket: str, key: str, partition: Mapping[str, Any]  # noqa: ARG002 - Role.endpoint_locations
-                           ) -> list[flight.Location]:
-        return []
-
-    def endpoint_metadata(self, bucket: str, key: str,  # noqa: ARG002 - Role.endpoint_metadata
-                          partition: Mapping[str, Any] | None = None) -> bytes:  # noqa: ARG002 - Role.endpoint_metadata
-        return b""
-
-    def metadata(self, call: CallContext, headers: Headers, fields: dict[str, Any], name: str,  # noqa: ARG002 - Role.metadata
-                 ticket: flight.Ticket, local: pa.Table) -> pa.Table:  # noqa: ARG002 - Role.metadata
-        return local
-
-    def action(self, host: ActionHost, call: CallContext, headers: Headers,  # noqa: ARG002 - Role.action
-               fields: dict[str, Any], action: flight.Action, body: bytes,  # noqa: ARG002 - Role.action
-               local: Callable[[], list[flight.Result]]) -> list[flight.Result]:
-        return local()
-
-    def open_stream(self, call: CallContext, headers: Headers, ticket: bytes,  # noqa: ARG002 - Role.open_stream
-                    locations: tuple[str, ...]) -> flight.FlightStreamReader:
-        """Never asked: a single server's endpoints name no other node."""
-        raise WrongNodeError("a single server reads no other node's endpoint",
-                             nodes=[], locations=list(locations))
-
-    def holdings_role(self) -> ClusterRole | None:
-        return None
 
 
 class ClusterRole:
@@ -223,11 +89,6 @@ class ClusterRole:
         return self
 
     @staticmethod
-    def forwarded(headers: Mapping[str, list[str]]) -> bool:
-        """True when the call comes from another node: answer from local data only."""
-        return bool(headers.get(FORWARDED_HEADER))
-
-    @staticmethod
     def _peer_call(headers: Headers, fields: dict[str, Any]) -> bool:
         """Whether another node forwarded this call (logged as ``forwarded_by``): it is then
         answered from local data only."""
@@ -260,7 +121,7 @@ class ClusterRole:
     def action(self, host: ActionHost, call: CallContext, headers: Headers,
                fields: dict[str, Any], action: flight.Action, body: bytes,
                local: Callable[[], list[flight.Result]]) -> list[flight.Result]:
-        """DoAction: those involving other nodes (``cluster_actions.py``) unless a peer asks."""
+        """DoAction: those involving other nodes (``actions.py``) unless a peer asks."""
         clustered = None if self._peer_call(headers, fields) else CLUSTER_ACTIONS.get(action.type)
         if clustered is None:
             return local()
@@ -313,7 +174,11 @@ class ClusterRole:
         """An endpoint's ``app_metadata`` in a cluster: the nodes holding its data, with their
         machine names (``host``) for compute-side locality, e.g. Spark's preferred hosts."""
         mine = [h for h in self.holdings(bucket, key) if self.me in h.nodes]
-        nodes = [self.cluster.node(n) for n in (mine[0].nodes if mine else ())]
+        return self._nodes_metadata(mine[0].nodes if mine else ())
+
+    def _nodes_metadata(self, names: Iterable[str]) -> bytes:
+        """An endpoint's ``app_metadata`` naming ``names``' nodes, in order."""
+        nodes = [self.cluster.node(n) for n in names]
         return json.dumps({"nodes": [{"name": n.name, "location": n.location, "host": n.host}
                                      for n in nodes]}).encode()
 
@@ -341,7 +206,7 @@ class ClusterRole:
         return not holdings or (len(holdings) == 1 and self.me in holdings[0].nodes)
 
     def flight_info(
-        self, call: CallContext, headers: Mapping[str, list[str]],
+        self, call: CallContext, headers: Headers,
         descriptor: flight.FlightDescriptor, bucket: str, key: str,
         local: Callable[[], flight.FlightInfo],
     ) -> flight.FlightInfo:
@@ -369,7 +234,7 @@ class ClusterRole:
         return flight.FlightInfo(info.schema, info.descriptor, endpoints, info.total_records,
                                  info.total_bytes, app_metadata=info.app_metadata)
 
-    def forward_action(self, call: CallContext, headers: Mapping[str, list[str]],
+    def forward_action(self, call: CallContext, headers: Headers,
                        action: flight.Action, bucket: str, key: str) -> list[bytes] | None:
         """An action about ``bucket/key`` answered by a node holding it, or None to answer
         here (this node holds it, or nobody does)."""
@@ -380,7 +245,7 @@ class ClusterRole:
             node, action, self._planning(call, headers)))
 
     def _planning(self, call: CallContext,
-                  headers: Mapping[str, list[str]]) -> flight.FlightCallOptions:
+                  headers: Headers) -> flight.FlightCallOptions:
         return self.peers.options(call, headers, self.planning_timeout_s)
 
     def _forward(self, holding: Holding, what: str, call: Callable[[str], T]) -> T:
@@ -394,7 +259,7 @@ class ClusterRole:
         raise self.peers.unavailable(list(holding.nodes), what, failures)
 
     def _spread(
-        self, call: CallContext, headers: Mapping[str, list[str]],
+        self, call: CallContext, headers: Headers,
         descriptor: flight.FlightDescriptor, bucket: str, key: str,
         holdings: list[Holding], local: Callable[[], flight.FlightInfo],
     ) -> flight.FlightInfo:
@@ -425,7 +290,7 @@ class ClusterRole:
         return _joined(infos, descriptor, f"{bucket}/{key}")
 
     # ------------------------------------------------------------------ catalog
-    def merged_metadata(self, call: CallContext, headers: Mapping[str, list[str]],
+    def merged_metadata(self, call: CallContext, headers: Headers,
                         ticket: flight.Ticket, local: pa.Table) -> pa.Table:
         """``local`` plus every live peer's rows for the same metadata command, deduplicated
         and sorted (a peer that does not answer is left out and logged)."""
@@ -442,7 +307,7 @@ class ClusterRole:
                 for t in tables for r in t.to_pylist()}
         return pa.Table.from_pylist([rows[k] for k in sorted(rows)], schema=local.schema)
 
-    def list_objects(self, call: CallContext, headers: Mapping[str, list[str]],
+    def list_objects(self, call: CallContext, headers: Headers,
                      request: Mapping[str, Any], local: Callable[[], bytes]) -> bytes:
         """A ListObjects page over every holding under the request's bucket and prefix."""
         bucket, prefix = str(request["bucket"]), str(request.get("prefix", ""))
@@ -465,7 +330,7 @@ class ClusterRole:
         return json.dumps(_merged_page(documents, max_keys)).encode()
 
     # ------------------------------------------------------------------ cancel
-    def cancel_elsewhere(self, call: CallContext, headers: Mapping[str, list[str]],
+    def cancel_elsewhere(self, call: CallContext, headers: Headers,
                          action: flight.Action, info_bytes: bytes) -> None:
         """Send a cancel to every other node the FlightInfo's endpoints name (best effort:
         a node that does not answer is logged; its streams end at their own time limits)."""
@@ -480,55 +345,6 @@ class ClusterRole:
             except (PeerUnreachable, flight.FlightError) as exc:
                 log_event("cancel_forward_failed", peer=node, reason=str(exc)[:200])
 
-
-class FleetRole(ClusterRole):
-    """One node of a fleet: every node reads the same store (``--data s3://...``), so this
-    node plans and serves everything itself, and only the endpoints' locations and cancels
-    involve the others."""
-
-    def holds(self, bucket: str, key: str) -> bool:  # noqa: ARG002 - ClusterRole.holds
-        return True
-
-    def check_holds(self, bucket: str, key: str) -> None:
-        """Any node serves any ticket of a fleet."""
-
-    def plans_here(self, bucket: str, key: str) -> bool:  # noqa: ARG002 - ClusterRole.plans_here
-        return True
-
-    def flight_info(
-        self, call: CallContext, headers: Mapping[str, list[str]],  # noqa: ARG002 - ClusterRole.flight_info
-        descriptor: flight.FlightDescriptor, bucket: str, key: str,  # noqa: ARG002 - ClusterRole.flight_info
-        local: Callable[[], flight.FlightInfo],
-    ) -> flight.FlightInfo:
-        return local()
-
-    def forward_action(self, call: CallContext, headers: Mapping[str, list[str]],  # noqa: ARG002 - ClusterRole.forward_action
-                       action: flight.Action, bucket: str, key: str) -> list[bytes] | None:  # noqa: ARG002 - ClusterRole.forward_action
-        return None
-
-    def merged_metadata(self, call: CallContext, headers: Mapping[str, list[str]],  # noqa: ARG002 - ClusterRole.merged_metadata
-                        ticket: flight.Ticket, local: pa.Table) -> pa.Table:  # noqa: ARG002 - ClusterRole.merged_metadata
-        return local  # every node sees the same buckets
-
-    def list_objects(self, call: CallContext, headers: Mapping[str, list[str]],  # noqa: ARG002 - ClusterRole.list_objects
-                     request: Mapping[str, Any], local: Callable[[], bytes]) -> bytes:  # noqa: ARG002 - ClusterRole.list_objects
-        return local()
-
-    def order(self, bucket: str, key: str, partition: Mapping[str, Any]) -> list[str]:
-        """Every node, in rendezvous order of the endpoint, nodes known to be down last."""
-        name = f"{bucket}/{key}#{json.dumps(partition, sort_keys=True)}"
-        return self.peers.live_first(self.cluster.rendezvous(name))
-
-    def endpoint_locations(self, bucket: str, key: str, partition: Mapping[str, Any]
-                           ) -> list[flight.Location]:
-        return [flight.Location(self.cluster.node(n).location)
-                for n in self.order(bucket, key, partition)]
-
-    def endpoint_metadata(self, bucket: str, key: str,
-                          partition: Mapping[str, Any] | None = None) -> bytes:
-        nodes = [self.cluster.node(n) for n in self.order(bucket, key, partition or {})]
-        return json.dumps({"nodes": [{"name": n.name, "location": n.location, "host": n.host}
-                                     for n in nodes]}).encode()
 
 
 def _joined(infos: list[flight.FlightInfo], descriptor: flight.FlightDescriptor,
