@@ -127,7 +127,7 @@ class StorageServer(flight.FlightServerBase):
             **config.tls_arguments(),
         )
         public_scheme = "grpc" if config.scheme == "grpc+tcp" else config.scheme
-        # a single server, or a node of a cluster or fleet (rpc/cluster.py): chosen once
+        # a single server, or a node of a cluster or fleet (rpc/roles/): chosen once
         self.role: Role = server_role(
             config, signer, f"{public_scheme}://{config.host}:{self.port}")
         self.location = self.role.location
