@@ -110,7 +110,7 @@ def test_flight_storage_imports_point_only_downward() -> None:
 # boundary are at the bottom. A module imports only modules after it in this order.
 RPC_LAYERS = ("operations_http", "server", "query_service",
               "cancellations", "roles", "actions", "ingest", "metadata",
-              "tables", "partition_streams", "prepared_parameters", "sessions",
+              "tables", "server_parts", "partition_streams", "prepared_parameters", "sessions",
               "column_metadata", "endpoints", "endpoint_readers", "config",
               "cache_status", "middleware", "streams", "access", "auth", "boundary")
 """``tables`` (the one table seam) and ``roles`` (a server's role: all of a cluster's and a

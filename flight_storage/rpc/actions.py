@@ -24,11 +24,12 @@ from flight_storage.rpc import ingest, sessions
 from flight_storage.rpc.auth import Users
 from flight_storage.rpc.metadata import SERVER_NAME, SERVER_VERSION
 from flight_storage.rpc.middleware import CallContext
+from flight_storage.rpc.server_parts import ServerParts
 from flight_storage.rpc.tables.kinds import check_statement
-from flight_storage.rpc.tables.seam import Planned, Statement, TableHost
+from flight_storage.rpc.tables.seam import Planned, Statement
 
 
-class ActionHost(TableHost, Protocol):
+class ActionHost(ServerParts, Protocol):
     """What the action handlers use of the server beyond the tables' part of it."""
 
     users: Users | None

@@ -55,7 +55,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Final
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -69,11 +69,12 @@ from flight_storage.errors import (
     ResourceLimitError,
     StoppedError,
 )
-from flight_storage.protocol import INGEST_JOB_OPTION, INGEST_STAGE_OPTION, Secret, pb
+from flight_storage.protocol import INGEST_JOB_OPTION, INGEST_STAGE_OPTION, pb
 from flight_storage.protocol.signing import SignatureError, Signer
 from flight_storage.rpc import access, sessions
 from flight_storage.rpc.config import ServerConfig
 from flight_storage.rpc.middleware import CallContext, log_event
+from flight_storage.rpc.server_parts import ServerParts
 from flight_storage.storage import table_commits
 from flight_storage.storage.catalog import Catalog, describe_key
 from flight_storage.storage.folder_store import FolderBuckets
@@ -86,24 +87,9 @@ _ABORTED_PREFIX: Final = ".ingest-aborted-"
 _TEMP_PREFIX: Final = ".ingest-"
 _DOMAIN: Final = b"flight-select staged ingest v1\x00"
 _OPTIONS: Final = pb.CommandStatementIngest.TableDefinitionOptions
-T = TypeVar("T")
 _SWEEP_EVERY_S: Final = 300.0
 _GONE: Final = ("the client went away before it ended its stream; nothing of this ingest was "
                 "stored")
-
-
-class IngestHost(Protocol):
-    """What bulk ingest uses of the server."""
-
-    config: ServerConfig
-    catalog: Catalog
-    secret: Secret
-    session_cookies: sessions.SessionCookies
-
-    def check_access(self, call: CallContext, bucket: str) -> None: ...
-
-    def bounded(self, call: CallContext, what: str,
-                work: Callable[[threading.Event], T]) -> T: ...
 
 
 @dataclass(frozen=True)
@@ -114,7 +100,7 @@ class Target:
     prefix: str
 
 
-def ingest(host: IngestHost, call: CallContext, command: Any,
+def ingest(host: ServerParts, call: CallContext, command: Any,
            reader: flight.MetadataRecordBatchReader,
            writer: flight.FlightMetadataWriter) -> None:
     """Serve one ``DoPut(CommandStatementIngest)``: check, write, commit, answer the count."""
@@ -155,7 +141,7 @@ def ingest(host: IngestHost, call: CallContext, command: Any,
     writer.write(pa.py_buffer(pb.DoPutUpdateResult(record_count=rows).SerializeToString()))
 
 
-def _check_write(host: IngestHost, call: CallContext, bucket: str) -> None:
+def _check_write(host: ServerParts, call: CallContext, bucket: str) -> None:
     """Refuse a write into ``bucket`` on a read-only server or by a user without its write
     right (ingests and every staged-ingest action alike)."""
     _check_writable(host)
@@ -163,13 +149,13 @@ def _check_write(host: IngestHost, call: CallContext, bucket: str) -> None:
     access.check_write(call.user, bucket, hint=' (users file: "write")')
 
 
-def _check_writable(host: IngestHost) -> None:
+def _check_writable(host: ServerParts) -> None:
     if not host.config.writable:
         raise AccessDeniedError("bulk ingest writes objects, and this server is read-only "
                                 "(start it with --writable)", code="ReadOnly")
 
 
-def _target(host: IngestHost, call: CallContext, command: Any) -> Target:
+def _target(host: ServerParts, call: CallContext, command: Any) -> Target:
     _check_writable(host)  # before the command's other faults
     if command.temporary:
         raise InvalidRequestError("temporary tables are not supported: every table is "
@@ -352,7 +338,7 @@ def _batches(reader: flight.MetadataRecordBatchReader,
 # ----------------------------------------------------------------------------- staging
 
 
-def _signer(host: IngestHost) -> Signer:
+def _signer(host: ServerParts) -> Signer:
     """Staged-ingest tokens' keys (``protocol/signing.py``: the first signs, all verify)."""
     return Signer.of(host.secret).derived(b"ingest")
 
@@ -364,7 +350,7 @@ def _job(text: str) -> str:
     return text
 
 
-def _stage(host: IngestHost, call: CallContext, target: Target, key: str, path: Path,
+def _stage(host: ServerParts, call: CallContext, target: Target, key: str, path: Path,
            size: int, job: str) -> str:
     """Keep ``path`` as a staged file of ``job``; the signed token that commits or aborts it.
 
@@ -384,7 +370,7 @@ def _stage(host: IngestHost, call: CallContext, target: Target, key: str, path: 
     return _signer(host).seal_text(_DOMAIN, payload)
 
 
-def _staged(host: IngestHost, call: CallContext, token: str) -> dict[str, Any]:
+def _staged(host: ServerParts, call: CallContext, token: str) -> dict[str, Any]:
     try:
         payload = _signer(host).open_text(_DOMAIN, str(token))
     except SignatureError as exc:
@@ -401,7 +387,7 @@ def _staged(host: IngestHost, call: CallContext, token: str) -> dict[str, Any]:
     return staged
 
 
-def commit_staged(host: IngestHost, call: CallContext, body: bytes) -> list[flight.Result]:
+def commit_staged(host: ServerParts, call: CallContext, body: bytes) -> list[flight.Result]:
     """``CommitIngest``: JSON ``{"staged": [token, ...], "replace": bool}`` stores every staged
     object, one commit per table (``storage/table_commits.py``); with ``replace``, the tables'
     other objects are deleted once it is committed."""
@@ -424,7 +410,7 @@ def commit_staged(host: IngestHost, call: CallContext, body: bytes) -> list[flig
     return [flight.Result(json.dumps({"committed": len(entries)}).encode())]
 
 
-def abort_staged(host: IngestHost, call: CallContext, body: bytes) -> list[flight.Result]:
+def abort_staged(host: ServerParts, call: CallContext, body: bytes) -> list[flight.Result]:
     """``AbortIngest``: JSON ``{"staged": [token, ...], "job": id, "bucket": name}`` removes
     the staged objects, and marks the job so that what its tasks stage later is removed too.
     Aborting writes: it needs ``--writable`` and the write right on each bucket; the marks

@@ -23,9 +23,10 @@ from flight_storage.errors import StorageError
 from flight_storage.protocol import SqlInfo
 from flight_storage.request.table_kinds import select_all
 from flight_storage.rpc.middleware import CallContext
+from flight_storage.rpc.server_parts import ServerParts
 from flight_storage.rpc.tables.iceberg import namespaces, readable_catalogs
 from flight_storage.rpc.tables.kinds import KIND_OF_TABLE, table_schema
-from flight_storage.rpc.tables.seam import TABLE_TYPES, TableFilter, TableHost
+from flight_storage.rpc.tables.seam import TABLE_TYPES, TableFilter
 from select_dialect.flavors import FLAVORS
 
 log = logging.getLogger(__name__)
@@ -34,12 +35,7 @@ SERVER_NAME: Final = "flight-select"
 SERVER_VERSION: Final = "0.1.0"
 
 
-MetadataHost = TableHost
-"""What the metadata builders use of the server: the tables' part of it (GetTables lists and
-describes what the kinds of table do)."""
-
-
-def _sql_info(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:  # noqa: ARG001 - a METADATA_COMMANDS builder
+def _sql_info(host: ServerParts, call: CallContext, message: Any) -> pa.Table:  # noqa: ARG001 - a METADATA_COMMANDS builder
     writable = host.config.writable
     values: dict[int, Any] = {
         SqlInfo.FLIGHT_SQL_SERVER_NAME: SERVER_NAME,
@@ -122,7 +118,7 @@ _DATAFUSION_SQL_INFO: Final[Mapping[int, Any]] = {
 supports beyond S3 Select's one table, for a caller in that flavour."""
 
 
-def _catalogs(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:  # noqa: ARG001 - a METADATA_COMMANDS builder
+def _catalogs(host: ServerParts, call: CallContext, message: Any) -> pa.Table:  # noqa: ARG001 - a METADATA_COMMANDS builder
     names = readable_catalogs(host, call)
     # Buckets have no catalog. With no Iceberg catalog there is none to list (as before), and
     # ADBC's get_objects shows buckets under a null catalog; beside named catalogs, ADBC lists
@@ -142,7 +138,7 @@ def _filter(message: Any) -> TableFilter:
                        types=frozenset(t.casefold() for t in types))
 
 
-def _db_schemas(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
+def _db_schemas(host: ServerParts, call: CallContext, message: Any) -> pa.Table:
     wanted = _filter(message)
     buckets = host.readable_buckets(call) if wanted.wants_catalog("") else []
     rows = [{"catalog_name": None, "db_schema_name": b}
@@ -153,7 +149,7 @@ def _db_schemas(host: MetadataHost, call: CallContext, message: Any) -> pa.Table
     return pa.Table.from_pylist(rows, schema=protocol.DB_SCHEMAS_SCHEMA)
 
 
-def _tables(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
+def _tables(host: ServerParts, call: CallContext, message: Any) -> pa.Table:
     """Every kind of table's tables that the message asks for (``TableKind.listed``), each
     with the columns its kind describes for ``SELECT *`` over it where asked."""
     wanted = _filter(message)
@@ -173,7 +169,7 @@ def _tables(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=schema)
 
 
-def _described(host: MetadataHost, call: CallContext, query: str) -> pa.Schema:
+def _described(host: ServerParts, call: CallContext, query: str) -> pa.Schema:
     """``query``'s columns as its kind of table describes them: the code a statement's
     GetFlightInfo runs (``rpc/tables/kinds.table_schema``); none, logged, when it fails."""
     try:
@@ -183,20 +179,20 @@ def _described(host: MetadataHost, call: CallContext, query: str) -> pa.Schema:
         return pa.schema([])
 
 
-def _table_types(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:  # noqa: ARG001 - a METADATA_COMMANDS builder
+def _table_types(host: ServerParts, call: CallContext, message: Any) -> pa.Table:  # noqa: ARG001 - a METADATA_COMMANDS builder
     return pa.Table.from_pylist(
         [{"table_type": t} for t in TABLE_TYPES], schema=protocol.TABLE_TYPES_SCHEMA
     )
 
 
-def _xdbc_type_info(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:  # noqa: ARG001 - a METADATA_COMMANDS builder
+def _xdbc_type_info(host: ServerParts, call: CallContext, message: Any) -> pa.Table:  # noqa: ARG001 - a METADATA_COMMANDS builder
     rows = [dict(zip(_XDBC_COLUMNS, row, strict=True)) for row in _XDBC_TYPES]
     if message.HasField("data_type"):
         rows = [r for r in rows if r["data_type"] == message.data_type]
     return pa.Table.from_pylist(rows, schema=protocol.XDBC_TYPE_INFO_SCHEMA)
 
 
-def _no_keys(host: MetadataHost, call: CallContext, message: Any) -> pa.Table:  # noqa: ARG001 - a METADATA_COMMANDS builder
+def _no_keys(host: ServerParts, call: CallContext, message: Any) -> pa.Table:  # noqa: ARG001 - a METADATA_COMMANDS builder
     name = message.DESCRIPTOR.name
     return METADATA_COMMANDS[name].schema(message).empty_table()
 
@@ -206,7 +202,7 @@ class MetadataCommand:
     """One Flight SQL metadata command: its result schema and how to build the result."""
 
     schema: Callable[[Any], pa.Schema]
-    build: Callable[[MetadataHost, CallContext, Any], pa.Table]
+    build: Callable[[ServerParts, CallContext, Any], pa.Table]
 
 
 METADATA_COMMANDS: Final[Mapping[str, MetadataCommand]] = {

@@ -38,6 +38,7 @@ from flight_storage.rpc.endpoints import (
 from flight_storage.rpc.middleware import CallContext
 from flight_storage.rpc.partition_streams import partition_stream
 from flight_storage.rpc.prepared_parameters import bound_sql
+from flight_storage.rpc.server_parts import ServerParts
 from flight_storage.rpc.sessions import qualify
 from flight_storage.rpc.streams import StoppableSource, object_sources
 from flight_storage.rpc.tables.seam import (
@@ -48,7 +49,6 @@ from flight_storage.rpc.tables.seam import (
     Planned,
     Statement,
     TableFilter,
-    TableHost,
 )
 from flight_storage.storage.catalog import ObjectInfo, ingested_table
 
@@ -61,7 +61,7 @@ class BucketKind:
     ticket: ClassVar[type[StatementTicket]] = StatementTicket
     datafusion_may_plan: ClassVar[bool] = True
 
-    def plan(self, host: TableHost, call: CallContext, read: BucketTable, statement: Statement,
+    def plan(self, host: ServerParts, call: CallContext, read: BucketTable, statement: Statement,
              stop: threading.Event) -> Planned:
         assert statement.session is not None  # the plan path resolved the caller's
         reference = qualify(host.catalog, statement.session, read.reference)
@@ -71,7 +71,7 @@ class BucketKind:
                                     statement.flavor, stop)
         return Planned(self, statement, plan, table)
 
-    def check(self, host: TableHost, call: CallContext, read: BucketTable,
+    def check(self, host: ServerParts, call: CallContext, read: BucketTable,
               statement: Statement) -> None:
         assert statement.session is not None  # the plan path resolved the caller's
         reference = qualify(host.catalog, statement.session, read.reference)
@@ -80,13 +80,13 @@ class BucketKind:
         # object can have, but a configured prefix's name
         resolve_table(host.catalog, reference.bucket, reference.key)
 
-    def schema(self, host: TableHost, call: CallContext, read: BucketTable) -> pa.Schema:
+    def schema(self, host: ServerParts, call: CallContext, read: BucketTable) -> pa.Schema:
         reference = read.reference
         _, plan, _ = plan_table(host, call, reference.bucket, reference.key, None, read.sql,
                                 call.statement_flavor, threading.Event())
         return describe_columns(plan.arrow_schema)
 
-    def listed(self, host: TableHost, call: CallContext,
+    def listed(self, host: ServerParts, call: CallContext,
                wanted: TableFilter) -> list[ListedTable]:
         """Each readable bucket's configured prefixes (``view``) and objects (``table``; an
         ingested table once, by the name users write, rather than its part files)."""
@@ -108,7 +108,7 @@ class BucketKind:
                       for name, table_type in names if wanted.wants(name, table_type)]
         return found
 
-    def flight_info(self, host: TableHost, call: CallContext,
+    def flight_info(self, host: ServerParts, call: CallContext,
                     descriptor: flight.FlightDescriptor, planned: Planned,
                     fields: dict[str, Any]) -> flight.FlightInfo:
         table, plan, statement = planned.read, planned.plan, planned.statement
@@ -123,7 +123,7 @@ class BucketKind:
         return host.tickets_info(plan.arrow_schema, descriptor, tickets, plan,
                                  known_rows(plan), fields)
 
-    def open(self, host: TableHost, context: flight.ServerCallContext, call: CallContext,
+    def open(self, host: ServerParts, context: flight.ServerCallContext, call: CallContext,
              ticket: StatementTicket, handle: bytes,
              fields: dict[str, Any]) -> flight.FlightDataStream:
         host.check_holds(ticket.bucket, ticket.key)  # before the catalog's NoSuchBucket
@@ -141,7 +141,7 @@ class BucketKind:
         return flight.GeneratorStream(stream.schema, guarded(stream.items))
 
 
-def plan_table(host: TableHost, call: CallContext, bucket: str, key: str,
+def plan_table(host: ServerParts, call: CallContext, bucket: str, key: str,
                overrides: Mapping[str, Any] | None, sql: str, flavor: str,
                stop: threading.Event
                ) -> tuple[ResolvedTable, SelectPlan, list[StoppableSource]]:
@@ -154,7 +154,7 @@ def plan_table(host: TableHost, call: CallContext, bucket: str, key: str,
                                    parallelism=call.parallelism), sources
 
 
-def resolve(host: TableHost, bucket: str, key: str, overrides: Mapping[str, Any] | None,
+def resolve(host: ServerParts, bucket: str, key: str, overrides: Mapping[str, Any] | None,
             flavor: str) -> ResolvedTable:
     """A Flight SQL statement's table: sniffed where ``flavor`` and the table's rule
     (``request/sniffing.py``) say so, S3 Select's reading otherwise."""
@@ -163,7 +163,7 @@ def resolve(host: TableHost, bucket: str, key: str, overrides: Mapping[str, Any]
                          bad_values=host.config.reading.bad_values)
 
 
-def _plan_ticket(host: TableHost, call: CallContext, ticket: StatementTicket,
+def _plan_ticket(host: ServerParts, call: CallContext, ticket: StatementTicket,
                  stop: threading.Event
                  ) -> tuple[StoppableSource, SelectPlan, Sequence[ObjectInfo]]:
     """A statement's DoGet plan, the way GetFlightInfo planned it."""

@@ -19,13 +19,8 @@ from flight_storage.rpc.boundary import guarded
 from flight_storage.rpc.endpoints import endpoint_partitions, known_rows
 from flight_storage.rpc.middleware import CallContext
 from flight_storage.rpc.prepared_parameters import bound_sql
-from flight_storage.rpc.tables.seam import (
-    ListedTable,
-    Planned,
-    Statement,
-    TableFilter,
-    TableHost,
-)
+from flight_storage.rpc.server_parts import ServerParts
+from flight_storage.rpc.tables.seam import ListedTable, Planned, Statement, TableFilter
 from select_dialect import translate
 
 
@@ -35,7 +30,7 @@ class ConstantKind:
     ticket: ClassVar[type[ConstantTicket]] = ConstantTicket
     datafusion_may_plan: ClassVar[bool] = True
 
-    def plan(self, host: TableHost, call: CallContext, read: ConstantTable,  # noqa: ARG002 - TableKind.plan
+    def plan(self, host: ServerParts, call: CallContext, read: ConstantTable,  # noqa: ARG002 - TableKind.plan
              statement: Statement, stop: threading.Event) -> Planned:  # noqa: ARG002 - TableKind.plan
         # bound first: the dialect has no ``?`` (SELECT ? || 'x' reads no table either)
         bound = bound_sql(read.sql, statement.parameters)
@@ -46,21 +41,21 @@ class ConstantKind:
                 'SELECT * FROM "sales"."orders/2024-01.csv"', code="MissingObject")
         return Planned(self, statement, host.engine.plan_constant(bound, flavor=statement.flavor))
 
-    def check(self, host: TableHost, call: CallContext, read: ConstantTable,  # noqa: ARG002 - TableKind.check
+    def check(self, host: ServerParts, call: CallContext, read: ConstantTable,  # noqa: ARG002 - TableKind.check
               statement: Statement) -> None:  # noqa: ARG002 - TableKind.check
         """Nothing to refuse: no table, nothing to read."""
 
-    def schema(self, host: TableHost, call: CallContext, read: ConstantTable) -> pa.Schema:
+    def schema(self, host: ServerParts, call: CallContext, read: ConstantTable) -> pa.Schema:
         """The statement's own columns (no table is listed of this kind)."""
         statement = Statement(read.sql, call.statement_flavor)
         return self.plan(host, call, read, statement, threading.Event()).arrow_schema
 
-    def listed(self, host: TableHost, call: CallContext,  # noqa: ARG002 - TableKind.listed
+    def listed(self, host: ServerParts, call: CallContext,  # noqa: ARG002 - TableKind.listed
                wanted: TableFilter) -> list[ListedTable]:  # noqa: ARG002 - TableKind.listed
         """None: a statement without a table lists nothing."""
         return []
 
-    def flight_info(self, host: TableHost, call: CallContext,
+    def flight_info(self, host: ServerParts, call: CallContext,
                     descriptor: flight.FlightDescriptor, planned: Planned,
                     fields: dict[str, Any]) -> flight.FlightInfo:
         plan, statement = planned.plan, planned.statement
@@ -72,7 +67,7 @@ class ConstantKind:
         return host.tickets_info(plan.arrow_schema, descriptor, tickets, plan,
                                  known_rows(plan), fields)
 
-    def open(self, host: TableHost, context: flight.ServerCallContext,  # noqa: ARG002 - TableKind.open
+    def open(self, host: ServerParts, context: flight.ServerCallContext,  # noqa: ARG002 - TableKind.open
              call: CallContext, ticket: ConstantTicket, handle: bytes,  # noqa: ARG002 - TableKind.open
              fields: dict[str, Any]) -> flight.FlightDataStream:  # noqa: ARG002 - TableKind.open
         read = host.table_of(ticket.query)

@@ -41,6 +41,7 @@ from flight_storage.rpc.column_metadata import describe_columns
 from flight_storage.rpc.endpoints import endpoint_partitions, known_rows, query_id, ticket_key
 from flight_storage.rpc.middleware import CallContext
 from flight_storage.rpc.prepared_parameters import bound_sql
+from flight_storage.rpc.server_parts import ServerParts
 from flight_storage.rpc.streams import QueryStream, ReadCounter
 from flight_storage.rpc.tables.seam import (
     OBJECT_TABLE_TYPE,
@@ -48,7 +49,6 @@ from flight_storage.rpc.tables.seam import (
     Planned,
     Statement,
     TableFilter,
-    TableHost,
 )
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ class IcebergKind:
     ticket: ClassVar[type[IcebergTicket]] = IcebergTicket
     datafusion_may_plan: ClassVar[bool] = False
 
-    def plan(self, host: TableHost, call: CallContext, read: IcebergTable, statement: Statement,
+    def plan(self, host: ServerParts, call: CallContext, read: IcebergTable, statement: Statement,
              stop: threading.Event) -> Planned:  # noqa: ARG002 - TableKind.plan
         catalog = read.reference.bucket
         host.iceberg.catalog(catalog)  # NoSuchCatalog before AccessDenied
@@ -73,11 +73,11 @@ class IcebergKind:
                                flavor=statement.flavor)
         return Planned(self, statement, planned.plan, planned)
 
-    def check(self, host: TableHost, call: CallContext, read: IcebergTable,
+    def check(self, host: ServerParts, call: CallContext, read: IcebergTable,
               statement: Statement) -> None:  # noqa: ARG002 - TableKind.check
         host.check_access(call, read.reference.bucket)  # the catalog
 
-    def schema(self, host: TableHost, call: CallContext, read: IcebergTable) -> pa.Schema:
+    def schema(self, host: ServerParts, call: CallContext, read: IcebergTable) -> pa.Schema:
         """The current snapshot's columns as a statement's plan has them (without planning
         the scan: no manifest is read)."""
         name = read.name
@@ -86,7 +86,7 @@ class IcebergKind:
                                       flavor=call.statement_flavor)
         return describe_columns(plan.arrow_schema)
 
-    def listed(self, host: TableHost, call: CallContext,
+    def listed(self, host: ServerParts, call: CallContext,
                wanted: TableFilter) -> list[ListedTable]:
         """Each table of the readable catalogs' namespaces, a ``table``."""
         if not wanted.wants_type(OBJECT_TABLE_TYPE):
@@ -105,7 +105,7 @@ class IcebergKind:
                       for table in tables if wanted.wants(table, OBJECT_TABLE_TYPE)]
         return found
 
-    def flight_info(self, host: TableHost, call: CallContext,
+    def flight_info(self, host: ServerParts, call: CallContext,
                     descriptor: flight.FlightDescriptor, planned: Planned,
                     fields: dict[str, Any]) -> flight.FlightInfo:
         """A ticket per ``files`` partition."""
@@ -127,7 +127,7 @@ class IcebergKind:
         return host.tickets_info(plan.arrow_schema, descriptor, tickets, plan,
                                  known_rows(plan), fields, iceberg.about)
 
-    def open(self, host: TableHost, context: flight.ServerCallContext, call: CallContext,
+    def open(self, host: ServerParts, context: flight.ServerCallContext, call: CallContext,
              ticket: IcebergTicket, handle: bytes,
              fields: dict[str, Any]) -> flight.FlightDataStream:
         """DoGet of a ``files`` ticket: the statement over those data files of its snapshot."""
@@ -162,7 +162,7 @@ class IcebergKind:
         return flight.GeneratorStream(schema, guarded(stream))
 
 
-def readable_catalogs(host: TableHost, call: CallContext,
+def readable_catalogs(host: ServerParts, call: CallContext,
                       wanted: TableFilter = EVERY_TABLE) -> list[str]:
     """The Iceberg catalogs the caller may read that ``wanted`` asks for (an empty catalog
     means "no catalog", as buckets are: none of these)."""
@@ -170,7 +170,7 @@ def readable_catalogs(host: TableHost, call: CallContext,
             if wanted.wants_catalog(name)]
 
 
-def namespaces(host: TableHost, call: CallContext,
+def namespaces(host: ServerParts, call: CallContext,
                wanted: TableFilter = EVERY_TABLE) -> list[tuple[str, str]]:
     """(catalog, namespace) of every readable Iceberg catalog ``wanted`` asks for; a catalog
     that cannot be listed is logged and left out (the others still answer)."""

@@ -17,11 +17,12 @@ import pyarrow as pa
 from flight_storage.protocol import PartitionTicket
 from flight_storage.request.table_kinds import BucketTable, ConstantTable, IcebergTable
 from flight_storage.rpc.middleware import CallContext
+from flight_storage.rpc.server_parts import ServerParts
 from flight_storage.rpc.sessions import current as current_session
 from flight_storage.rpc.tables.bucket import BucketKind
 from flight_storage.rpc.tables.constant import ConstantKind
 from flight_storage.rpc.tables.iceberg import IcebergKind
-from flight_storage.rpc.tables.seam import Planned, Statement, TableHost, TableKind, TicketKind
+from flight_storage.rpc.tables.seam import Planned, Statement, TableKind, TicketKind
 from flight_storage.rpc.tables.sql import SQL, plan_either
 from select_dialect.translate import refuse_writes
 
@@ -39,7 +40,7 @@ KIND_OF_TICKET: Final[Mapping[type[PartitionTicket], TicketKind]] = {
 """DoGet's kind for each type of statement ticket (``protocol/tickets.py`` decodes it)."""
 
 
-def plan_statement(host: TableHost, call: CallContext, statement: Statement) -> Planned:
+def plan_statement(host: ServerParts, call: CallContext, statement: Statement) -> Planned:
     """Plan ``statement``: refused early when too long or a write, its table's kind decided
     once (``table_of``), planned by that kind in a compute slot under the query timeout, or by
     DataFusion where the kind lets it and the s3-select translation does not read it."""
@@ -60,7 +61,7 @@ def plan_statement(host: TableHost, call: CallContext, statement: Statement) -> 
     return plan_either(host, call, statement, one_table)
 
 
-def check_statement(host: TableHost, call: CallContext, statement: Statement) -> None:
+def check_statement(host: ServerParts, call: CallContext, statement: Statement) -> None:
     """Refuse, without planning, a statement the caller may not run over its table or whose
     table does not exist (its kind's ``check``)."""
     if statement.session is None:
@@ -69,7 +70,7 @@ def check_statement(host: TableHost, call: CallContext, statement: Statement) ->
     KIND_OF_TABLE[type(read)].check(host, call, read, statement)
 
 
-def table_schema(host: TableHost, call: CallContext, query: str) -> pa.Schema:
+def table_schema(host: ServerParts, call: CallContext, query: str) -> pa.Schema:
     """The columns ``query`` (a ``SELECT *`` over one table) answers with in the caller's
     flavour, described by the kind of table it reads (GetTables' ``table_schema``)."""
     read = host.table_of(query)

@@ -21,30 +21,20 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Final, Protocol
 
 import pyarrow as pa
 import pyarrow.flight as flight
 
 from flight_storage.execution.datafusion_sql import SqlPlan
-from flight_storage.execution.engine import SelectEngine
 from flight_storage.execution.iceberg_scan import IcebergPlan
 from flight_storage.execution.plan_types import SelectPlan
-from flight_storage.protocol import Partition, PartitionTicket, PlanDescription
-from flight_storage.protocol.signing import Secret
-from flight_storage.request.sniffing import TableSniffer
-from flight_storage.request.table_kinds import StatementTable
+from flight_storage.protocol import PartitionTicket
 from flight_storage.request.tables import ResolvedTable
-from flight_storage.rpc.config import ServerConfig
 from flight_storage.rpc.middleware import CallContext
-from flight_storage.rpc.sessions import Session, SessionCookies
-from flight_storage.rpc.streams import StreamPool
-from flight_storage.storage.catalog import Catalog
-from flight_storage.storage.iceberg_catalog import IcebergCatalogs
-
-T = TypeVar("T")
+from flight_storage.rpc.server_parts import ServerParts
+from flight_storage.rpc.sessions import Session
 
 OBJECT_TABLE_TYPE: Final = "table"
 """GetTables' type of an object, and of an Iceberg table: a base table, holding what it is read
@@ -145,57 +135,6 @@ class Planned:
         return self.plan.arrow_schema
 
 
-class TableHost(Protocol):
-    """What the kinds of table use of the server (``rpc/server.StorageServer``)."""
-
-    config: ServerConfig
-    engine: SelectEngine
-    catalog: Catalog
-    iceberg: IcebergCatalogs
-    sniffer: TableSniffer
-    streams: StreamPool
-    secret: Secret
-    session_cookies: SessionCookies
-
-    @property
-    def node_name(self) -> str | None: ...
-
-    def check_query_length(self, query: str, what: str = ...) -> None: ...
-
-    def check_access(self, call: CallContext, bucket: str) -> None: ...
-
-    def readable_buckets(self, call: CallContext) -> list[str]:
-        """The buckets the caller may read."""
-        ...
-
-    def check_holds(self, bucket: str, key: str) -> None:
-        """Refuse a ticket for an object this node does not hold (a holdings cluster)."""
-        ...
-
-    def is_cancelled(self, key: bytes) -> bool: ...
-
-    def table_of(self, query: str) -> StatementTable: ...
-
-    def bounded(self, call: CallContext, what: str,
-                work: Callable[[threading.Event], T]) -> T: ...
-
-    def issue(self, request: type[PartitionTicket], call: CallContext, query: str,
-              flavor: str, bucket: str, key: str, partitions: Sequence[Partition], *,
-              input_serialization: dict[str, Any] | None = None,
-              parameters: bytes | None = None,
-              object_version: str | None = None) -> list[PartitionTicket]:
-        """The server's tickets, one per partition."""
-        ...
-
-    def tickets_info(self, schema: pa.Schema, descriptor: flight.FlightDescriptor,
-                     tickets: list[PartitionTicket], plan: SelectPlan, total_records: int,
-                     fields: dict[str, Any], about_plan: PlanDescription | None = None
-                     ) -> flight.FlightInfo:
-        """The FlightInfo of planned tickets: endpoints where the role says, sizes, the
-        plan's description."""
-        ...
-
-
 class TicketKind(Protocol):
     """What cuts a planned statement into tickets and serves them: every kind of table, and
     DataFusion's plan over the tables a statement names (``sql.py``)."""
@@ -205,13 +144,13 @@ class TicketKind(Protocol):
         """The type of ticket its GetFlightInfo issues and its DoGet serves."""
         ...
 
-    def flight_info(self, host: TableHost, call: CallContext,
+    def flight_info(self, host: ServerParts, call: CallContext,
                     descriptor: flight.FlightDescriptor, planned: Planned,
                     fields: dict[str, Any]) -> flight.FlightInfo:
         """GetFlightInfo of a planned statement: its partitions as signed tickets."""
         ...
 
-    def open(self, host: TableHost, context: flight.ServerCallContext, call: CallContext,
+    def open(self, host: ServerParts, context: flight.ServerCallContext, call: CallContext,
              ticket: Any, handle: bytes, fields: dict[str, Any]) -> flight.FlightDataStream:
         """DoGet of one of its tickets (``ticket``, decoded from ``handle``)."""
         ...
@@ -226,23 +165,23 @@ class TableKind(TicketKind, Protocol):
         DataFusion (``sql.plan_either``) on a flavour that allows it."""
         ...
 
-    def plan(self, host: TableHost, call: CallContext, read: Any, statement: Statement,
+    def plan(self, host: ServerParts, call: CallContext, read: Any, statement: Statement,
              stop: threading.Event) -> Planned:
         """Plan ``statement`` over ``read`` (its table, as ``table_of`` decided it); the
         caller holds a compute slot and sets ``stop`` when it gives up."""
         ...
 
-    def check(self, host: TableHost, call: CallContext, read: Any, statement: Statement) -> None:
+    def check(self, host: ServerParts, call: CallContext, read: Any, statement: Statement) -> None:
         """Refuse, without planning, a statement the caller may not run or whose table does
         not exist (a prepared statement with ``?``, whose types come with its parameters)."""
         ...
 
-    def schema(self, host: TableHost, call: CallContext, read: Any) -> pa.Schema:
+    def schema(self, host: ServerParts, call: CallContext, read: Any) -> pa.Schema:
         """The columns ``SELECT *`` over ``read`` answers with in the caller's flavour, as a
         statement's plan has them (GetTables' ``table_schema``)."""
         ...
 
-    def listed(self, host: TableHost, call: CallContext,
+    def listed(self, host: ServerParts, call: CallContext,
                wanted: TableFilter) -> list[ListedTable]:
         """The tables of this kind the caller may read that ``wanted`` asks for (GetTables);
         a source that cannot be listed is logged and left out, the others still answer."""

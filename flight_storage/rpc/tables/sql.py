@@ -37,10 +37,11 @@ from flight_storage.rpc.boundary import guarded
 from flight_storage.rpc.endpoints import expiry, query_id, ticket_key
 from flight_storage.rpc.middleware import CallContext
 from flight_storage.rpc.prepared_parameters import bound_sql
+from flight_storage.rpc.server_parts import ServerParts
 from flight_storage.rpc.sessions import Session, qualify
 from flight_storage.rpc.streams import QueryStream, ReadCounter, object_sources
 from flight_storage.rpc.tables.bucket import resolve
-from flight_storage.rpc.tables.seam import Planned, Statement, TableHost
+from flight_storage.rpc.tables.seam import Planned, Statement
 from flight_storage.storage.catalog import ObjectInfo
 from select_dialect.errors import (
     QuerySyntaxError,
@@ -52,7 +53,7 @@ from select_dialect.flavors import FLAVORS
 from select_dialect.sql_surface import TableName, parse_sql
 
 
-def plan_either(host: TableHost, call: CallContext, statement: Statement,
+def plan_either(host: ServerParts, call: CallContext, statement: Statement,
                 one_table: Callable[[], Planned]) -> Planned:
     """The table kind's plan (``one_table``) where the s3-select translation reads the
     statement, else DataFusion's plan over the tables it names (:class:`SqlKind`'s). A
@@ -85,7 +86,7 @@ def plan_either(host: TableHost, call: CallContext, statement: Statement,
     return Planned(SQL, statement, plan)
 
 
-def _plan(host: TableHost, call: CallContext, query: str, flavor: str,
+def _plan(host: ServerParts, call: CallContext, query: str, flavor: str,
           parameters: bytes | None, session: Session, stop: threading.Event) -> SqlPlan:
     """The statement's plan; its ``version`` the fingerprint of every table's objects."""
     sql = bound_sql(query, parameters)
@@ -105,7 +106,7 @@ def _plan(host: TableHost, call: CallContext, query: str, flavor: str,
     return plan_sql(host.engine, sql, tables, flavor=flavor, version=object_version(objects))
 
 
-def _resolved(host: TableHost, session: Session, name: TableName) -> tuple[str, str]:
+def _resolved(host: ServerParts, session: Session, name: TableName) -> tuple[str, str]:
     """The bucket and key a table name reads: a one-part name in the session, a two-part one
     as ``"bucket"."key"``, a three-part one as ``"bucket"."schema"."table"``."""
     parts = name.written
@@ -129,7 +130,7 @@ class SqlKind:
 
     ticket: ClassVar[type[SqlTicket]] = SqlTicket
 
-    def flight_info(self, host: TableHost, call: CallContext,
+    def flight_info(self, host: ServerParts, call: CallContext,
                     descriptor: flight.FlightDescriptor, planned: Planned,
                     fields: dict[str, Any]) -> flight.FlightInfo:
         plan, statement, session = planned.plan, planned.statement, planned.statement.session
@@ -150,7 +151,7 @@ class SqlKind:
         return flight.FlightInfo(plan.arrow_schema, descriptor, [endpoint], -1, plan.bytes,
                                  app_metadata=about.to_json())
 
-    def open(self, host: TableHost, context: flight.ServerCallContext, call: CallContext,
+    def open(self, host: ServerParts, context: flight.ServerCallContext, call: CallContext,
              ticket: SqlTicket, handle: bytes,
              fields: dict[str, Any]) -> flight.FlightDataStream:
         """The statement resolved and planned again, then run."""
