@@ -12,7 +12,7 @@ runs the steps that a DoGet runs, one at a time, each timed on this process's CP
 |---|---|
 | ticket | unpack the Flight SQL ticket, decode and verify ours (HMAC, JSON) |
 | access | ``check_access``: the bucket's store |
-| plan ticket | ``_plan_ticket``: table resolved in the catalog, object version, the bucket configuration, the plan from the engine's cache |
+| plan ticket | ``rpc/tables/bucket._plan_ticket``: table resolved in the catalog, object version, the bucket configuration, the plan from the engine's cache |
 | planning thread | ``run_planning``: a compute slot and a thread to run the planning in, polled |
 | schema | ``arrow_schema``: the schema the stream announces |
 | engine | ``execute_arrow`` of the partition: the cached physical plan looked up (one per object version and partition count), ``ctx.execute(plan, i)``, 1 MiB of CSV parsed and filtered (the engine's work), batches converted |
@@ -67,6 +67,7 @@ def _one_endpoint(server: Any, call: Any, handle: bytes, steps: _Steps) -> int:
     from flight_storage import protocol
     from flight_storage.request.tables import object_version
     from flight_storage.rpc import partition_streams
+    from flight_storage.rpc.tables import bucket
 
     ticket = steps.run("ticket", lambda: protocol.decode_ticket(
         protocol.unpack_any(handle)[1].statement_handle, server.secret,
@@ -74,7 +75,7 @@ def _one_endpoint(server: Any, call: Any, handle: bytes, steps: _Steps) -> int:
     steps.run("access", lambda: server.check_access(call, ticket.bucket))
     stop = threading.Event()
     _source, plan, objects = steps.run("plan ticket",
-                                       lambda: server._plan_ticket(call, ticket, stop))
+                                       lambda: bucket._plan_ticket(server, call, ticket, stop))
     steps.run("planning thread", lambda: server.streams.run_planning(lambda _stop: None,
                                                                      call.is_cancelled))
     steps.run("schema", lambda: plan.arrow_schema)
