@@ -1,8 +1,9 @@
 """The one table seam: what every kind of table a Flight SQL statement reads answers.
 
-DataFusion's ``TableProvider`` is the model: a kind of table plans a statement over itself,
-describes the columns ``SELECT *`` sees (GetTables' ``table_schema``), cuts its plan into
-signed tickets (GetFlightInfo's endpoints) and opens one ticket's stream (DoGet). The server
+DataFusion's ``TableProvider`` is the model: a kind of table plans a statement over itself
+(or checks it without planning), lists its tables and describes the columns ``SELECT *`` sees
+(GetTables), cuts its plan into signed tickets (GetFlightInfo's endpoints) and opens one
+ticket's stream (DoGet). The server
 has one plan path and one serve path over them (``kinds.py``); which kind a statement reads is
 ``request/table_kinds.py``'s to decide, once.
 
