@@ -176,7 +176,6 @@ class S3Connection:
         self.region: str = self.client.meta.region_name or "us-east-1"
         self._lock = threading.Lock()
         self._pyarrow: Any = None
-        self._datafusion_stores: dict[str, tuple[float, Any]] = {}
         self._created: dict[str, int] = {}
         self.cache = (ObjectCache(settings.cache_dir or Path(tempfile.gettempdir()),
                                   settings.cache_bytes) if settings.cache_bytes > 0 else None)
