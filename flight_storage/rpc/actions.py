@@ -35,8 +35,6 @@ class ActionHost(ServerParts, Protocol):
     users: Users | None
     aborting: Event
 
-    def readable_buckets(self, call: CallContext) -> list[str]: ...
-
     def plan_statement(self, call: CallContext, statement: Statement) -> Planned: ...
 
     def decode_handle(self, call: CallContext, data: bytes) -> PreparedHandle: ...
@@ -59,7 +57,8 @@ def _create_prepared(host: ActionHost, call: CallContext, body: bytes) -> list[f
         # The parameter types are known once bound; still check the statement now.
         check_statement(host, call, Statement(query, call.statement_flavor, session=session))
     else:
-        planned = host.plan_statement(call, Statement(query, call.statement_flavor))
+        planned = host.plan_statement(call, Statement(query, call.statement_flavor,
+                                                      session=session))
         result.dataset_schema = planned.arrow_schema.serialize().to_pybytes()
     return [flight.Result(protocol.pack_any(result))]
 

@@ -46,8 +46,7 @@ def plan_statement(host: ServerParts, call: CallContext, statement: Statement) -
     DataFusion where the kind lets it and the s3-select translation does not read it."""
     host.check_query_length(statement.query)
     refuse_writes(statement.query)  # before the table: INSERT INTO a new key is not NoSuchKey
-    if statement.session is None:
-        statement = replace(statement, session=current_session(host, call))
+    statement = _in_session(host, call, statement)
     read = host.table_of(statement.query)
     kind = KIND_OF_TABLE[type(read)]
 
@@ -64,10 +63,17 @@ def plan_statement(host: ServerParts, call: CallContext, statement: Statement) -
 def check_statement(host: ServerParts, call: CallContext, statement: Statement) -> None:
     """Refuse, without planning, a statement the caller may not run over its table or whose
     table does not exist (its kind's ``check``)."""
-    if statement.session is None:
-        statement = replace(statement, session=current_session(host, call))
+    statement = _in_session(host, call, statement)
     read = host.table_of(statement.query)
     KIND_OF_TABLE[type(read)].check(host, call, read, statement)
+
+
+def _in_session(host: ServerParts, call: CallContext, statement: Statement) -> Statement:
+    """``statement`` with the namespace its one-part names resolve in: its own (a prepared
+    statement's), else the caller's session (``rpc/sessions.current``)."""
+    if statement.session is not None:
+        return statement
+    return replace(statement, session=current_session(host, call))
 
 
 def table_schema(host: ServerParts, call: CallContext, query: str) -> pa.Schema:
